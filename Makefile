@@ -1,0 +1,44 @@
+# The two set-up commands are `make run` and `make test`; both install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: run test install binaries lint unit integration e2e clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+binaries:
+	@bash controlplane/build.sh >/dev/null
+
+## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
+run: install binaries
+	$(BIN)/objcount demo
+
+## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd, e2e if kind)
+test: install binaries lint
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+integration: install binaries
+	$(BIN)/pytest tests/integration
+
+e2e: install
+	OBJCOUNT_E2E=1 $(BIN)/pytest tests/e2e
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,366 @@
+"""Start and stop a real etcd + kube-apiserver pair on loopback.
+
+Used by the integration tests, `make run` and the profiles. Every process started here is stopped by
+`stop()`, by the context manager, when start-up fails half way, and (through the kernel's parent-death
+signal) when the Python process that started it dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+BUILD_SCRIPT = Path(__file__).with_name("build.sh")
+# A documentation-range address (RFC 5737): kube-apiserver refuses to start without a default route
+# unless it is told what to advertise, and nothing ever connects to this address.
+ADVERTISE_ADDRESS = "192.0.2.1"
+SERVICE_CIDR = "10.0.0.0/24"
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or reached."""
+
+
+def build_binaries() -> Path:
+    """Build or reuse the pinned binaries; return the directory holding `etcd` and `kube-apiserver`."""
+    cached = os.environ.get("OBJCOUNT_CP_BIN_DIR")
+    if cached:
+        return Path(cached)
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ControlPlaneError(f"building the control plane failed (exit {result.returncode}); see above")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: ask the kernel to SIGTERM it when the parent dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class _Process:
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    last_pid: int | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the owning thread only
+            )
+        finally:
+            log.close()
+        self.last_pid = self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.popen = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+@dataclass
+class LocalControlPlane:
+    """A real etcd and kube-apiserver on free loopback ports, with an admin token and kubeconfig."""
+
+    bin_dir: Path
+    ready_timeout: float = 60.0
+    extra_apiserver_args: Sequence[str] = ()
+    work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="objcount-cp-")))
+    admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    startup_seconds: float | None = None
+    _etcd: _Process | None = None
+    _apiserver: _Process | None = None
+    _apiserver_port: int = 0
+
+    # ----- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> LocalControlPlane:
+        began = time.monotonic()
+        try:
+            self._write_credentials()
+            self._start_etcd()
+            self._apiserver_port = free_port()
+            self._start_apiserver()
+            self._write_kubeconfig(self.kubeconfig, self.admin_token)
+            self._wait_for_default_namespace(began + self.ready_timeout)
+        except BaseException:
+            # Half-started is never left behind, whatever failed (including Ctrl-C during start).
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        for process in (self._apiserver, self._etcd):
+            if process is not None:
+                process.stop()
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver on the same port (etcd keeps the data)."""
+        assert self._apiserver is not None
+        self._apiserver.stop()
+        self._start_apiserver()
+
+    def restart_etcd(self) -> None:
+        assert self._etcd is not None
+        self._etcd.stop()
+        self._etcd.start()
+        self._wait_until(lambda: self._healthy("/readyz"), time.monotonic() + self.ready_timeout, "ready")
+
+    def pids(self) -> list[int]:
+        """Every process id this control plane started last (running or not), for leak checks."""
+        return [p.last_pid for p in (self._etcd, self._apiserver) if p is not None and p.last_pid is not None]
+
+    def __enter__(self) -> LocalControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ----- where to reach it -------------------------------------------------------------------------
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self._apiserver_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        # kube-apiserver writes its generated serving cert followed by the CA that signed it.
+        return self.work_dir / "certs" / "apiserver.crt"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.work_dir / "kubeconfig"
+
+    def kubeconfig_for_token(self, token: str, name: str) -> Path:
+        path = self.work_dir / f"kubeconfig-{name}"
+        self._write_kubeconfig(path, token)
+        return path
+
+    def issue_service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        """Create the ServiceAccount if needed and return a bound token for it (TokenRequest API).
+
+        Restricted identities for RBAC tests are ServiceAccounts, exactly as in production.
+        """
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+        status, body = self._request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", sa)
+        if status not in (201, 409):
+            raise ControlPlaneError(f"creating ServiceAccount {namespace}/{name}: HTTP {status} {body!r}")
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        status, body = self._request("POST", path, request)
+        if status != 201:
+            raise ControlPlaneError(f"token request for {namespace}/{name}: HTTP {status} {body!r}")
+        token: str = json.loads(body)["status"]["token"]
+        return token
+
+    # ----- internals ---------------------------------------------------------------------------------
+    def _write_credentials(self) -> None:
+        (self.work_dir / "certs").mkdir(parents=True, exist_ok=True)
+        key = self.work_dir / "sa.key"
+        if shutil.which("openssl") is None:
+            raise ControlPlaneError("openssl is required to create the service-account signing key")
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(key), "2048"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        (self.work_dir / "tokens.csv").write_text(
+            f'{self.admin_token},objcount-admin,objcount-admin,"system:masters"\n'
+        )
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self._etcd_url = f"http://127.0.0.1:{client}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        self._etcd = _Process(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=default",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={self._etcd_url}",
+                f"--advertise-client-urls={self._etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+                # Large inventories are stored whole; the default 1.5 MiB request cap is too small.
+                "--max-request-bytes=33554432",
+                "--quota-backend-bytes=8589934592",
+            ],
+            self.work_dir / "etcd.log",
+        )
+        self._etcd.start()
+        deadline = time.monotonic() + self.ready_timeout
+        self._wait_until(self._etcd_healthy, deadline, "etcd healthy", self._etcd)
+
+    def _etcd_healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self._etcd_url}/health", timeout=1) as response:
+                return b'"health":"true"' in response.read()
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def _start_apiserver(self) -> None:
+        key = self.work_dir / "sa.key"
+        self._apiserver = _Process(
+            "kube-apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers={self._etcd_url}",
+                f"--cert-dir={self.work_dir / 'certs'}",
+                f"--secure-port={self._apiserver_port}",
+                "--bind-address=127.0.0.1",
+                f"--advertise-address={ADVERTISE_ADDRESS}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-account-issuer=https://127.0.0.1:{self._apiserver_port}",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                f"--token-auth-file={self.work_dir / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--v=0",
+                *self.extra_apiserver_args,
+            ],
+            self.work_dir / "kube-apiserver.log",
+        )
+        self._apiserver.start()
+        deadline = time.monotonic() + self.ready_timeout
+        self._wait_until(lambda: self._healthy("/readyz"), deadline, "kube-apiserver ready", self._apiserver)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        return self._request("GET", path)
+
+    def _request(self, method: str, path: str, body: Mapping[str, object] | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(
+            f"{self.server}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=self._ssl_context()) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            return 0, b""
+
+    def _healthy(self, path: str) -> bool:
+        if not self.ca_file.exists():
+            return False
+        status, body = self._get(path)
+        return status == 200 and body.strip() == b"ok"
+
+    def _wait_for_default_namespace(self, deadline: float) -> None:
+        self._wait_until(
+            lambda: self._get("/api/v1/namespaces/default")[0] == 200,
+            deadline,
+            "default namespace",
+            self._apiserver,
+        )
+
+    def _wait_until(
+        self, check: Callable[[], bool], deadline: float, what: str, process: _Process | None = None
+    ) -> None:
+        while not check():
+            if process is not None and not process.running():
+                raise ControlPlaneError(
+                    f"{process.name} exited before {what}; last log lines:\n{process.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                tail = process.log_tail() if process else ""
+                raise ControlPlaneError(f"timed out waiting for {what}; last log lines:\n{tail}")
+            time.sleep(0.1)
+
+    def _write_kubeconfig(self, path: Path, token: str) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)},
+                }
+            ],
+            "users": [{"name": "user", "user": {"token": token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+
+
+@contextlib.contextmanager
+def running_control_plane(bin_dir: Path | None = None, **kwargs: object) -> Iterator[LocalControlPlane]:
+    """Build (or reuse) the binaries, start a control plane, and stop and remove it on exit."""
+    plane = LocalControlPlane(bin_dir or build_binaries(), **kwargs)  # type: ignore[arg-type]
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.cleanup()

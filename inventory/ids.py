@@ -1,0 +1,124 @@
+"""Names, ids and labels that tie an RSync to its inventory, its reconciler and its managed objects.
+
+Pure functions of their arguments; the rules are Config Sync's and cli-utils' (DESIGN.md 2.2-2.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+RSyncKind = Literal["RootSync", "RepoSync"]
+
+ROOT_SYNC_NAMESPACE = "config-management-system"
+ROOT_SYNC_DEFAULT_NAME = "root-sync"
+REPO_SYNC_DEFAULT_NAME = "repo-sync"
+RECONCILER_NAMESPACE = "config-management-system"
+RECONCILER_CONTAINER = "reconciler"
+
+INVENTORY_ID_LABEL = "cli-utils.sigs.k8s.io/inventory-id"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_CONFIG_SYNC = "configmanagement.gke.io"
+SYNC_NAME_LABEL = "configsync.gke.io/sync-name"
+SYNC_NAMESPACE_LABEL = "configsync.gke.io/sync-namespace"
+SYNC_KIND_LABEL = "configsync.gke.io/sync-kind"
+OWNING_INVENTORY_KEY = "config.k8s.io/owning-inventory"
+PACKAGE_ID_LABEL = "configsync.gke.io/package-id"
+PARENT_PACKAGE_ID_LABEL = "configsync.gke.io/parent-package-id"
+APPLYSET_ID_LABEL = "applyset.kubernetes.io/id"
+APPLYSET_PART_OF_LABEL = "applyset.kubernetes.io/part-of"
+
+_LABEL_VALUE_MAX = 63
+_PACKAGE_ID_PREFIX = 53
+_FNV32_OFFSET = 0x811C9DC5
+_FNV32_PRIME = 0x01000193
+
+
+@dataclass(frozen=True, order=True)
+class RSyncKey:
+    """Identifies one RootSync or RepoSync; the unit of work everywhere in the service."""
+
+    kind: RSyncKind
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def inventory_id(namespace: str, name: str) -> str:
+    """cli-utils inventory id of an RSync's ResourceGroup (same name and namespace as the RSync)."""
+    return f"{namespace}_{name}"
+
+
+def inventory_labels(key: RSyncKey) -> dict[str, str]:
+    """The labels Config Sync puts on an RSync's inventory ResourceGroup."""
+    return {
+        INVENTORY_ID_LABEL: inventory_id(key.namespace, key.name),
+        MANAGED_BY_LABEL: MANAGED_BY_CONFIG_SYNC,
+        SYNC_NAME_LABEL: key.name,
+        SYNC_NAMESPACE_LABEL: key.namespace,
+        SYNC_KIND_LABEL: key.kind,
+    }
+
+
+def own_inventory_selector(key: RSyncKey) -> str:
+    """Label selector that matches exactly one RSync's inventory (sidecar mode)."""
+    return f"{INVENTORY_ID_LABEL}={inventory_id(key.namespace, key.name)}"
+
+
+def managed_by_config_sync_selector() -> str:
+    """Label selector that matches every Config Sync inventory (cluster mode)."""
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY_CONFIG_SYNC}"
+
+
+def owning_inventory_label(key: RSyncKey) -> dict[str, str]:
+    """The owning-inventory annotation, copied to a label of the same key so watches can filter on it."""
+    return {OWNING_INVENTORY_KEY: inventory_id(key.namespace, key.name)}
+
+
+def key_from_inventory_labels(labels: Mapping[str, str], namespace: str, name: str) -> RSyncKey:
+    """The RSync an inventory belongs to: from its sync-* labels, else from its own name and namespace."""
+    kind = labels.get(SYNC_KIND_LABEL)
+    if kind not in ("RootSync", "RepoSync"):
+        kind = "RootSync" if namespace == ROOT_SYNC_NAMESPACE else "RepoSync"
+    return RSyncKey(
+        kind,  # type: ignore[arg-type]
+        labels.get(SYNC_NAMESPACE_LABEL, namespace),
+        labels.get(SYNC_NAME_LABEL, name),
+    )
+
+
+def fnv1a_32(data: bytes) -> int:
+    value = _FNV32_OFFSET
+    for byte in data:
+        value = ((value ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
+    return value
+
+
+def package_id(name: str, namespace: str, kind: RSyncKind) -> str:
+    """`<name>.<namespace>.<kind>`, shortened with an FNV-1a hash when it is longer than a label value."""
+    full = f"{name}.{namespace}.{kind}"
+    if len(full) <= _LABEL_VALUE_MAX:
+        return full
+    return f"{full[:_PACKAGE_ID_PREFIX]}-{fnv1a_32(full.encode()):08x}"
+
+
+def applyset_id(rsync: Mapping[str, object]) -> str | None:
+    """The ApplySet id recorded on an RSync; read, never computed (the hash inputs are Config Sync's)."""
+    metadata = rsync.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    value = labels.get(APPLYSET_ID_LABEL) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def reconciler_name(key: RSyncKey) -> str:
+    """Name of the reconciler Deployment Config Sync's reconciler manager creates for an RSync."""
+    if key.kind == "RootSync":
+        if key.name == ROOT_SYNC_DEFAULT_NAME:
+            return "root-reconciler"
+        return f"root-reconciler-{key.name}"
+    if key.name == REPO_SYNC_DEFAULT_NAME:
+        return f"ns-reconciler-{key.namespace}"
+    return f"ns-reconciler-{key.namespace}-{key.name}-{len(key.name)}"

@@ -1,0 +1,299 @@
+"""The one module that talks to the Kubernetes API.
+
+Everything else in the project gets plain data from here: decoded JSON dicts for small objects, raw
+bytes for lists and watch events (which can carry inventories of 100,000 entries and are counted
+without being decoded whole). Client errors are translated at this boundary into a small set of our
+own exceptions. Authentication, TLS and kubeconfig handling come from the `kubernetes` client.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name)}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+ROOTSYNC = Resource("configsync.gke.io", "v1beta1", "rootsyncs", "RootSync")
+REPOSYNC = Resource("configsync.gke.io", "v1beta1", "reposyncs", "RepoSync")
+RESOURCEGROUP = Resource("kpt.dev", "v1alpha1", "resourcegroups", "ResourceGroup")
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+POD = Resource("", "v1", "pods", "Pod")
+NAMESPACE = Resource("", "v1", "namespaces", "Namespace")
+LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+EVENT = Resource("", "v1", "events", "Event")
+CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
+
+
+class ApiError(Exception):
+    """An API call failed; `reason` is the server's reason or the transport error."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class Gone(ApiError):
+    """The resourceVersion asked for is too old (410): re-list."""
+
+
+class Forbidden(ApiError):
+    """Authentication or authorization refused the call (401 or 403)."""
+
+
+class Invalid(ApiError):
+    """The server (validation or an admission webhook) rejected the request (400 or 422)."""
+
+
+class Transient(ApiError):
+    """Connection problems, timeouts, throttling and server errors: retry with backoff."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: Invalid,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+}
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+def error_from_status(status: int, body: bytes, what: str) -> ApiError:
+    reason, message = "", body[:300].decode(errors="replace")
+    try:
+        decoded = orjson.loads(body)
+        reason, message = decoded.get("reason", ""), decoded.get("message", message)
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    kind = _BY_STATUS.get(status, Transient)
+    return kind(f"{what}: HTTP {status} {reason}: {message}", status=status, reason=reason)
+
+
+class KubeApi:
+    """Thin, typed access to the API server over the `kubernetes` client's authenticated connection."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0) -> None:
+        self._client = api_client
+        self._timeout = timeout
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, *, context: str | None = None) -> KubeApi:
+        """In-cluster credentials when running in a pod and no kubeconfig is given, else the kubeconfig."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        return cls(k8s_client.ApiClient(configuration))
+
+    @property
+    def server(self) -> str:
+        host: str = self._client.configuration.host
+        return host
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ----- raw requests --------------------------------------------------------------------------------
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int | bool] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
+        params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method, url, headers, body = self._client.param_serialize(
+            method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )[:4]
+        what = f"{method} {path}"
+        try:
+            response = self._client.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=timeout or self._timeout
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise Transient(f"{what}: {error}", reason=type(error).__name__) from error
+        if not 200 <= response.status <= 299:
+            try:
+                data = response.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            raise error_from_status(response.status, data, what)
+        return response
+
+    def request(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """One request, the whole response body as bytes."""
+        response = self._send(method, path, **kwargs)
+        try:
+            data: bytes = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise Transient(f"{method} {path}: {error}", reason=type(error).__name__) from error
+        return data
+
+    def request_json(self, method: str, path: str, **kwargs: Any) -> JSON:
+        decoded: JSON = orjson.loads(self.request(method, path, **kwargs))
+        return decoded
+
+    # ----- objects -----------------------------------------------------------------------------------
+    def get(
+        self, resource: Resource, namespace: str | None, name: str, subresource: str | None = None
+    ) -> JSON:
+        return self.request_json("GET", resource.path(namespace, name, subresource))
+
+    def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
+        return self.request_json("POST", resource.path(namespace), body=body)
+
+    def replace(
+        self, resource: Resource, namespace: str | None, name: str, body: JSON, subresource: str | None = None
+    ) -> JSON:
+        return self.request_json("PUT", resource.path(namespace, name, subresource), body=body)
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: object,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> JSON:
+        query: dict[str, str | int | bool] = {}
+        if field_manager:
+            query["fieldManager"] = field_manager
+        if force:
+            query["force"] = True
+        path = resource.path(namespace, name, subresource)
+        return self.request_json("PATCH", path, query=query, body=body, content_type=PATCH_TYPES[patch_type])
+
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> None:
+        self.request("DELETE", resource.path(namespace, name))
+
+    def list_page(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        limit: int = 500,
+        continue_token: str = "",
+    ) -> bytes:
+        """One page of a list, as the raw JSON body (the caller decodes what it needs)."""
+        query: dict[str, str | int | bool] = {"limit": limit}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if continue_token:
+            query["continue"] = continue_token
+        return self.request("GET", resource.path(namespace), query=query)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        server_timeout: int = 300,
+        inactivity_timeout: float = 90.0,
+    ) -> Iterator[bytes]:
+        """Raw watch events, one JSON document per line.
+
+        `inactivity_timeout` is the socket read timeout: a stream that stays silent longer (bookmarks are
+        requested, so a healthy stream is never silent for long) raises Transient and the caller
+        reconnects.
+        """
+        query: dict[str, str | int | bool] = {
+            "watch": True,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": server_timeout,
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        path = resource.path(namespace)
+        response = self._send("GET", path, query=query, timeout=(10.0, inactivity_timeout))
+        raw: urllib3.BaseHTTPResponse = response.response
+        try:
+            yield from _lines(raw)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise Transient(f"watch {path}: {error}", reason=type(error).__name__) from error
+        finally:
+            raw.release_conn()
+            raw.close()
+
+
+def _lines(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Split a streamed body into lines without copying a large event more than once."""
+    pending: list[bytes] = []
+    for chunk in raw.stream(1 << 16):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if pending:
+                pending.append(chunk[start:end])
+                yield b"".join(pending)
+                pending.clear()
+            elif end > start:
+                yield chunk[start:end]
+            start = end + 1
+        if start < len(chunk):
+            pending.append(chunk[start:])
+    if pending:
+        yield b"".join(pending)

@@ -1,0 +1,107 @@
+"""The real control plane, started once per test run, and a fresh namespace for every test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane import LocalControlPlane, build_binaries
+from controlplane.seed import CRD_DIR, PRUNING_CRD_DIR, ensure_namespace, install_crds, rsync
+from inventory import kubeapi
+from inventory.ids import RSyncKey
+from tests.helpers import wait_for
+
+_STARTUP_KEY = pytest.StashKey[float]()
+
+
+@pytest.fixture(scope="session")
+def control_plane_bin_dir() -> Path:
+    return build_binaries()
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
+    plane = LocalControlPlane(control_plane_bin_dir)
+    plane.start()
+    assert plane.startup_seconds is not None
+    pytestconfig.stash[_STARTUP_KEY] = plane.startup_seconds
+    try:
+        yield plane
+    finally:
+        pids = plane.pids()
+        plane.cleanup()
+        still_running = [pid for pid in pids if _alive(pid)]
+        assert not still_running, f"control plane processes left running: {still_running}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purposes; only a live process counts.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="session")
+def admin_api(control_plane: LocalControlPlane) -> Iterator[kubeapi.KubeApi]:
+    api = kubeapi.KubeApi.connect(str(control_plane.kubeconfig))
+    install_crds(api)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def api(admin_api: kubeapi.KubeApi) -> kubeapi.KubeApi:
+    return admin_api
+
+
+@pytest.fixture
+def namespace(admin_api: kubeapi.KubeApi) -> str:
+    """A fresh namespace per test: nothing garbage-collects on a bare API server."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    ensure_namespace(admin_api, name)
+    return name
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    seconds = config.stash.get(_STARTUP_KEY, None)
+    if seconds is not None:
+        terminalreporter.write_line(f"local control plane: start to ready in {seconds:.2f} s")
+
+
+@pytest.fixture
+def pruning_crds(admin_api: kubeapi.KubeApi) -> Iterator[None]:
+    """Swap in the RSync CRDs without objectCount for one test, then restore the shipped ones.
+
+    A CRD update reaches the API server's handlers asynchronously, so each swap is confirmed by probing
+    that an objectCount write is (or is no longer) pruned.
+    """
+    _swap_crds(admin_api, PRUNING_CRD_DIR, expect_pruned=True)
+    try:
+        yield
+    finally:
+        _swap_crds(admin_api, CRD_DIR, expect_pruned=False)
+
+
+def _swap_crds(api: kubeapi.KubeApi, directory: Path, *, expect_pruned: bool) -> None:
+    install_crds(api, directory)
+    probe_ns = "crd-probe"
+    ensure_namespace(api, probe_ns)
+    for resource, kind in ((kubeapi.ROOTSYNC, "RootSync"), (kubeapi.REPOSYNC, "RepoSync")):
+        key = RSyncKey(kind, probe_ns, "probe")  # type: ignore[arg-type]
+        with contextlib.suppress(kubeapi.Conflict):
+            api.create(resource, probe_ns, rsync(key))
+
+        def pruned_as_expected(resource: kubeapi.Resource = resource) -> bool:
+            patch = {"status": {"sync": {"objectCount": 1}}}
+            written = api.patch(resource, probe_ns, "probe", patch, subresource="status")
+            return ("objectCount" not in written.get("status", {}).get("sync", {})) == expect_pruned
+
+        wait_for(pruned_as_expected, timeout=60, what=f"{kind} CRD schema to take effect")
