@@ -8,6 +8,7 @@ own exceptions. Authentication, TLS and kubeconfig handling come from the `kuber
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -233,6 +234,7 @@ class KubeApi:
         namespace: str | None,
         *,
         label_selector: str = "",
+        field_selector: str = "",
         limit: int = 500,
         continue_token: str = "",
     ) -> bytes:
@@ -240,6 +242,8 @@ class KubeApi:
         query: dict[str, str | int | bool] = {"limit": limit}
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         if continue_token:
             query["continue"] = continue_token
         return self.request("GET", resource.path(namespace), query=query)
@@ -251,10 +255,11 @@ class KubeApi:
         *,
         resource_version: str,
         label_selector: str = "",
+        field_selector: str = "",
         server_timeout: int = 300,
         inactivity_timeout: float = 90.0,
-    ) -> Iterator[bytes]:
-        """Raw watch events, one JSON document per line.
+    ) -> WatchStream:
+        """Open a watch; iterate the returned stream for raw events, one JSON document per line.
 
         `inactivity_timeout` is the socket read timeout: a stream that stays silent longer (bookmarks are
         requested, so a healthy stream is never silent for long) raises Transient and the caller
@@ -268,16 +273,41 @@ class KubeApi:
         }
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         path = resource.path(namespace)
         response = self._send("GET", path, query=query, timeout=(10.0, inactivity_timeout))
-        raw: urllib3.BaseHTTPResponse = response.response
+        return WatchStream(response.response, path)
+
+
+class WatchStream:
+    """An open watch response. `shutdown()` may be called from another thread to end it at once."""
+
+    def __init__(self, raw: urllib3.BaseHTTPResponse, path: str) -> None:
+        self._raw = raw
+        self._path = path
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
         try:
-            yield from _lines(raw)
+            yield from _lines(self._raw)
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise Transient(f"watch {path}: {error}", reason=type(error).__name__) from error
+            if not self._closed:
+                raise Transient(f"watch {self._path}: {error}", reason=type(error).__name__) from error
         finally:
-            raw.release_conn()
-            raw.close()
+            self.close()
+
+    def shutdown(self) -> None:
+        """Unblock a pending read from another thread (stopping the service)."""
+        self._closed = True
+        # Already closed or released (the stream ended on its own): nothing to unblock.
+        with contextlib.suppress(ValueError, RuntimeError, OSError):
+            self._raw.shutdown()
+
+    def close(self) -> None:
+        self._closed = True
+        self._raw.release_conn()
+        self._raw.close()
 
 
 def _lines(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:

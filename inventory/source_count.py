@@ -177,11 +177,14 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def count_directory(root: Path) -> SourceCount:
-    """Count every object under `root` (a resolved, immutable commit directory)."""
+def count_directory(root: Path, names_relative_to: Path | None = None) -> SourceCount:
+    """Count every object under `root` (a resolved, immutable commit directory).
+
+    Errors name the file relative to `names_relative_to` (default: `root`).
+    """
     total, files = 0, manifest_files(root)
     for path in files:
         data = path.read_bytes()
-        name = str(path.relative_to(root))
+        name = str(path.relative_to(names_relative_to or root))
         total += count_json(data, name) if path.suffix == ".json" else count_yaml(data, name)
     return SourceCount(total, len(files), root)

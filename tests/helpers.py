@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -21,3 +23,26 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float =
         time.sleep(interval)
         last = probe()
     return last
+
+
+def configmaps_yaml(count: int, prefix: str = "cm") -> str:
+    """A multi-document YAML file of `count` ConfigMaps."""
+    return "".join(
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n  namespace: apps\n"
+        f"data:\n  key: value-{i}\n"
+        for i in range(count)
+    )
+
+
+def write_commit(repo_root: Path, commit: str, files: dict[str, str], *, sync_dir: str = "config") -> Path:
+    """Create /repo/source/<commit>/<sync_dir>/... and point the `rev` symlink at it atomically."""
+    commit_dir = repo_root / "source" / commit
+    for relative, text in files.items():
+        path = commit_dir / sync_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    link = repo_root / "source" / "rev"
+    temporary = repo_root / "source" / f".rev-{commit}"
+    temporary.symlink_to(commit_dir)
+    os.replace(temporary, link)
+    return commit_dir

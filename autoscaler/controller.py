@@ -1,0 +1,195 @@
+"""The reconcile loop: watches and the source feed a keyed queue; each reconcile records the counts.
+
+A reconcile is keyed by RSync, reads only from the caches, and is idempotent. Until every cache has
+synced (which is also when the stored counts are restored, since they are read from the cached RSync)
+a reconcile does nothing and reports `deferred_startup`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from autoscaler.workqueue import ShutDown, WorkQueue
+from inventory import kubeapi
+from inventory.counts import ObjectCounts
+from inventory.ids import (
+    RSyncKey,
+    key_from_inventory_labels,
+    managed_by_config_sync_selector,
+    own_inventory_selector,
+)
+from inventory.inventory_count import InventorySummary
+from inventory.source_count import SourceCount
+from inventory.source_watch import SourceLayout, SourceWatcher
+from inventory.status import CountWriter
+from inventory.watch import InventoryCodec, Key, ObjectCodec, RawObject, Reflector, WatchSettings
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["sidecar", "cluster"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the service manages: its own RSync (sidecar) or every RSync it can see (cluster)."""
+
+    mode: Mode
+    rsync: RSyncKey | None = None
+    inventory_selector: str = ""
+    namespace: str | None = None
+
+    @classmethod
+    def sidecar(cls, key: RSyncKey) -> Scope:
+        return cls("sidecar", key, own_inventory_selector(key), key.namespace)
+
+    @classmethod
+    def cluster(cls, selector: str = "", namespace: str | None = None) -> Scope:
+        return cls("cluster", None, selector or managed_by_config_sync_selector(), namespace)
+
+
+@dataclass
+class Controller:
+    api: kubeapi.KubeApi
+    scope: Scope
+    source_layout: SourceLayout | None = None
+    watch_settings: WatchSettings = field(default_factory=WatchSettings)
+    writer: CountWriter | None = None
+    queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sync_counts: dict[RSyncKey, int] = field(default_factory=dict)
+    _source_counts: dict[RSyncKey, int] = field(default_factory=dict)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.writer = self.writer or CountWriter(self.api)
+        self.inventories: Reflector[InventorySummary] = Reflector(
+            self.api,
+            kubeapi.RESOURCEGROUP,
+            InventoryCodec(),
+            self._on_inventory,
+            namespace=self.scope.namespace,
+            label_selector=self.scope.inventory_selector,
+            settings=self.watch_settings,
+        )
+        self.rsyncs: dict[str, Reflector[RawObject]] = {}
+        kinds = [self.scope.rsync.kind] if self.scope.rsync else list(kubeapi.RSYNC_RESOURCES)
+        for kind in kinds:
+            self.rsyncs[kind] = Reflector(
+                self.api,
+                kubeapi.RSYNC_RESOURCES[kind],
+                ObjectCodec(),
+                functools.partial(self._on_rsync, kind),
+                namespace=self.scope.namespace,
+                field_selector=f"metadata.name={self.scope.rsync.name}" if self.scope.rsync else "",
+                settings=self.watch_settings,
+            )
+        self.source_watcher = (
+            SourceWatcher(self.source_layout, self._on_source)
+            if self.source_layout is not None and self.scope.rsync is not None
+            else None
+        )
+
+    # ----- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> Controller:
+        for reflector in self._reflectors():
+            reflector.start()
+        if self.source_watcher is not None:
+            self.source_watcher.start()
+        worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+        worker.start()
+        self._threads.append(worker)
+        return self
+
+    def stop(self) -> None:
+        """Stop the watches, let the reconcile in flight finish, then stop the worker."""
+        if self.source_watcher is not None:
+            self.source_watcher.stop()
+        reflectors = self._reflectors()
+        for reflector in reflectors:
+            reflector.signal_stop()
+        self.queue.shutdown()
+        for thread in self._threads:
+            thread.join(30)
+        for reflector in reflectors:
+            reflector.stop()
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self._reflectors())
+
+    def _reflectors(self) -> list[Reflector[Any]]:
+        return [self.inventories, *self.rsyncs.values()]
+
+    # ----- inputs ------------------------------------------------------------------------------------
+    def _on_inventory(self, change: str, key: Key, summary: Any) -> None:
+        if summary is None:
+            rsync_key = self._key_of_deleted_inventory(key)
+            with self._lock:
+                self._sync_counts.pop(rsync_key, None)
+        else:
+            rsync_key = key_from_inventory_labels(summary.labels, summary.namespace, summary.name)
+            if summary.count is not None:
+                with self._lock:
+                    self._sync_counts[rsync_key] = summary.count
+        self.queue.add(rsync_key)
+
+    def _key_of_deleted_inventory(self, key: Key) -> RSyncKey:
+        if self.scope.rsync is not None:
+            return self.scope.rsync
+        return key_from_inventory_labels({}, *key)
+
+    def _on_rsync(self, kind: str, change: str, key: Key, obj: object) -> None:
+        self.queue.add(RSyncKey(kind, *key))  # type: ignore[arg-type]
+
+    def _on_source(self, count: SourceCount) -> None:
+        assert self.scope.rsync is not None
+        with self._lock:
+            self._source_counts[self.scope.rsync] = count.objects
+        log.info("%s: source has %d objects in %d files", self.scope.rsync, count.objects, count.files)
+        self.queue.add(self.scope.rsync)
+
+    # ----- reconcile ---------------------------------------------------------------------------------
+    def observed(self, key: RSyncKey) -> ObjectCounts:
+        """The counts seen this run (None where not seen yet or not valid)."""
+        with self._lock:
+            return ObjectCounts(self._source_counts.get(key), self._sync_counts.get(key))
+
+    def rsync_body(self, key: RSyncKey) -> dict[str, Any] | None:
+        reflector = self.rsyncs.get(key.kind)
+        cached = reflector.store.get((key.namespace, key.name)) if reflector else None
+        return cached.body if cached else None
+
+    def reconcile(self, key: RSyncKey) -> str:
+        if not self.synced:
+            return "deferred_startup"
+        rsync = self.rsync_body(key)
+        if rsync is None:
+            return "unchanged"
+        assert self.writer is not None
+        return self.writer.write(key, rsync, self.observed(key))
+
+    def _work(self) -> None:
+        while True:
+            try:
+                key = self.queue.get(timeout=1.0)
+            except ShutDown:
+                return
+            if key is None:
+                continue
+            try:
+                outcome = self.reconcile(key)
+                if outcome == "deferred_startup":
+                    self.queue.add_after(key, 0.2)
+                self.queue.forget(key)
+            except kubeapi.ApiError as error:
+                delay = self.queue.retry(key)
+                log.warning("%s: reconcile failed (%s); retrying in %.1f s", key, error, delay)
+            except Exception:
+                delay = self.queue.retry(key)
+                log.exception("%s: reconcile crashed; retrying in %.1f s", key, delay)
+            finally:
+                self.queue.done(key)

@@ -1,0 +1,33 @@
+"""Prometheus metrics of the inventory side. Label values are bounded (resource kinds, fixed reasons)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+WATCH_RESTARTS = Counter(
+    "objcount_watch_restarts_total",
+    "Watch streams restarted, by resource and reason (gone, closed, timeout, error).",
+    ["resource", "reason"],
+)
+CACHE_SYNCED = Gauge(
+    "objcount_cache_synced", "1 once the first complete list of the resource is cached.", ["resource"]
+)
+MALFORMED_INVENTORIES = Counter(
+    "objcount_malformed_inventories_total",
+    "ResourceGroup updates rejected as malformed (the last good count is kept).",
+)
+SOURCE_ERRORS = Counter(
+    "objcount_source_errors_total",
+    "Source counts that failed (invalid YAML or JSON, unreadable directory); the last good count is kept.",
+    ["reason"],
+)
+STATUS_WRITES = Counter(
+    "objcount_status_writes_total", "Object-count writes to RSyncs, by where they went.", ["destination"]
+)
+STATUS_WRITE_ERRORS = Counter(
+    "objcount_status_write_errors_total", "Object-count writes that failed, by error.", ["reason"]
+)
+PRUNED_STATUS_FALLBACKS = Counter(
+    "objcount_pruned_status_fallbacks_total",
+    "RSyncs whose CRD pruned status.*.objectCount, so the counts went to annotations instead.",
+)

@@ -1,0 +1,128 @@
+"""Watch the rendered source on the reconciler's shared volume and count its objects.
+
+Config Sync syncs each commit into its own directory and swaps a `rev` symlink to it atomically
+(`/repo/source/rev`, and `/repo/hydrated/rev` for rendered output). The counter resolves the link once,
+counts inside the resolved directory (which never changes), then checks that the link still points
+there; if it moved during the count, it counts again. A half-swapped checkout is never counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inventory.metrics import SOURCE_ERRORS
+from inventory.source_count import SourceCount, SourceError, count_directory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """Where the reconciler pod's shared volume keeps the source (DESIGN.md 2.4)."""
+
+    repo_root: Path = Path("/repo")
+    sync_dir: str = ""
+
+    @property
+    def hydrated_link(self) -> Path:
+        return self.repo_root / "hydrated" / "rev"
+
+    @property
+    def source_link(self) -> Path:
+        return self.repo_root / "source" / "rev"
+
+    def current_root(self) -> tuple[Path, Path]:
+        """(symlink, directory to count): hydrated output when present, else the source's sync dir."""
+        link = self.hydrated_link if self.hydrated_link.exists() else self.source_link
+        if not link.exists():
+            raise SourceError(f"neither {self.hydrated_link} nor {self.source_link} exists yet")
+        return link, Path(os.path.realpath(link))
+
+
+def count_source(layout: SourceLayout, attempts: int = 3) -> SourceCount:
+    """Count the objects of the commit the `rev` link points to, consistently across a swap."""
+    for _ in range(attempts):
+        link, commit_dir = layout.current_root()
+        root = commit_dir / layout.sync_dir if layout.sync_dir else commit_dir
+        try:
+            result = count_directory(root, commit_dir)
+        except FileNotFoundError as error:
+            # The commit directory was removed under us (an old one after a swap): look again.
+            last_error: SourceError = SourceError(f"{root} disappeared while being counted: {error}")
+            continue
+        except OSError as error:
+            raise SourceError(f"cannot read {root}: {error}") from error
+        if Path(os.path.realpath(link)) == commit_dir:
+            return result
+        last_error = SourceError(f"{link} moved while {root} was being counted")
+    raise last_error
+
+
+@dataclass
+class SourceWatcher:
+    """Recounts when the `rev` link moves (polled: a readlink per interval) and reports good counts.
+
+    On an error the last good count stands: the callback is not called, the error is logged with the
+    file it is about and counted in a metric, and the count is tried again on the next change or after
+    `retry_interval`.
+    """
+
+    layout: SourceLayout
+    on_count: Callable[[SourceCount], None]
+    interval: float = 1.0
+    retry_interval: float = 30.0
+    clock: Callable[[], float] = time.monotonic
+    stopping: threading.Event = field(default_factory=threading.Event)
+    last_error: str | None = None
+    _last_attempt: float = float("-inf")
+    _thread: threading.Thread | None = None
+
+    def start(self) -> SourceWatcher:
+        self._thread = threading.Thread(target=self.run, name="source-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _link_target(self) -> str | None:
+        try:
+            link, target = self.layout.current_root()
+            return f"{link}->{target}"
+        except SourceError:
+            return None
+
+    def poll_once(self, previous: str | None) -> str | None:
+        """Count when the link target differs from `previous`; return the target counted (or tried)."""
+        target = self._link_target()
+        if target == previous and (
+            self.last_error is None or self.clock() - self._last_attempt < self.retry_interval
+        ):
+            return previous
+        self._last_attempt = self.clock()
+        try:
+            result = count_source(self.layout)
+        except SourceError as error:
+            reason = "invalid" if "invalid" in str(error) or "not UTF-8" in str(error) else "unreadable"
+            if str(error) != self.last_error:
+                SOURCE_ERRORS.labels(reason).inc()
+                log.error("source count failed, keeping the last good count: %s", error)
+            self.last_error = str(error)
+            return target
+        self.last_error = None
+        self.on_count(result)
+        return target
+
+    def run(self) -> None:
+        previous: str | None = None
+        while not self.stopping.is_set():
+            previous = self.poll_once(previous)
+            self.stopping.wait(self.interval)

@@ -1,0 +1,244 @@
+"""Inventory on the real API server: scoped watches, counts in the RSync status, restarts, races."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from autoscaler.controller import Controller, Scope
+from controlplane import LocalControlPlane
+from controlplane.seed import resourcegroup, rsync
+from inventory import kubeapi
+from inventory.counts import ObjectCounts, annotation_counts, status_counts
+from inventory.ids import RSyncKey, own_inventory_selector
+from inventory.source_watch import SourceLayout
+from inventory.status import CountWriter, read_counts
+from inventory.watch import InventoryCodec, Reflector, WatchSettings
+from tests.helpers import configmaps_yaml, wait_for, write_commit
+
+FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
+
+
+def _rsync_status_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+    return status_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def sidecar(
+    api: kubeapi.KubeApi, namespace: str, tmp_path: Path
+) -> Iterator[tuple[RSyncKey, Path, list[Controller]]]:
+    """An RSync with an inventory and a source volume; controllers started by the test are stopped."""
+    key = RSyncKey("RootSync", namespace, "root-sync")
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
+    api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 100))
+    write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)})
+    controllers: list[Controller] = []
+    yield key, tmp_path, controllers
+    for controller in controllers:
+        controller.stop()
+
+
+def _start(api: kubeapi.KubeApi, key: RSyncKey, repo: Path, controllers: list[Controller]) -> Controller:
+    controller = Controller(
+        api, Scope.sidecar(key), source_layout=SourceLayout(repo, "config"), watch_settings=FAST
+    ).start()
+    controllers.append(controller)
+    return controller
+
+
+def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeApi, namespace: str) -> None:
+    mine = RSyncKey("RootSync", namespace, "mine")
+    seen: list[tuple[str, str]] = []
+    reflector = Reflector(
+        api,
+        kubeapi.RESOURCEGROUP,
+        InventoryCodec(),
+        lambda change, key, obj: seen.append((change, key[1])),
+        namespace=namespace,
+        label_selector=own_inventory_selector(mine),
+        settings=FAST,
+    ).start()
+    try:
+        wait_for(reflector.synced.is_set, what="first list")
+        for i in range(5):
+            other = RSyncKey("RootSync", namespace, f"other-{i}")
+            api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(other, i + 1))
+        api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(mine, 1))
+        for i in range(5):
+            api.patch(kubeapi.RESOURCEGROUP, namespace, f"other-{i}", {"spec": {"resources": []}})
+        # Events arrive in resourceVersion order: once this last one is seen, every earlier one was too.
+        api.patch(kubeapi.RESOURCEGROUP, namespace, "mine", {"spec": {"resources": []}})
+        wait_for(lambda: ("MODIFIED", "mine") in seen, what="my inventory's update")
+        assert {name for _, name in seen} == {"mine"}
+        assert reflector.store[(namespace, "mine")].count == 0
+    finally:
+        reflector.stop()
+
+
+def test_counts_reach_the_status_after_inventory_and_source_changes(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+) -> None:
+    key, repo, controllers = sidecar
+    _start(api, key, repo, controllers)
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 250))
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 250), what="sync count update")
+
+    write_commit(repo, "c2", {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5)})
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(70, 250), what="source count update")
+
+
+def _record_status_counts(api: kubeapi.KubeApi, key: RSyncKey, stop: threading.Event) -> list[ObjectCounts]:
+    """Poll the stored counts in the background, to check they never go down."""
+    seen: list[ObjectCounts] = []
+
+    def poll() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(kubeapi.Transient):  # the API server may be restarting
+                seen.append(_rsync_status_counts(api, key))
+            stop.wait(0.02)
+
+    threading.Thread(target=poll, daemon=True).start()
+    return seen
+
+
+def _never_lower(seen: list[ObjectCounts], floor: ObjectCounts) -> None:
+    assert seen, "no status was observed"
+    assert floor.source is not None
+    assert floor.sync is not None
+    for counts in seen:
+        assert counts.source is not None, counts
+        assert counts.sync is not None, counts
+        assert counts.source >= floor.source, (counts, floor)
+        assert counts.sync >= floor.sync, (counts, floor)
+
+
+def test_restarting_the_watcher_never_lowers_a_count(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+) -> None:
+    key, repo, controllers = sidecar
+    first = _start(api, key, repo, controllers)
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    stop = threading.Event()
+    seen = _record_status_counts(api, key, stop)
+    first.stop()
+    second = _start(api, key, repo, controllers)
+    wait_for(lambda: second.synced, what="restarted caches to sync")
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 180))
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 180), what="catch-up after restart")
+    stop.set()
+    _never_lower(seen, ObjectCounts(42, 100))
+
+
+def test_restarting_the_api_server_never_lowers_a_count(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], control_plane: LocalControlPlane
+) -> None:
+    key, repo, controllers = sidecar
+    _start(api, key, repo, controllers)
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    stop = threading.Event()
+    seen = _record_status_counts(api, key, stop)
+    control_plane.restart_apiserver()
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 300))
+    wait_for(
+        lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 300),
+        timeout=90,
+        what="catch-up after restart",
+    )
+    stop.set()
+    _never_lower(seen, ObjectCounts(42, 100))
+
+
+def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace: str) -> None:
+    key = RSyncKey("RepoSync", namespace, "repo-sync")
+    api.create(kubeapi.REPOSYNC, namespace, rsync(key))
+    rounds = 300
+    errors: list[BaseException] = []
+
+    def other_writer() -> None:
+        """Config Sync's way: read, modify the status, update with the resourceVersion; retry conflicts."""
+        try:
+            for i in range(1, rounds + 1):
+                while True:
+                    body: dict[str, Any] = api.get(kubeapi.REPOSYNC, namespace, key.name)
+                    status = body.setdefault("status", {})
+                    status.setdefault("sync", {})["commit"] = f"commit-{i}"
+                    status["conditions"] = [{"type": "Syncing", "status": "True", "message": f"round {i}"}]
+                    try:
+                        api.replace(kubeapi.REPOSYNC, namespace, key.name, body, subresource="status")
+                        break
+                    except kubeapi.Conflict:
+                        continue
+        except BaseException as error:  # surfaced in the main thread
+            errors.append(error)
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    writer = CountWriter(api)
+    for i in range(1, rounds + 1):
+        body = api.get(kubeapi.REPOSYNC, namespace, key.name)
+        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == "status"
+    thread.join()
+    assert not errors
+    final = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]
+    assert final["sync"]["commit"] == f"commit-{rounds}"
+    assert final["conditions"][0]["message"] == f"round {rounds}"
+    assert status_counts({"status": final}) == ObjectCounts(rounds, 2 * rounds)
+
+
+def test_pruning_crd_counts_go_to_annotations_and_are_restored(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], pruning_crds: None
+) -> None:
+    key, repo, controllers = sidecar
+    fallbacks = _metric("objcount_pruned_status_fallbacks_total")
+    first = _start(api, key, repo, controllers)
+    wait_for(lambda: read_counts(api, key) == ObjectCounts(42, 100), what="counts in annotations")
+    body = api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
+    assert annotation_counts(body) == ObjectCounts(42, 100)
+    assert status_counts(body) == ObjectCounts()
+    assert _metric("objcount_pruned_status_fallbacks_total") == fallbacks + 1
+
+    # Restart with the inventory gone: the sync count is unknown now, which must not read as zero.
+    first.stop()
+    api.delete(kubeapi.RESOURCEGROUP, key.namespace, key.name)
+    second = _start(api, key, repo, controllers)
+    wait_for(lambda: second.synced, what="caches to sync")
+    assert second.reconcile(key) == "unchanged"
+    assert read_counts(api, key) == ObjectCounts(42, 100)
+
+
+def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+) -> None:
+    key, repo, controllers = sidecar
+    controller = _start(api, key, repo, controllers)
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    malformed = _metric("objcount_malformed_inventories_total")
+    invalid = _metric("objcount_source_errors_total", reason="invalid")
+
+    entries = [{"group": "", "kind": "", "namespace": "apps", "name": "no-kind"}] * 3
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, {"spec": {"resources": entries}})
+    wait_for(lambda: _metric("objcount_malformed_inventories_total") > malformed, what="malformed metric")
+    write_commit(repo, "c2", {"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n"})
+    wait_for(
+        lambda: _metric("objcount_source_errors_total", reason="invalid") > invalid, what="invalid metric"
+    )
+    assert controller.source_watcher is not None
+    assert "config/a.yaml" in (controller.source_watcher.last_error or "")
+    assert controller.reconcile(key) == "unchanged"
+    assert _rsync_status_counts(api, key) == ObjectCounts(42, 100)
+
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 7))
+    write_commit(repo, "c3", {"a.yaml": configmaps_yaml(9)})
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(9, 7), what="recovery")
