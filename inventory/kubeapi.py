@@ -12,6 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -84,7 +85,7 @@ class Forbidden(ApiError):
 
 
 class Invalid(ApiError):
-    """The server (validation or an admission webhook) rejected the request (400 or 422)."""
+    """The server rejected the request itself (400, 413 too large, 422 validation or a webhook)."""
 
 
 class Transient(ApiError):
@@ -98,6 +99,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     404: NotFound,
     409: Conflict,
     410: Gone,
+    413: Invalid,
     422: Invalid,
 }
 
@@ -123,9 +125,12 @@ def error_from_status(status: int, body: bytes, what: str) -> ApiError:
 class KubeApi:
     """Thin, typed access to the API server over the `kubernetes` client's authenticated connection."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0, default_namespace: str = "default"
+    ) -> None:
         self._client = api_client
         self._timeout = timeout
+        self.default_namespace = default_namespace
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, *, context: str | None = None) -> KubeApi:
@@ -133,11 +138,16 @@ class KubeApi:
         configuration = k8s_client.Configuration()
         if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)
+            namespace_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            namespace = namespace_file.read_text().strip() if namespace_file.exists() else "default"
         else:
             k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration
             )
-        return cls(k8s_client.ApiClient(configuration))
+            contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
+            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+            namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+        return cls(k8s_client.ApiClient(configuration), default_namespace=namespace)
 
     @property
     def server(self) -> str:

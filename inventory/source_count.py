@@ -7,16 +7,23 @@ Counting rules (checked against a full YAML load by the tests):
 - a document whose kind ends in `List` and that has an `items` list counts its items (by the same rule)
   instead of itself, as `kubectl` expands list kinds.
 
-Speed: a rapidyaml parse (C++) walks only the top-level keys of each document, with PyYAML's own
-resolver deciding whether a plain scalar is a string. Any file that rapidyaml cannot vouch for (anchors,
-aliases, tags, directives, a parse error) goes to PyYAML's full CSafeLoader, which is the reference and
-also produces the error message for invalid files.
+How, and why it is exact: libyaml's parser (PyYAML's C extension, building no Python objects) first
+decides whether the file is valid YAML, because rapidyaml alone accepts some text that libyaml rejects.
+Then a rapidyaml parse (C++) is walked over the top-level keys of each document only, with PyYAML's own
+resolver deciding whether a plain scalar is a string. Files whose meaning only the full loader can
+settle (anchors, aliases, tags, merge keys, directives, complex keys, date-like scalars) and files
+either parser rejects go to PyYAML's CSafeLoader, which is the reference and words the error. Counts
+of file contents already seen are cached by digest, so a new commit re-parses only changed files.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +31,19 @@ from typing import Any
 import orjson
 import ryml
 import yaml
+from yaml._yaml import CParser
 
 YAML_SUFFIXES = (".yaml", ".yml")
 SUFFIXES = (*YAML_SUFFIXES, ".json")
 _STR_TAG = "tag:yaml.org,2002:str"
-# Bytes after which a file is left to the full loader: anchors, aliases, tags, merge keys, directives.
-_NEEDS_FULL_LOADER = (b"&", b"*", b"!", b"<<", b"%")
+# Bytes after which a file is left to the full loader, which alone can fail on them after parsing:
+# anchors and aliases, tags, merge keys, directives, complex and flow-collection keys (unhashable).
+_NEEDS_FULL_LOADER = (b"&", b"*", b"!", b"<<", b"%", b"? ", b"?\n", b"?\t", b"]:", b"}:")
+# Plain scalars that PyYAML turns into dates (and fails on when the date is impossible).
+_TIMESTAMP = re.compile(rb"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 _RESOLVER = yaml.resolver.Resolver()
+_KEYS = ("apiVersion", "kind", "items")
+_KEY_LENGTHS = frozenset(len(k) for k in _KEYS)
 
 
 class SourceError(Exception):
@@ -69,23 +82,32 @@ def count_with_full_loader(data: bytes, name: str) -> int:
     """The reference: PyYAML's C loader builds every object."""
     try:
         return count_loaded(yaml.load_all(data, Loader=yaml.CSafeLoader))
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, ValueError) as error:
+        # ValueError: a plain scalar PyYAML resolves as a date but cannot construct (2024-02-30).
         raise SourceError(f"{name}: invalid YAML: {error}") from error
     except UnicodeDecodeError as error:
         raise SourceError(f"{name}: not UTF-8 text: {error}") from error
 
 
 # ----- the fast path ----------------------------------------------------------------------------------
-def _scalar_is_nonempty_str(tree: Any, node: int) -> bool:
-    if not tree.has_val(node) or tree.is_container(node):
-        return False
-    text = bytes(tree.val(node)).decode()
-    if tree.is_val_quoted(node) or tree.is_val_literal(node) or tree.is_val_folded(node):
-        return bool(text)
-    if not text or tree.val_is_null(node):
-        return False
-    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+@functools.lru_cache(maxsize=4096)
+def _plain_scalar_is_str(text: bytes) -> bool:
+    """Whether PyYAML resolves this plain scalar to a string (not null, bool, int, float or date)."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text.decode(), (True, False))  # type: ignore[no-untyped-call]
     return tag == _STR_TAG
+
+
+def _scalar_is_nonempty_str(tree: Any, node: int) -> bool:
+    node_type = tree.type(node)
+    if not node_type & ryml.VAL or node_type & (ryml.MAP | ryml.SEQ):
+        return False
+    value = tree.val(node)
+    if value is None:
+        return False
+    text = bytes(value)
+    if node_type & ryml.VALQUO:  # quoted or block scalars are strings whatever they say
+        return bool(text)
+    return bool(text) and _plain_scalar_is_str(text)
 
 
 def _top_level(tree: Any, mapping: int) -> dict[str, int]:
@@ -93,16 +115,17 @@ def _top_level(tree: Any, mapping: int) -> dict[str, int]:
     found: dict[str, int] = {}
     child = tree.first_child(mapping)
     while child != ryml.NONE:
-        if tree.has_key(child) and not tree.is_key_ref(child):
-            key = bytes(tree.key(child))
-            if key in (b"apiVersion", b"kind", b"items"):
-                found[key.decode()] = child
+        key = tree.key(child)
+        if key is not None and len(key) in _KEY_LENGTHS:
+            text = bytes(key).decode()
+            if text in _KEYS:
+                found[text] = child
         child = tree.next_sibling(child)
     return found
 
 
 def _is_object_node(tree: Any, node: int) -> tuple[bool, dict[str, int]]:
-    if not tree.is_map(node):
+    if not tree.type(node) & ryml.MAP:
         return False, {}
     keys = _top_level(tree, node)
     ok = (
@@ -132,7 +155,11 @@ def _count_tree(tree: Any) -> int:
         if not ok:
             continue
         items = keys.get("items")
-        if bytes(tree.val(keys["kind"])).endswith(b"List") and items is not None and tree.is_seq(items):
+        if (
+            bytes(tree.val(keys["kind"])).endswith(b"List")
+            and items is not None
+            and tree.type(items) & ryml.SEQ
+        ):
             item = tree.first_child(items)
             while item != ryml.NONE:
                 total += _is_object_node(tree, item)[0]
@@ -144,10 +171,13 @@ def _count_tree(tree: Any) -> int:
 
 def count_yaml(data: bytes, name: str = "<bytes>") -> int:
     """Count the objects in one YAML file's bytes, exactly as the full loader would."""
-    if any(marker in data for marker in _NEEDS_FULL_LOADER):
+    if any(marker in data for marker in _NEEDS_FULL_LOADER) or _TIMESTAMP.search(data):
         return count_with_full_loader(data, name)
     try:
         data.decode()
+        # rapidyaml accepts some text that libyaml rejects: libyaml's own parser (in C, building
+        # nothing) decides validity, so an invalid file is reported exactly as the full loader would.
+        CParser(data).raw_parse()
         tree = ryml.parse_in_arena(data)
     except Exception:
         return count_with_full_loader(data, name)
@@ -177,7 +207,37 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def count_directory(root: Path, names_relative_to: Path | None = None) -> SourceCount:
+class CountCache:
+    """Counts of file contents already seen, keyed by a content digest (bounded, least recent dropped).
+
+    A new commit is a new directory, but most of its files are byte-identical to the last commit's:
+    only the changed ones are parsed again.
+    """
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._entries: OrderedDict[bytes, int] = OrderedDict()
+        self._max = max_entries
+
+    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], int]) -> int:
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        cached = self._entries.get(digest)
+        if cached is not None:
+            self._entries.move_to_end(digest)
+            return cached
+        result = counter(data, name)  # errors are not cached: the message names this file
+        self._entries[digest] = result
+        if len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+        return result
+
+
+def count_file(data: bytes, name: str) -> int:
+    return count_json(data, name) if name.endswith(".json") else count_yaml(data, name)
+
+
+def count_directory(
+    root: Path, names_relative_to: Path | None = None, cache: CountCache | None = None
+) -> SourceCount:
     """Count every object under `root` (a resolved, immutable commit directory).
 
     Errors name the file relative to `names_relative_to` (default: `root`).
@@ -186,5 +246,5 @@ def count_directory(root: Path, names_relative_to: Path | None = None) -> Source
     for path in files:
         data = path.read_bytes()
         name = str(path.relative_to(names_relative_to or root))
-        total += count_json(data, name) if path.suffix == ".json" else count_yaml(data, name)
+        total += cache.count(data, name, count_file) if cache else count_file(data, name)
     return SourceCount(total, len(files), root)

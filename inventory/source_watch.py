@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inventory.metrics import SOURCE_ERRORS
-from inventory.source_count import SourceCount, SourceError, count_directory
+from inventory.source_count import CountCache, SourceCount, SourceError, count_directory
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +45,13 @@ class SourceLayout:
         return link, Path(os.path.realpath(link))
 
 
-def count_source(layout: SourceLayout, attempts: int = 3) -> SourceCount:
+def count_source(layout: SourceLayout, attempts: int = 3, cache: CountCache | None = None) -> SourceCount:
     """Count the objects of the commit the `rev` link points to, consistently across a swap."""
     for _ in range(attempts):
         link, commit_dir = layout.current_root()
         root = commit_dir / layout.sync_dir if layout.sync_dir else commit_dir
         try:
-            result = count_directory(root, commit_dir)
+            result = count_directory(root, commit_dir, cache)
         except FileNotFoundError as error:
             # The commit directory was removed under us (an old one after a swap): look again.
             last_error: SourceError = SourceError(f"{root} disappeared while being counted: {error}")
@@ -80,6 +80,7 @@ class SourceWatcher:
     clock: Callable[[], float] = time.monotonic
     stopping: threading.Event = field(default_factory=threading.Event)
     last_error: str | None = None
+    cache: CountCache = field(default_factory=CountCache)
     _last_attempt: float = float("-inf")
     _thread: threading.Thread | None = None
 
@@ -109,7 +110,7 @@ class SourceWatcher:
             return previous
         self._last_attempt = self.clock()
         try:
-            result = count_source(self.layout)
+            result = count_source(self.layout, cache=self.cache)
         except SourceError as error:
             reason = "invalid" if "invalid" in str(error) or "not UTF-8" in str(error) else "unreadable"
             if str(error) != self.last_error:

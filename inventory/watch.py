@@ -124,14 +124,15 @@ class InventoryCodec:
         control = _control_event(line)
         if control is not None:
             return control
-        event_type = line[9 : line.index(b'"', 9)].decode() if line.startswith(b'{"type":"') else ""
-        summary = self._summary(line, "/object")
-        if not event_type:
-            event_type = str(orjson.loads(line)["type"])
+        event_type, summary = self._counter.summarize_event(line)
+        self._report(summary)
         return WatchEvent(event_type, summary, summary.resource_version)
 
-    def _summary(self, raw: bytes, pointer: str = "") -> InventorySummary:
-        summary = self._counter.summarize(raw, pointer)
+    def _summary(self, raw: bytes) -> InventorySummary:
+        return self._report(self._counter.summarize(raw))
+
+    @staticmethod
+    def _report(summary: InventorySummary) -> InventorySummary:
         if not summary.valid:
             MALFORMED_INVENTORIES.inc()
             log.error(

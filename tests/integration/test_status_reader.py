@@ -1,0 +1,104 @@
+"""The status reader lists what was recorded, from the status or the annotation fallback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from controlplane import LocalControlPlane
+from controlplane.seed import rsync
+from inventory import kubeapi
+from inventory.counts import SOURCE_ANNOTATION, SYNC_ANNOTATION
+from inventory.ids import RSyncKey
+from inventory.reader import RSyncRecord, read_status, render
+
+
+def test_reader_reports_counts_and_where_they_are_stored(api: kubeapi.KubeApi, namespace: str) -> None:
+    root = RSyncKey("RootSync", namespace, "root-sync")
+    repo = RSyncKey("RepoSync", namespace, "repo-sync")
+    fresh = RSyncKey("RepoSync", namespace, "fresh")
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(root))
+    api.patch(
+        kubeapi.ROOTSYNC,
+        namespace,
+        root.name,
+        {"status": {"source": {"objectCount": 5}, "sync": {"objectCount": 4}}},
+        subresource="status",
+    )
+    api.create(kubeapi.REPOSYNC, namespace, rsync(repo))
+    api.patch(
+        kubeapi.REPOSYNC,
+        namespace,
+        repo.name,
+        {"metadata": {"annotations": {SOURCE_ANNOTATION: "9", SYNC_ANNOTATION: "8"}}},
+    )
+    api.create(kubeapi.REPOSYNC, namespace, rsync(fresh))
+
+    records = read_status(api, namespace)
+    assert records == [
+        RSyncRecord("RepoSync", namespace, "fresh", None, None, "none"),
+        RSyncRecord("RepoSync", namespace, "repo-sync", 9, 8, "annotations"),
+        RSyncRecord("RootSync", namespace, "root-sync", 5, 4, "status"),
+    ]
+    table = render(records)
+    assert table.splitlines()[0].split() == [
+        "KIND",
+        "NAMESPACE",
+        "NAME",
+        "SOURCE",
+        "OBJECTS",
+        "SYNCED",
+        "OBJECTS",
+        "STORED",
+        "IN",
+    ]
+    assert "<unknown>" in table.splitlines()[1]
+
+
+def test_cli_status_json_all_namespaces(
+    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane
+) -> None:
+    key = RSyncKey("RootSync", namespace, "cli")
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
+    api.patch(
+        kubeapi.ROOTSYNC, namespace, key.name, {"status": {"sync": {"objectCount": 3}}}, subresource="status"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autoscaler.cli",
+            "status",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "-A",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    records = [r for r in json.loads(result.stdout) if r["namespace"] == namespace]
+    assert records == [
+        {
+            "kind": "RootSync",
+            "namespace": namespace,
+            "name": "cli",
+            "source_count": None,
+            "sync_count": 3,
+            "counts_stored_in": "status",
+        }
+    ]
+
+
+def test_cli_status_reports_unreachable_cluster(tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler.cli", "status", "--kubeconfig", "/nonexistent/kubeconfig"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "cannot load cluster credentials" in result.stderr

@@ -1,0 +1,177 @@
+"""Source count: the fast path counts exactly what a full YAML load counts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inventory.source_count import (
+    SourceError,
+    count_directory,
+    count_json,
+    count_loaded,
+    count_with_full_loader,
+    count_yaml,
+)
+from inventory.source_watch import SourceLayout, count_source
+from tests.helpers import configmaps_yaml, write_commit
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+
+CASES = {
+    "one": CM,
+    "multi-document": CM + "---\n" + CM + "---\n" + CM,
+    "leading-separator": "---\n" + CM,
+    "empty": "",
+    "comments-only": "# nothing here\n# at all\n",
+    "empty-documents": "---\n---\n# c\n---\n" + CM + "---\n",
+    "document-end-markers": CM + "...\n---\n" + CM + "...\n",
+    "no-kind": "apiVersion: v1\nmetadata: {name: a}\n",
+    "no-apiversion": "kind: ConfigMap\n",
+    "kind-null": "apiVersion: v1\nkind: null\n",
+    "kind-tilde": "apiVersion: v1\nkind: ~\n",
+    "kind-empty": "apiVersion: v1\nkind:\n",
+    "kind-quoted-null": "apiVersion: v1\nkind: 'null'\n",
+    "kind-bool": "apiVersion: v1\nkind: yes\n",
+    "kind-quoted-empty": 'apiVersion: v1\nkind: ""\n',
+    "apiversion-int": "apiVersion: 1\nkind: Thing\n",
+    "apiversion-float": "apiVersion: 1.0\nkind: Thing\n",
+    "kind-block-literal": "apiVersion: v1\nkind: |\n  ConfigMap\n",
+    "kind-map": "apiVersion: v1\nkind: {a: b}\n",
+    "flow-mapping": "{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n",
+    "quoted-keys": "\"apiVersion\": v1\n'kind': ConfigMap\n",
+    "duplicate-kind-last-wins-null": "apiVersion: v1\nkind: ConfigMap\nkind: null\n",
+    "duplicate-kind-last-wins-str": "apiVersion: v1\nkind: null\nkind: ConfigMap\n",
+    "top-level-sequence": "- " + CM.replace("\n", "\n  ").rstrip() + "\n",
+    "top-level-scalar": "just a string\n",
+    "list": "apiVersion: v1\nkind: List\nitems:\n- "
+    + CM.replace("\n", "\n  ").rstrip()
+    + "\n- "
+    + CM.replace("\n", "\n  ").rstrip()
+    + "\n",
+    "list-with-junk-items": "apiVersion: v1\nkind: List\nitems:\n- a\n- {kind: X}\n- {apiVersion: v1, kind: Secret}\n",
+    "typed-list": "apiVersion: v1\nkind: ConfigMapList\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n",
+    "list-without-items": "apiVersion: v1\nkind: List\n",
+    "list-items-not-a-list": "apiVersion: v1\nkind: List\nitems: {a: b}\n",
+    "allowlist-object": "apiVersion: example.com/v1\nkind: AllowList\nspec: {}\n",
+    "anchors-and-aliases": "apiVersion: &v v1\nkind: ConfigMap\nx: *v\n---\na: &m {apiVersion: v1, kind: S}\n",
+    "alias-items": "apiVersion: v1\nkind: List\nx: &i {apiVersion: v1, kind: S}\nitems: [*i, *i]\n",
+    "merge-key": "base: &b {apiVersion: v1, kind: ConfigMap}\n---\n<<: {apiVersion: v1, kind: Secret}\n",
+    "standard-tag": "apiVersion: !!str v1\nkind: ConfigMap\n",
+    "block-scalar-with-dashes": "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: |\n    ---\n    kind: Fake\n",
+    "windows-newlines": CM.replace("\n", "\r\n") + "---\r\n" + CM.replace("\n", "\r\n"),
+    "unicode": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\u00e9}\ndata: {k: \u65e5\u672c}\n",
+    "comment-after-values": "apiVersion: v1 # api\nkind: ConfigMap # kind\n",
+}
+
+
+def reference(text: str) -> int:
+    return count_loaded(yaml.load_all(text, Loader=yaml.SafeLoader))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fast_count_matches_full_load(name: str) -> None:
+    data = CASES[name].encode()
+    assert count_yaml(data) == reference(CASES[name]) == count_with_full_loader(data, name)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n",
+        "apiVersion: v1\n  kind: ConfigMap\n bad: indent\n",
+        "key: 'unterminated\n",
+        "a: b\n\tc: d\n",
+        "apiVersion: !custom v1\nkind: ConfigMap\n",
+        "kind: [a, b\n---\n" + CM,
+    ],
+    ids=["unclosed-flow", "bad-indent", "unterminated-quote", "tab", "unknown-tag", "bad-then-good"],
+)
+def test_invalid_yaml_is_an_error_naming_the_file(text: str) -> None:
+    with pytest.raises(yaml.YAMLError):
+        list(yaml.load_all(text, Loader=yaml.SafeLoader))
+    with pytest.raises(SourceError, match=r"deploy/app\.yaml: invalid YAML"):
+        count_yaml(text.encode(), "deploy/app.yaml")
+
+
+def test_binary_file_is_an_error() -> None:
+    with pytest.raises(SourceError, match=r"blob\.yaml"):
+        count_yaml(bytes(range(256)) * 4, "blob.yaml")
+
+
+def test_json_files() -> None:
+    assert count_json(b'{"apiVersion": "v1", "kind": "ConfigMap"}') == 1
+    assert (
+        count_json(b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "X"}]}') == 1
+    )
+    assert count_json(b"[1, 2]") == 0
+    with pytest.raises(SourceError, match=r"x\.json: invalid JSON"):
+        count_json(b"{", "x.json")
+
+
+def test_directory_walk_skips_hidden_and_other_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(configmaps_yaml(3))
+    (tmp_path / "nested" / "deeper").mkdir(parents=True)
+    (tmp_path / "nested" / "deeper" / "b.yml").write_text(configmaps_yaml(2))
+    (tmp_path / "nested" / "c.json").write_text('{"apiVersion": "v1", "kind": "Secret"}')
+    (tmp_path / "README.md").write_text("kind: ConfigMap\napiVersion: v1\n")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "d.yaml").write_text(configmaps_yaml(5))
+    (tmp_path / ".e.yaml").write_text(configmaps_yaml(5))
+    result = count_directory(tmp_path)
+    assert (result.objects, result.files) == (6, 3)
+
+
+def test_counts_through_the_rev_link_and_prefers_hydrated_output(tmp_path: Path) -> None:
+    write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(4)}, sync_dir="config")
+    layout = SourceLayout(tmp_path, "config")
+    assert count_source(layout).objects == 4
+    hydrated = tmp_path / "hydrated" / "h1" / "config"
+    hydrated.mkdir(parents=True)
+    (hydrated / "all.yaml").write_text(configmaps_yaml(11))
+    os.symlink(tmp_path / "hydrated" / "h1", tmp_path / "hydrated" / "rev")
+    assert count_source(layout).objects == 11
+
+
+def test_missing_source_is_an_error_not_zero(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="exists"):
+        count_source(SourceLayout(tmp_path, "config"))
+
+
+# ----- property: any document stream PyYAML can produce is counted the same way -----------------------
+scalars = st.one_of(
+    st.text(max_size=6),
+    st.integers(-5, 5),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["yes", "null", "~", "1.5", ""]),
+)
+documents = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.fixed_dictionaries(
+        {"apiVersion": scalars, "kind": st.one_of(scalars, st.sampled_from(["List", "ConfigMap", "XList"]))},
+        optional={
+            "items": st.lists(
+                st.one_of(scalars, st.fixed_dictionaries({"apiVersion": scalars, "kind": scalars})),
+                max_size=3,
+            ),
+            "metadata": st.dictionaries(st.text(max_size=4), scalars, max_size=2),
+        },
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(documents, max_size=5), st.booleans(), st.sampled_from([None, True, False]))
+def test_fast_count_matches_full_load_on_generated_streams(
+    docs: list[Any], start: bool, flow: bool | None
+) -> None:
+    text = yaml.safe_dump_all(docs, explicit_start=start, default_flow_style=flow, allow_unicode=True)
+    assert count_yaml(text.encode()) == reference(text)
