@@ -1,0 +1,327 @@
+"""How big the reconciler should be. Pure: no I/O, no clock (time is passed in).
+
+1. `size(objects, profile)`: memory = base + per-object x objects, rounded up to a step and clamped;
+   CPU from memory by a ratio, with a minimum and its own rounding; then the platform's pod-level rules
+   (GKE Autopilot minimums, 250m CPU rounding, vCPU:GiB ratio) applied to the whole pod, with any
+   surplus given to the reconciler container, so the result is a fixed point of those rules.
+2. `decide(counts, profile, last, now=...)`: scale up at once; scale down only after the lower target has
+   held for a delay, never while a count is unknown or a prune is pending (inventory larger than the
+   source), and never beyond a cap of restarts per hour.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from fractions import Fraction
+
+from inventory.counts import ObjectCounts
+
+
+def ceil_to(value: Fraction | int, step: int) -> int:
+    return math.ceil(Fraction(value) / step) * step
+
+
+@dataclass(frozen=True, order=True)
+class Resources:
+    """Requests and limits of one container (or a pod total): CPU in millicores, memory in MiB."""
+
+    cpu_request_m: int
+    memory_request_mib: int
+    cpu_limit_m: int | None = None
+    memory_limit_mib: int | None = None
+
+    def covers(self, other: Resources) -> bool:
+        """Every request and limit here is at least the other's (a missing limit is unbounded)."""
+        return (
+            self.cpu_request_m >= other.cpu_request_m
+            and self.memory_request_mib >= other.memory_request_mib
+            and _limit_at_least(self.cpu_limit_m, other.cpu_limit_m)
+            and _limit_at_least(self.memory_limit_mib, other.memory_limit_mib)
+        )
+
+    def at_least(self, other: Resources) -> Resources:
+        """The component-wise maximum of the two."""
+        return Resources(
+            max(self.cpu_request_m, other.cpu_request_m),
+            max(self.memory_request_mib, other.memory_request_mib),
+            _max_limit(self.cpu_limit_m, other.cpu_limit_m),
+            _max_limit(self.memory_limit_mib, other.memory_limit_mib),
+        )
+
+    def __str__(self) -> str:
+        def limit(value: int | None, unit: str) -> str:
+            return "none" if value is None else f"{value}{unit}"
+
+        return (
+            f"requests {self.cpu_request_m}m/{self.memory_request_mib}Mi, "
+            f"limits {limit(self.cpu_limit_m, 'm')}/{limit(self.memory_limit_mib, 'Mi')}"
+        )
+
+
+def _limit_at_least(mine: int | None, theirs: int | None) -> bool:
+    return mine is None or (theirs is not None and mine >= theirs)
+
+
+def _max_limit(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else max(a, b)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How the reconciler's memory and CPU follow the object count (a preset)."""
+
+    name: str
+    base_mib: Fraction = Fraction(128)
+    mib_per_object: Fraction = Fraction(1, 5)
+    step_mib: int = 32
+    min_mib: int = 128
+    max_mib: int = 65536
+    cpu_m_per_mib: Fraction = Fraction(1000, 1024)
+    cpu_min_m: int = 125
+    cpu_step_m: int = 1
+    # limit = request x factor (rounded up to the step); None leaves that limit unset.
+    memory_limit_factor: Fraction | None = Fraction(1)
+    cpu_limit_factor: Fraction | None = Fraction(1)
+
+    def memory_mib(self, objects: int) -> int:
+        raw = ceil_to(self.base_mib + self.mib_per_object * objects, self.step_mib)
+        floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
+        return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
+
+    def cpu_m(self, memory_mib: int) -> int:
+        return max(ceil_to(memory_mib * self.cpu_m_per_mib, self.cpu_step_m), self.cpu_min_m)
+
+
+# The formula of the prototype this project grew from (DESIGN.md 2.5).
+PROTOTYPE = Sizing("prototype")
+PRESETS: dict[str, Sizing] = {"prototype": PROTOTYPE}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Pod-level rules a platform enforces on the sum of the containers' requests."""
+
+    name: str
+    pod_min_cpu_m: int = 0
+    pod_min_memory_mib: int = 0
+    pod_cpu_step_m: int = 1
+    pod_max_cpu_m: int | None = None
+    pod_max_memory_mib: int | None = None
+    min_gib_per_vcpu: Fraction | None = None
+    max_gib_per_vcpu: Fraction | None = None
+    limits_equal_requests: bool = False
+
+    def adjust(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
+        """The pod total the platform would turn (cpu_m, memory_mib) into; a fixed point of its rules."""
+        while True:
+            new_cpu, new_memory = self._adjust_once(cpu_m, memory_mib)
+            if (new_cpu, new_memory) == (cpu_m, memory_mib):
+                return cpu_m, memory_mib
+            cpu_m, memory_mib = new_cpu, new_memory
+
+    def _adjust_once(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
+        cpu_m, memory_mib = max(cpu_m, self.pod_min_cpu_m), max(memory_mib, self.pod_min_memory_mib)
+        if self.min_gib_per_vcpu is not None:  # too little memory for the CPU: memory is raised
+            memory_mib = max(memory_mib, math.ceil(Fraction(cpu_m, 1000) * self.min_gib_per_vcpu * 1024))
+        if self.max_gib_per_vcpu is not None:  # too little CPU for the memory: CPU is raised
+            cpu_m = max(cpu_m, math.ceil(Fraction(memory_mib, 1024) / self.max_gib_per_vcpu * 1000))
+        return ceil_to(cpu_m, self.pod_cpu_step_m), memory_mib
+
+
+STANDARD = Platform("standard")
+AUTOPILOT = Platform(
+    "autopilot",
+    pod_min_cpu_m=250,
+    pod_min_memory_mib=512,
+    pod_cpu_step_m=250,
+    pod_max_cpu_m=30_000,
+    pod_max_memory_mib=110 * 1024,
+    min_gib_per_vcpu=Fraction(1),
+    max_gib_per_vcpu=Fraction(13, 2),
+    limits_equal_requests=True,
+)
+AUTOPILOT_BURSTING = replace(
+    AUTOPILOT,
+    name="autopilot-bursting",
+    pod_min_cpu_m=50,
+    pod_min_memory_mib=52,
+    pod_cpu_step_m=1,
+    limits_equal_requests=False,
+)
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (STANDARD, AUTOPILOT, AUTOPILOT_BURSTING)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A sizing preset on a platform, with the requests of the pod's other containers."""
+
+    sizing: Sizing = PROTOTYPE
+    platform: Platform = STANDARD
+    others_cpu_m: int = 0
+    others_memory_mib: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.sizing.name}/{self.platform.name}"
+
+
+class SizingError(ValueError):
+    """The platform cannot fit the pod (over its maximum)."""
+
+
+def size(objects: int, profile: Profile) -> Resources:
+    """Reconciler container resources for `objects` objects under `profile`."""
+    sizing, platform = profile.sizing, profile.platform
+    memory = sizing.memory_mib(max(objects, 0))
+    cpu = sizing.cpu_m(memory)
+    # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
+    # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
+    for _ in range(64):
+        pod = (cpu + profile.others_cpu_m, memory + profile.others_memory_mib)
+        adjusted = platform.adjust(*pod)
+        if adjusted == pod:
+            break
+        cpu += adjusted[0] - pod[0]
+        memory = ceil_to(memory + adjusted[1] - pod[1], sizing.step_mib)
+    else:  # pragma: no cover - the loop is monotone and bounded; this guards a future rule change
+        raise SizingError(f"no fixed point for {objects} objects under {profile.name}")
+    if platform.pod_max_cpu_m is not None and cpu + profile.others_cpu_m > platform.pod_max_cpu_m:
+        raise SizingError(f"{objects} objects need {cpu}m CPU, over the {platform.name} pod maximum")
+    if (
+        platform.pod_max_memory_mib is not None
+        and memory + profile.others_memory_mib > platform.pod_max_memory_mib
+    ):
+        raise SizingError(f"{objects} objects need {memory}Mi, over the {platform.name} pod maximum")
+    return Resources(
+        cpu,
+        memory,
+        _limit(cpu, sizing.cpu_limit_factor, 1, platform),
+        _limit(memory, sizing.memory_limit_factor, sizing.step_mib, platform),
+    )
+
+
+def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:
+    if platform.limits_equal_requests:
+        return request
+    return None if factor is None else max(request, ceil_to(request * factor, step))
+
+
+# ----- decisions ----------------------------------------------------------------------------------------
+class Outcome(StrEnum):
+    UNCHANGED = "unchanged"
+    SCALED_UP = "scaled_up"
+    SCALED_DOWN = "scaled_down"
+    POSTPONED = "postponed"
+    DEFERRED_STARTUP = "deferred_startup"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Hysteresis:
+    scale_down_delay_s: float = 600.0
+    max_restarts_per_hour: int = 6
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the reconciler should have, why, and the state the next decision needs."""
+
+    outcome: Outcome
+    resources: Resources | None
+    recommended: Resources | None = None
+    target_objects: int | None = None
+    reason: str = ""
+    lower_since: float | None = None
+    lower_peak: Resources | None = None
+    restarts: tuple[float, ...] = field(default=())
+
+    @property
+    def changes(self) -> bool:
+        return self.outcome in (Outcome.SCALED_UP, Outcome.SCALED_DOWN)
+
+
+def initial(applied: Resources | None) -> Decision:
+    """The state before the first decision: what the reconciler has now, as read from the cluster."""
+    return Decision(Outcome.UNCHANGED, applied, reason="current resources")
+
+
+def decide(
+    counts: ObjectCounts,
+    profile: Profile,
+    last: Decision,
+    *,
+    now: float,
+    ready: bool = True,
+    hysteresis: Hysteresis = Hysteresis(),
+    causes_restart: bool = True,
+) -> Decision:
+    """The next decision. `last.resources` is what the reconciler has (None when not known)."""
+    restarts = tuple(t for t in last.restarts if now - t < 3600)
+    keep = replace(last, restarts=restarts, recommended=last.recommended)
+    if not ready:
+        return replace(
+            keep, outcome=Outcome.DEFERRED_STARTUP, reason="waiting for caches and restored counts"
+        )
+    target = counts.target
+    if target is None:
+        return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
+    try:
+        recommended = size(target, profile)
+    except SizingError as error:
+        return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
+    current = last.resources
+    base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts)
+    if current == recommended:
+        return replace(base, reason=f"{target} objects: already sized")
+    if current is None or not current.covers(recommended):
+        resources = recommended if current is None else recommended.at_least(current)
+        return replace(
+            base,
+            outcome=Outcome.SCALED_UP,
+            resources=resources,
+            reason=f"{target} objects need {recommended}",
+            restarts=restarts + ((now,) if causes_restart else ()),
+        )
+    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, causes_restart=causes_restart)
+
+
+def _scale_down(
+    base: Decision,
+    counts: ObjectCounts,
+    last: Decision,
+    *,
+    now: float,
+    hysteresis: Hysteresis,
+    causes_restart: bool,
+) -> Decision:
+    assert base.recommended is not None
+    if not counts.known:
+        return replace(base, outcome=Outcome.POSTPONED, reason="a count is unknown: no scale-down")
+    assert counts.sync is not None
+    assert counts.source is not None
+    if counts.sync > counts.source:
+        return replace(
+            base,
+            outcome=Outcome.POSTPONED,
+            reason=f"prune pending (inventory {counts.sync} > source {counts.source}): no scale-down",
+        )
+    since = last.lower_since if last.lower_since is not None else now
+    # Over the waiting window, scale down only to the largest target seen in it.
+    peak = base.recommended if last.lower_peak is None else last.lower_peak.at_least(base.recommended)
+    waiting = replace(base, outcome=Outcome.POSTPONED, lower_since=since, lower_peak=peak)
+    held = now - since
+    if held < hysteresis.scale_down_delay_s:
+        return replace(
+            waiting, reason=f"lower target held {held:.0f}s of {hysteresis.scale_down_delay_s:.0f}s"
+        )
+    if causes_restart and len(base.restarts) >= hysteresis.max_restarts_per_hour:
+        return replace(waiting, reason=f"restart cap reached ({len(base.restarts)} in the last hour)")
+    return replace(
+        base,
+        outcome=Outcome.SCALED_DOWN,
+        resources=peak,
+        reason=f"{base.target_objects} objects for {held:.0f}s: down to {peak}",
+        restarts=base.restarts + ((now,) if causes_restart else ()),
+    )

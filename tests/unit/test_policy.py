@@ -1,0 +1,286 @@
+"""The sizing policy: worked examples, platform rules as fixed points, hysteresis with injected time."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from autoscaler.policy import (
+    AUTOPILOT,
+    AUTOPILOT_BURSTING,
+    PLATFORMS,
+    PROTOTYPE,
+    STANDARD,
+    Decision,
+    Hysteresis,
+    Outcome,
+    Profile,
+    Resources,
+    Sizing,
+    SizingError,
+    decide,
+    initial,
+    size,
+)
+from inventory.counts import ObjectCounts
+
+# Requests of a git RootSync's other containers on Autopilot (DESIGN.md 2.4): git-sync + otel-agent.
+AUTOPILOT_OTHERS = {"others_cpu_m": 20 + 10, "others_memory_mib": 32 + 64}
+
+
+@pytest.mark.parametrize(
+    ("objects", "memory", "cpu"),
+    [(0, 128, 125), (1000, 352, 344), (3000, 736, 719), (4000, 928, 907)],
+    ids=["empty", "1000", "3000", "4000"],
+)
+def test_prototype_worked_examples(objects: int, memory: int, cpu: int) -> None:
+    assert size(objects, Profile(PROTOTYPE, STANDARD)) == Resources(cpu, memory, cpu, memory)
+
+
+@pytest.mark.parametrize(
+    ("name", "profile", "objects", "expected"),
+    [
+        ("standard-small", Profile(PROTOTYPE, STANDARD), 10, Resources(157, 160, 157, 160)),
+        # 0 objects: pod 155m/224Mi is raised to Autopilot's 250m/512Mi minimum; the reconciler gets it.
+        (
+            "autopilot-minimum",
+            Profile(PROTOTYPE, AUTOPILOT, **AUTOPILOT_OTHERS),
+            0,
+            Resources(220, 416, 220, 416),
+        ),
+        # 1000 objects: pod 374m/448Mi -> 512Mi minimum, CPU rounded to 500m (1:1 ratio holds at 512Mi).
+        (
+            "autopilot-1000",
+            Profile(PROTOTYPE, AUTOPILOT, **AUTOPILOT_OTHERS),
+            1000,
+            Resources(470, 416, 470, 416),
+        ),
+        # 4000 objects: pod 937m/1024Mi -> CPU rounded to 1000m.
+        (
+            "autopilot-4000",
+            Profile(PROTOTYPE, AUTOPILOT, **AUTOPILOT_OTHERS),
+            4000,
+            Resources(970, 928, 970, 928),
+        ),
+        # Bursting: 50m/52Mi minimum, no 250m rounding: the prototype's size stands.
+        (
+            "bursting-1000",
+            Profile(PROTOTYPE, AUTOPILOT_BURSTING, **AUTOPILOT_OTHERS),
+            1000,
+            Resources(344, 352, 344, 352),
+        ),
+        # Memory-heavy preset on Autopilot: 6.5 GiB per vCPU at most, so CPU is raised.
+        (
+            "autopilot-ratio",
+            Profile(Sizing("lean-cpu", cpu_m_per_mib=Fraction(1, 10), cpu_min_m=10), AUTOPILOT),
+            20000,
+            Resources(750, 4128, 750, 4128),
+        ),
+        (
+            "standard-max",
+            Profile(Sizing("capped", max_mib=1000), STANDARD),
+            100000,
+            Resources(969, 992, 969, 992),
+        ),
+        (
+            "memory-limit-factor",
+            Profile(Sizing("burst", memory_limit_factor=Fraction(3, 2), cpu_limit_factor=None), STANDARD),
+            1000,
+            Resources(344, 352, None, 544),
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_size_table(name: str, profile: Profile, objects: int, expected: Resources) -> None:
+    assert size(objects, profile) == expected
+
+
+def sized(objects: int, profile: Profile) -> Resources:
+    """size(), with cases beyond the platform's pod maximum left out (those are tested separately)."""
+    try:
+        return size(objects, profile)
+    except SizingError:
+        assume(False)
+        raise
+
+
+def _pod(resources: Resources, profile: Profile) -> tuple[int, int]:
+    return (
+        resources.cpu_request_m + profile.others_cpu_m,
+        resources.memory_request_mib + profile.others_memory_mib,
+    )
+
+
+profiles = st.builds(
+    Profile,
+    sizing=st.builds(
+        Sizing,
+        name=st.just("generated"),
+        base_mib=st.integers(0, 512).map(Fraction),
+        mib_per_object=st.fractions(Fraction(1, 100), Fraction(2), max_denominator=100),
+        step_mib=st.sampled_from([1, 16, 32, 64, 128]),
+        min_mib=st.integers(0, 512),
+        cpu_m_per_mib=st.fractions(Fraction(1, 20), Fraction(4), max_denominator=64),
+        cpu_min_m=st.integers(1, 500),
+        cpu_step_m=st.sampled_from([1, 5, 10, 50]),
+    ),
+    platform=st.sampled_from(list(PLATFORMS.values())),
+    others_cpu_m=st.integers(0, 800),
+    others_memory_mib=st.integers(0, 1024),
+)
+counts = st.integers(0, 60_000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(profiles, counts, counts)
+def test_monotone_in_the_count(profile: Profile, a: int, b: int) -> None:
+    low, high = sorted((a, b))
+    assert sized(high, profile).covers(sized(low, profile))
+
+
+@settings(max_examples=300, deadline=None)
+@given(profiles, counts)
+def test_platform_rules_hold_and_are_a_fixed_point(profile: Profile, objects: int) -> None:
+    result = sized(objects, profile)
+    platform, sizing = profile.platform, profile.sizing
+    cpu, memory = _pod(result, profile)
+    assert platform.adjust(cpu, memory) == (cpu, memory), "Autopilot would still change this pod"
+    assert cpu >= platform.pod_min_cpu_m
+    assert memory >= platform.pod_min_memory_mib
+    assert cpu % platform.pod_cpu_step_m == 0
+    assert result.memory_request_mib % sizing.step_mib == 0
+    assert result.memory_request_mib >= sizing.memory_mib(objects)
+    if platform.min_gib_per_vcpu is not None and platform.max_gib_per_vcpu is not None:
+        gib_per_vcpu = Fraction(memory, 1024) / Fraction(cpu, 1000)
+        assert platform.min_gib_per_vcpu <= gib_per_vcpu <= platform.max_gib_per_vcpu
+    if platform.limits_equal_requests:
+        assert (result.cpu_limit_m, result.memory_limit_mib) == (
+            result.cpu_request_m,
+            result.memory_request_mib,
+        )
+    if platform is STANDARD:
+        assert result.cpu_request_m % sizing.cpu_step_m == 0 or result.cpu_request_m == sizing.cpu_min_m
+
+
+@settings(max_examples=200, deadline=None)
+@given(profiles, counts, st.integers(0, 60_000), st.floats(0, 1e6))
+def test_decide_is_idempotent(profile: Profile, source: int, sync: int, now: float) -> None:
+    sized(max(source, sync), profile)
+    first = decide(ObjectCounts(source, sync), profile, initial(None), now=now)
+    again = decide(ObjectCounts(source, sync), profile, first, now=now)
+    assert again.outcome == Outcome.UNCHANGED
+    assert again.resources == first.resources
+
+
+# ----- hysteresis, with an injected clock -------------------------------------------------------------------
+P = Profile(PROTOTYPE, STANDARD)
+H = Hysteresis(scale_down_delay_s=600, max_restarts_per_hour=3)
+
+
+def at(objects: int) -> Resources:
+    return size(objects, P)
+
+
+def step(counts: ObjectCounts, last: Decision, now: float, **kwargs: object) -> Decision:
+    return decide(counts, P, last, now=now, hysteresis=H, **kwargs)  # type: ignore[arg-type]
+
+
+def test_scales_up_at_once() -> None:
+    d = step(ObjectCounts(100, 100), initial(at(100)), 0)
+    assert d.outcome == Outcome.UNCHANGED
+    d = step(ObjectCounts(5000, 100), d, 1)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, at(5000))
+
+
+def test_scales_down_only_after_the_delay_and_to_the_largest_target_seen() -> None:
+    d = initial(at(5000))
+    d = step(ObjectCounts(100, 100), d, 0)
+    assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
+    d = step(ObjectCounts(2000, 2000), d, 300)
+    assert d.outcome == Outcome.POSTPONED
+    d = step(ObjectCounts(100, 100), d, 599)
+    assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
+    d = step(ObjectCounts(100, 100), d, 600)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(2000))
+    d = step(ObjectCounts(100, 100), d, 601)
+    assert d.outcome == Outcome.POSTPONED  # a new window starts for the rest of the way down
+    d = step(ObjectCounts(100, 100), d, 1201)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(100))
+
+
+def test_a_scale_up_resets_the_scale_down_window() -> None:
+    d = step(ObjectCounts(100, 100), initial(at(3000)), 0)
+    d = step(ObjectCounts(4000, 4000), d, 500)
+    assert d.outcome == Outcome.SCALED_UP
+    d = step(ObjectCounts(100, 100), d, 700)
+    assert (d.outcome, d.lower_since) == (Outcome.POSTPONED, 700)
+
+
+@pytest.mark.parametrize(
+    ("name", "counts", "reason"),
+    [
+        ("prune-pending", ObjectCounts(source=100, sync=5000), "prune pending"),
+        ("source-unknown", ObjectCounts(source=None, sync=100), "unknown"),
+        ("sync-unknown", ObjectCounts(source=100, sync=None), "unknown"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_never_scales_down_during_a_prune_or_with_an_unknown_count(
+    name: str, counts: ObjectCounts, reason: str
+) -> None:
+    d = initial(at(8000))
+    for now in (0, 10_000, 100_000):
+        d = step(counts, d, now)
+        assert d.outcome == Outcome.POSTPONED
+        assert d.resources == at(8000)
+        assert reason in d.reason
+
+
+def test_unknown_counts_still_allow_a_scale_up() -> None:
+    d = step(ObjectCounts(source=None, sync=5000), initial(at(100)), 0)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, at(5000))
+    assert step(ObjectCounts(), initial(at(100)), 0).outcome == Outcome.POSTPONED
+
+
+def test_no_decision_before_startup_is_complete() -> None:
+    d = step(ObjectCounts(5000, 5000), initial(at(100)), 0, ready=False)
+    assert (d.outcome, d.resources) == (Outcome.DEFERRED_STARTUP, at(100))
+
+
+def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
+    d = initial(at(100))
+    now = 0.0
+    for objects in (1000, 2000, 3000, 4000):  # four restarts within the hour
+        now += 60
+        d = step(ObjectCounts(objects, objects), d, now)
+        assert d.outcome == Outcome.SCALED_UP
+    d = step(ObjectCounts(100, 100), d, now + 1)
+    d = step(ObjectCounts(100, 100), d, now + 700)
+    assert d.outcome == Outcome.POSTPONED
+    assert "restart cap" in d.reason
+    d = step(ObjectCounts(100, 100), d, 120 + 3600)  # two of the four restarts have left the hour
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(100))
+
+
+def test_restart_cap_ignores_changes_that_do_not_restart() -> None:
+    d = initial(at(100))
+    for i, objects in enumerate((1000, 2000, 3000, 4000)):
+        d = step(ObjectCounts(objects, objects), d, i, causes_restart=False)
+    d = step(ObjectCounts(100, 100), d, 10)
+    d = step(ObjectCounts(100, 100), d, 700, causes_restart=False)
+    assert d.outcome == Outcome.SCALED_DOWN
+
+
+def test_sizing_error_is_an_error_outcome() -> None:
+    d = decide(
+        ObjectCounts(10_000_000, 0),
+        Profile(Sizing("huge", max_mib=10**7), AUTOPILOT),
+        initial(at(100)),
+        now=0,
+    )
+    assert d.outcome == Outcome.ERROR
+    assert d.resources == at(100)
+    assert "over the autopilot pod maximum" in d.reason
