@@ -1,8 +1,9 @@
-"""The reconcile loop: watches and the source feed a keyed queue; each reconcile records the counts.
+"""The reconcile loop: watches and the source feed a keyed queue; each reconcile records the counts,
+decides the reconciler's size and applies it through the configured target.
 
-A reconcile is keyed by RSync, reads only from the caches, and is idempotent. Until every cache has
-synced (which is also when the stored counts are restored, since they are read from the cached RSync)
-a reconcile does nothing and reports `deferred_startup`.
+A reconcile is keyed by RSync, reads its inputs from the caches, and is idempotent. Until every cache
+has synced (which is also when the stored counts are restored, since they are read from the cached
+RSync) no decision is made: the outcome is `deferred_startup`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,31 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from autoscaler.metrics import (
+    APPLIED,
+    APPLY_ERRORS,
+    DECISIONS,
+    OBJECTS,
+    RECOMMENDED,
+    RECONCILE_SECONDS,
+    RESTARTS_CAUSED,
+)
+from autoscaler.policy import Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
+from autoscaler.targets import (
+    APPLIED_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    ApplyError,
+    Target,
+    annotation_value,
+)
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
-from inventory.counts import ObjectCounts
+from inventory.counts import ObjectCounts, restored_counts
 from inventory.ids import (
     RSyncKey,
     key_from_inventory_labels,
@@ -58,7 +78,12 @@ class Controller:
     source_layout: SourceLayout | None = None
     watch_settings: WatchSettings = field(default_factory=WatchSettings)
     writer: CountWriter | None = None
+    target: Target | None = None
+    profile: Profile = field(default_factory=Profile)
+    hysteresis: Hysteresis = field(default_factory=Hysteresis)
+    clock: Callable[[], float] = time.monotonic
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
+    decisions: dict[RSyncKey, Decision] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sync_counts: dict[RSyncKey, int] = field(default_factory=dict)
     _source_counts: dict[RSyncKey, int] = field(default_factory=dict)
@@ -164,13 +189,86 @@ class Controller:
         return cached.body if cached else None
 
     def reconcile(self, key: RSyncKey) -> str:
+        with RECONCILE_SECONDS.time():
+            outcome = self._reconcile(key)
+        DECISIONS.labels(outcome).inc()
+        return outcome
+
+    def _reconcile(self, key: RSyncKey) -> str:
         if not self.synced:
-            return "deferred_startup"
+            return Outcome.DEFERRED_STARTUP
         rsync = self.rsync_body(key)
         if rsync is None:
-            return "unchanged"
+            return Outcome.UNCHANGED
         assert self.writer is not None
-        return self.writer.write(key, rsync, self.observed(key))
+        observed = self.observed(key)
+        self.writer.write(key, rsync, observed)
+        if self.target is None:
+            return Outcome.UNCHANGED
+        return self._size(key, rsync, observed.over(restored_counts(rsync)))
+
+    def _size(self, key: RSyncKey, rsync: dict[str, Any], counts: ObjectCounts) -> str:
+        assert self.target is not None
+        for name, value in (("source", counts.source), ("sync", counts.sync)):
+            if value is not None:
+                OBJECTS.labels(str(key), name).set(value)
+        try:
+            last = self.decisions.get(key) or initial(self.target.current(key))
+        except ApplyError as error:
+            APPLY_ERRORS.labels(self.target.name, error.reason).inc()
+            log.error("%s: cannot read the reconciler's resources: %s", key, error)
+            return Outcome.ERROR
+        decision = decide(
+            counts,
+            self.profile,
+            last,
+            now=self.clock(),
+            hysteresis=self.hysteresis,
+            causes_restart=self.target.causes_restart,
+        )
+        if decision.changes:
+            assert decision.resources is not None
+            try:
+                self.target.apply(key, decision.resources)
+            except ApplyError as error:
+                APPLY_ERRORS.labels(self.target.name, error.reason).inc()
+                log.error("%s: %s failed: %s", key, decision.outcome, error)
+                return Outcome.ERROR
+            if self.target.causes_restart:
+                RESTARTS_CAUSED.inc()
+            log.info("%s: %s via %s: %s", key, decision.outcome, self.target.name, decision.reason)
+        elif decision.outcome in (Outcome.POSTPONED, Outcome.ERROR):
+            log.info("%s: %s: %s", key, decision.outcome, decision.reason)
+        self.decisions[key] = decision
+        self._publish(key, rsync, decision)
+        if decision.lower_since is not None:
+            remaining = decision.lower_since + self.hysteresis.scale_down_delay_s - self.clock()
+            self.queue.add_after(key, max(remaining, 0.0) + 0.01)
+        return decision.outcome
+
+    def _publish(self, key: RSyncKey, rsync: dict[str, Any], decision: Decision) -> None:
+        """Recommended and applied resources: metrics, and annotations on the RSync for `status`."""
+        annotations: dict[str, str] = {}
+        for gauge, annotation, resources in (
+            (RECOMMENDED, RECOMMENDED_ANNOTATION, decision.recommended),
+            (APPLIED, APPLIED_ANNOTATION, decision.resources),
+        ):
+            if resources is None:
+                continue
+            _set_gauges(gauge, key, resources)
+            annotations[annotation] = annotation_value(resources)
+        current = (rsync.get("metadata") or {}).get("annotations") or {}
+        changed = {k: v for k, v in annotations.items() if current.get(k) != v}
+        if changed:
+            try:
+                self.api.patch(
+                    kubeapi.RSYNC_RESOURCES[key.kind],
+                    key.namespace,
+                    key.name,
+                    {"metadata": {"annotations": changed}},
+                )
+            except kubeapi.ApiError as error:
+                log.warning("%s: could not publish the recommendation: %s", key, error)
 
     def _work(self) -> None:
         while True:
@@ -182,9 +280,12 @@ class Controller:
                 continue
             try:
                 outcome = self.reconcile(key)
-                if outcome == "deferred_startup":
+                if outcome == Outcome.DEFERRED_STARTUP:
                     self.queue.add_after(key, 0.2)
-                self.queue.forget(key)
+                elif outcome == Outcome.ERROR:
+                    self.queue.retry(key)
+                else:
+                    self.queue.forget(key)
             except kubeapi.ApiError as error:
                 delay = self.queue.retry(key)
                 log.warning("%s: reconcile failed (%s); retrying in %.1f s", key, error, delay)
@@ -193,3 +294,8 @@ class Controller:
                 log.exception("%s: reconcile crashed; retrying in %.1f s", key, delay)
             finally:
                 self.queue.done(key)
+
+
+def _set_gauges(gauge: Any, key: RSyncKey, resources: Resources) -> None:
+    gauge.labels(str(key), "cpu_millicores").set(resources.cpu_request_m)
+    gauge.labels(str(key), "memory_mib").set(resources.memory_request_mib)

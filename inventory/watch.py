@@ -234,8 +234,18 @@ class Reflector(Generic[T]):
                 log.info("watch of %s expired (410 Gone); re-listing", self.label)
                 resource_version = ""
             except kubeapi.ApiError as error:
-                reason = "timeout" if "Timeout" in error.reason else "error"
-                WATCH_RESTARTS.labels(self.label, reason).inc()
+                if self.stopping.is_set():
+                    return
+                if "Timeout" in error.reason:
+                    # A stream silent for the inactivity timeout: resume from the last resourceVersion.
+                    WATCH_RESTARTS.labels(self.label, "timeout").inc()
+                    log.info(
+                        "watch of %s silent for %.0f s; reconnecting",
+                        self.label,
+                        self.settings.inactivity_timeout,
+                    )
+                    continue
+                WATCH_RESTARTS.labels(self.label, "error").inc()
                 delay = backoff.next_delay()
                 log.warning("watch of %s failed (%s); retrying in %.2f s", self.label, error, delay)
                 self.stopping.wait(delay)

@@ -1,0 +1,32 @@
+"""Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
+APPLY_ERRORS = Counter(
+    "objcount_apply_errors_total",
+    "Failed applies, by reason (conflict, rejected, forbidden, not_found, infeasible, reverted, transient).",
+    ["target", "reason"],
+)
+RESTARTS_CAUSED = Counter(
+    "objcount_restarts_caused_total",
+    "Applies that restart the reconciler pod (template or override changes).",
+)
+RECONCILE_SECONDS = Histogram(
+    "objcount_reconcile_duration_seconds",
+    "Time of one reconcile (counts, decision, apply).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+OBJECTS = Gauge("objcount_objects", "Object counts the decision used.", ["rsync", "count"])
+RECOMMENDED = Gauge(
+    "objcount_recommended",
+    "Recommended reconciler resources (cpu in millicores, memory in MiB).",
+    ["rsync", "resource"],
+)
+APPLIED = Gauge(
+    "objcount_applied",
+    "Reconciler resources last applied (cpu in millicores, memory in MiB).",
+    ["rsync", "resource"],
+)

@@ -1,0 +1,306 @@
+"""Each target on the real API server: grows with the inventory, shrinks only after the (injected) delay,
+leaves other containers and fields alone, and survives conflicts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.controller import Controller, Scope
+from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Profile, Resources, size
+from autoscaler.targets import (
+    APPLIED_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    ApplyError,
+    DeploymentTarget,
+    InPlaceTarget,
+    RecommendTarget,
+    RSyncOverrideTarget,
+    Target,
+    parse_resources_annotation,
+    resources_json,
+    resources_of,
+)
+from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from inventory.source_watch import SourceLayout
+from inventory.watch import WatchSettings
+from tests.helpers import configmaps_yaml, wait_for, write_commit
+
+FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
+PROFILE = Profile(PROTOTYPE, STANDARD)
+DELAY = 600.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def at(objects: int) -> Resources:
+    return size(objects, PROFILE)
+
+
+DEFAULTS = Resources(50, 200)  # the reconciler's default requests on Standard, no limits
+
+
+def requests(resources: Resources | None) -> tuple[int, int] | None:
+    return None if resources is None else (resources.cpu_request_m, resources.memory_request_mib)
+
+
+def reconciler_pod(key: RSyncKey, namespace: str) -> dict[str, Any]:
+    template = reconciler_deployment(key, namespace)["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{reconciler_name(key)}-abc12",
+            "namespace": namespace,
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": template["spec"],
+    }
+
+
+class Rig:
+    """An RSync with its inventory, reconciler Deployment, source volume and a controller."""
+
+    def __init__(self, api: kubeapi.KubeApi, namespace: str, repo: Path) -> None:
+        self.api, self.namespace, self.repo = api, namespace, repo
+        self.key = RSyncKey("RootSync", namespace, "root-sync")
+        self.clock = FakeClock()
+        self.controller: Controller | None = None
+        api.create(kubeapi.ROOTSYNC, namespace, rsync(self.key))
+        api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(self.key, 100))
+        api.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(self.key, namespace))
+        self.commit(100)
+
+    def commit(self, objects: int) -> None:
+        self._commits = getattr(self, "_commits", 0) + 1
+        write_commit(self.repo, f"c{self._commits}", {"all.yaml": configmaps_yaml(objects)})
+
+    def inventory(self, objects: int) -> None:
+        self.api.patch(kubeapi.RESOURCEGROUP, self.namespace, self.key.name, resourcegroup(self.key, objects))
+
+    def start(self, target: Target) -> Controller:
+        self.controller = Controller(
+            self.api,
+            Scope.sidecar(self.key),
+            source_layout=SourceLayout(self.repo, "config"),
+            watch_settings=FAST,
+            target=target,
+            profile=PROFILE,
+            hysteresis=Hysteresis(DELAY, 100),
+            clock=self.clock,
+        ).start()
+        return self.controller
+
+    def deployment(self) -> dict[str, Any]:
+        return self.api.get(kubeapi.DEPLOYMENT, self.namespace, reconciler_name(self.key))
+
+    def template_resources(self, container: str = "reconciler") -> Resources | None:
+        containers = self.deployment()["spec"]["template"]["spec"]["containers"]
+        return resources_of(next(c for c in containers if c["name"] == container)["resources"])
+
+    def grow_then_shrink(self, read: Any, initial: Resources = at(100).at_least(DEFAULTS)) -> None:
+        """100 -> 5,000 raises at once; 5,000 -> 100 waits for the delay (injected clock), then lowers.
+
+        The defaults (50m/200Mi, no limits) are raised, never lowered, by a scale-up, so until the first
+        scale-down the requests are compared.
+        """
+        wait_for(lambda: requests(read()) == requests(initial), what="initial size")
+        self.commit(5000)
+        self.inventory(5000)
+        wait_for(lambda: requests(read()) == requests(at(5000)), what="scale-up to 5,000 objects")
+        self.commit(100)
+        self.inventory(100)
+        assert self.controller is not None
+        wait_for(
+            lambda: self.controller.decisions[self.key].lower_since is not None, what="scale-down to wait"
+        )
+        wait_for(lambda: self.controller.observed(self.key).source == 100, what="source count")
+        self.controller.queue.add(self.key)
+        assert requests(read()) == requests(at(5000)), "lowered before the delay"
+        self.clock.now += DELAY + 1
+        self.controller.queue.add(self.key)
+        wait_for(lambda: read() == at(100), what="scale-down after the delay")
+
+
+@pytest.fixture
+def rig(api: kubeapi.KubeApi, namespace: str, tmp_path: Path) -> Iterator[Rig]:
+    rig = Rig(api, namespace, tmp_path)
+    yield rig
+    if rig.controller is not None:
+        rig.controller.stop()
+
+
+def test_deployment_target(rig: Rig) -> None:
+    before = rig.deployment()
+    rig.start(DeploymentTarget(rig.api, namespace=rig.namespace))
+    rig.grow_then_shrink(rig.template_resources)
+    after = rig.deployment()
+    for container in ("git-sync", "otel-agent"):
+        old = next(c for c in before["spec"]["template"]["spec"]["containers"] if c["name"] == container)
+        new = next(c for c in after["spec"]["template"]["spec"]["containers"] if c["name"] == container)
+        assert new == old
+    for path in (("spec", "strategy"), ("spec", "selector"), ("metadata", "labels")):
+        assert after[path[0]][path[1]] == before[path[0]][path[1]]
+    reconciler = next(c for c in after["spec"]["template"]["spec"]["containers"] if c["name"] == "reconciler")
+    assert reconciler["image"] == before["spec"]["template"]["spec"]["containers"][0]["image"]
+    managers = {m["manager"]: m for m in after["metadata"]["managedFields"]}
+    assert "objcount-autoscaler" in managers
+    annotations = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
+    assert parse_resources_annotation(annotations[APPLIED_ANNOTATION]) == at(100)
+
+
+def test_rsync_override_target_preserves_other_entries_and_retries_conflicts(rig: Rig) -> None:
+    git_sync = {"containerName": "git-sync", "memoryLimit": "64Mi"}
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"spec": {"override": {"resources": [git_sync], "gitSyncDepth": 5}}},
+    )
+    target = RSyncOverrideTarget(rig.api)
+
+    stop = threading.Event()
+
+    def other_writer() -> None:  # keeps bumping the resourceVersion with unrelated changes
+        for i in range(100_000):
+            if stop.wait(0.02):
+                return
+            rig.api.patch(
+                kubeapi.ROOTSYNC,
+                rig.namespace,
+                rig.key.name,
+                {"metadata": {"labels": {"writer-round": str(i)}}},
+            )
+
+    writer = threading.Thread(target=other_writer, daemon=True)
+    writer.start()
+    try:
+        rig.start(target)
+        # The RSync has no reconciler override yet: the first decision sets the recommendation as is.
+        rig.grow_then_shrink(lambda: target.current(rig.key), initial=at(100))
+    finally:
+        stop.set()
+        writer.join()
+    spec = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["spec"]
+    assert spec["override"]["gitSyncDepth"] == 5
+    assert spec["override"]["resources"][0] == git_sync
+    assert [e["containerName"] for e in spec["override"]["resources"]] == ["git-sync", "reconciler"]
+    assert spec is not None
+
+
+class RacingApi(kubeapi.KubeApi):
+    """The real API, with another writer changing the RSync right after each of our first reads."""
+
+    def __init__(self, api: kubeapi.KubeApi, races: int) -> None:
+        super().__init__(api._client)
+        self.races = races
+
+    def get(
+        self, resource: kubeapi.Resource, namespace: str | None, name: str, subresource: str | None = None
+    ) -> Any:
+        body = super().get(resource, namespace, name, subresource)
+        if self.races > 0:
+            self.races -= 1
+            self.patch(resource, namespace, name, {"metadata": {"labels": {"raced": str(self.races)}}})
+        return body
+
+
+def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) -> None:
+    target = RSyncOverrideTarget(RacingApi(rig.api, races=3), sleep=lambda _: None)
+    assert target.apply(rig.key, at(3000)) == at(3000)
+    assert target.conflicts == 3
+    labels = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["labels"]
+    assert labels["raced"] == "0", "the other writer's change survived"
+
+
+def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
+    rig.api.delete(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+    with pytest.raises(ApplyError) as error:
+        RSyncOverrideTarget(rig.api).apply(rig.key, at(100))
+    assert error.value.reason == "not_found"
+
+
+def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig) -> None:
+    rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
+    template_before = rig.deployment()["spec"]["template"]
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    rig.start(target)
+    rig.grow_then_shrink(lambda: target.current(rig.key))
+    deployment = rig.deployment()
+    assert deployment["spec"]["template"] == template_before, "an in-place resize must not roll the pod out"
+    assert parse_resources_annotation(deployment["metadata"]["annotations"][APPLIED_ANNOTATION]) == at(100)
+    assert not target.fell_back
+
+
+def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: Rig) -> None:
+    pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
+    # What the kubelet reports when the node cannot fit the new size.
+    condition = {
+        "type": "PodResizePending",
+        "status": "True",
+        "reason": "Infeasible",
+        "message": "Node didn't have enough capacity",
+    }
+    rig.api.patch(
+        kubeapi.POD,
+        rig.namespace,
+        pod["metadata"]["name"],
+        {"status": {"conditions": [condition]}},
+        subresource="status",
+    )
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    assert target.apply(rig.key, at(5000)) == at(5000)
+    assert target.fell_back
+    assert rig.template_resources() == at(5000)
+
+
+def test_pods_resize_is_served_by_the_real_api_server(api: kubeapi.KubeApi, namespace: str) -> None:
+    key = RSyncKey("RootSync", namespace, "root-sync")
+    pod = api.create(kubeapi.POD, namespace, reconciler_pod(key, namespace))
+    patch = {
+        "spec": {
+            "containers": [{"name": "reconciler", "resources": resources_json(Resources(300, 400, 300, 400))}]
+        }
+    }
+    written = api.patch(
+        kubeapi.POD, namespace, pod["metadata"]["name"], patch, patch_type="strategic", subresource="resize"
+    )
+    container = next(c for c in written["spec"]["containers"] if c["name"] == "reconciler")
+    assert resources_of(container["resources"]) == Resources(300, 400, 300, 400)
+    # A resources change through a plain pod update is refused: they are immutable outside resize.
+    other = {
+        "spec": {
+            "containers": [{"name": "reconciler", "resources": resources_json(Resources(500, 600, 500, 600))}]
+        }
+    }
+    with pytest.raises(kubeapi.Invalid):
+        api.patch(kubeapi.POD, namespace, pod["metadata"]["name"], other, patch_type="strategic")
+
+
+def test_recommend_target_applies_nothing(rig: Rig) -> None:
+    template_before = rig.deployment()["spec"]["template"]
+    target = RecommendTarget(rig.api)
+    rig.start(target)
+    wait_for(lambda: target.current(rig.key) == at(100), what="first recommendation")
+    rig.commit(5000)
+    rig.inventory(5000)
+    wait_for(lambda: target.current(rig.key) == at(5000), what="recommendation")
+    annotations = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
+    assert parse_resources_annotation(annotations[RECOMMENDED_ANNOTATION]) == at(5000)
+    assert rig.deployment()["spec"]["template"] == template_before
