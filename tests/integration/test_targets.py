@@ -110,13 +110,14 @@ class Rig:
         containers = self.deployment()["spec"]["template"]["spec"]["containers"]
         return resources_of(next(c for c in containers if c["name"] == container)["resources"])
 
-    def grow_then_shrink(self, read: Any, initial: Resources = at(100).at_least(DEFAULTS)) -> None:
+    def grow_then_shrink(self, read: Any, initial: Resources | None = None) -> None:
         """100 -> 5,000 raises at once; 5,000 -> 100 waits for the delay (injected clock), then lowers.
 
         The defaults (50m/200Mi, no limits) are raised, never lowered, by a scale-up, so until the first
         scale-down the requests are compared.
         """
-        wait_for(lambda: requests(read()) == requests(initial), what="initial size")
+        first = initial or at(100).at_least(DEFAULTS)
+        wait_for(lambda: requests(read()) == requests(first), what="initial size")
         self.commit(5000)
         self.inventory(5000)
         wait_for(lambda: requests(read()) == requests(at(5000)), what="scale-up to 5,000 objects")
