@@ -202,10 +202,10 @@ class Controller:
             return Outcome.UNCHANGED
         assert self.writer is not None
         observed = self.observed(key)
+        # Size first: a scale-up should not wait for the counts' status write (which follows at once).
+        outcome = self._size(key, rsync, observed.over(restored_counts(rsync))) if self.target else Outcome.UNCHANGED
         self.writer.write(key, rsync, observed)
-        if self.target is None:
-            return Outcome.UNCHANGED
-        return self._size(key, rsync, observed.over(restored_counts(rsync)))
+        return outcome
 
     def _size(self, key: RSyncKey, rsync: dict[str, Any], counts: ObjectCounts) -> str:
         assert self.target is not None
