@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from autoscaler.metrics import (
@@ -26,16 +26,10 @@ from autoscaler.metrics import (
     RESTARTS_CAUSED,
 )
 from autoscaler.policy import Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
-from autoscaler.targets import (
-    APPLIED_ANNOTATION,
-    RECOMMENDED_ANNOTATION,
-    ApplyError,
-    Target,
-    annotation_value,
-)
+from autoscaler.targets import ApplyError, Target, annotation_value
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
-from inventory.counts import ObjectCounts, restored_counts
+from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, ObjectCounts, restored_counts
 from inventory.ids import (
     RSyncKey,
     key_from_inventory_labels,
@@ -84,6 +78,9 @@ class Controller:
     clock: Callable[[], float] = time.monotonic
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
     decisions: dict[RSyncKey, Decision] = field(default_factory=dict)
+    max_reverts_per_hour: int = 3
+    _reverts: dict[RSyncKey, list[float]] = field(default_factory=dict)
+    _hands_off: dict[RSyncKey, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sync_counts: dict[RSyncKey, int] = field(default_factory=dict)
     _source_counts: dict[RSyncKey, int] = field(default_factory=dict)
@@ -203,7 +200,11 @@ class Controller:
         assert self.writer is not None
         observed = self.observed(key)
         # Size first: a scale-up should not wait for the counts' status write (which follows at once).
-        outcome = self._size(key, rsync, observed.over(restored_counts(rsync))) if self.target else Outcome.UNCHANGED
+        outcome = (
+            self._size(key, rsync, observed.over(restored_counts(rsync)))
+            if self.target
+            else Outcome.UNCHANGED
+        )
         self.writer.write(key, rsync, observed)
         return outcome
 
@@ -218,6 +219,13 @@ class Controller:
             APPLY_ERRORS.labels(self.target.name, error.reason).inc()
             log.error("%s: cannot read the reconciler's resources: %s", key, error)
             return Outcome.ERROR
+        if self._hands_off.get(key, float("-inf")) > self.clock():
+            return Outcome.ERROR  # another writer keeps reverting us: logged when it started
+        foreign = self.target.overwritten(key, rsync)
+        if foreign is not None and foreign != last.resources:
+            last = self.decisions[key] = replace(last, resources=foreign)
+            if not self._accept_revert(key, foreign):
+                return Outcome.ERROR
         decision = decide(
             counts,
             self.profile,
@@ -245,6 +253,29 @@ class Controller:
             remaining = decision.lower_since + self.hysteresis.scale_down_delay_s - self.clock()
             self.queue.add_after(key, max(remaining, 0.0) + 0.01)
         return decision.outcome
+
+    def _accept_revert(self, key: RSyncKey, foreign: Resources) -> bool:
+        """Another writer replaced our size: report it; re-apply unless it keeps doing so (no fight)."""
+        assert self.target is not None
+        APPLY_ERRORS.labels(self.target.name, "reverted").inc()
+        now = self.clock()
+        reverts = [t for t in self._reverts.get(key, []) if now - t < 3600] + [now]
+        self._reverts[key] = reverts
+        if len(reverts) > self.max_reverts_per_hour:
+            self._hands_off[key] = now + 3600
+            log.error(
+                "%s: another writer reverted the reconciler's size %d times in an hour (now %s); "
+                "not applying for an hour (check admission webhooks and other managers of %s)",
+                key,
+                len(reverts),
+                foreign,
+                self.target.name,
+            )
+            return False
+        log.warning(
+            "%s: another writer replaced the reconciler's size with %s; applying ours again", key, foreign
+        )
+        return True
 
     def _publish(self, key: RSyncKey, rsync: dict[str, Any], decision: Decision) -> None:
         """Recommended and applied resources: metrics, and annotations on the RSync for `status`."""

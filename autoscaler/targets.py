@@ -19,13 +19,12 @@ import orjson
 from autoscaler import quantity
 from autoscaler.policy import Resources
 from inventory import kubeapi
+from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION
 from inventory.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "objcount-autoscaler"
-RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
-APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 _REASONS: dict[type[kubeapi.ApiError], str] = {
     kubeapi.Conflict: "conflict",
     kubeapi.Invalid: "rejected",
@@ -53,6 +52,16 @@ class Target(Protocol):
     def current(self, key: RSyncKey) -> Resources | None: ...
 
     def apply(self, key: RSyncKey, resources: Resources) -> Resources: ...
+
+    def overwritten(self, key: RSyncKey, rsync: dict[str, Any]) -> Resources | None:
+        """What another writer replaced our last applied size with, as seen in the cached RSync;
+        None when nothing was replaced or this target cannot tell from the RSync."""
+        ...
+
+
+class _NoRevertCheck:
+    def overwritten(self, key: RSyncKey, rsync: dict[str, Any]) -> Resources | None:
+        return None
 
 
 # ----- container resources <-> JSON ------------------------------------------------------------------------
@@ -96,7 +105,7 @@ def _container(containers: list[dict[str, Any]], name: str = RECONCILER_CONTAINE
 
 # ----- deployment ------------------------------------------------------------------------------------------
 @dataclass
-class DeploymentTarget:
+class DeploymentTarget(_NoRevertCheck):
     """Server-side apply of the reconciler container's resources in the Deployment's pod template.
 
     Our field manager owns those fields only; every other container and field stays as it is. Forced,
@@ -192,6 +201,13 @@ def _override_entries(rsync: dict[str, Any]) -> list[dict[str, Any]]:
     return list(override.get("resources") or [])
 
 
+def _reconciler_override(rsync: dict[str, Any]) -> Resources | None:
+    entries = _override_entries(rsync)
+    return resources_of_override(
+        next((e for e in entries if e.get("containerName") == RECONCILER_CONTAINER), None)
+    )
+
+
 @dataclass
 class RSyncOverrideTarget:
     """The `reconciler` entry of the RSync's `spec.override.resources`, other entries preserved.
@@ -206,6 +222,8 @@ class RSyncOverrideTarget:
     name: str = "rsync-override"
     causes_restart: bool = True
     conflicts: int = 0
+    # Generation and size of our last write per RSync, to tell a later foreign write from a stale cache.
+    written: dict[RSyncKey, tuple[int, Resources]] = field(default_factory=dict)
 
     def _get(self, key: RSyncKey) -> dict[str, Any]:
         try:
@@ -214,10 +232,16 @@ class RSyncOverrideTarget:
             raise _translated(error, f"reading {key}") from error
 
     def current(self, key: RSyncKey) -> Resources | None:
-        entries = _override_entries(self._get(key))
-        return resources_of_override(
-            next((e for e in entries if e.get("containerName") == RECONCILER_CONTAINER), None)
-        )
+        return _reconciler_override(self._get(key))
+
+    def overwritten(self, key: RSyncKey, rsync: dict[str, Any]) -> Resources | None:
+        if key not in self.written:
+            return None
+        generation, ours = self.written[key]
+        seen = _reconciler_override(rsync)
+        if int((rsync.get("metadata") or {}).get("generation", 0)) <= generation or seen == ours:
+            return None
+        return seen
 
     def apply(self, key: RSyncKey, resources: Resources) -> Resources:
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
@@ -236,21 +260,17 @@ class RSyncOverrideTarget:
                 continue
             except kubeapi.ApiError as error:
                 raise _translated(error, f"writing the override of {key}") from error
-            stored = resources_of_override(
-                next(
-                    (e for e in _override_entries(written) if e.get("containerName") == RECONCILER_CONTAINER),
-                    None,
-                )
-            )
+            stored = _reconciler_override(written)
             if stored != resources:
                 raise ApplyError("rejected", f"{key}: override stored as {stored} instead of {resources}")
+            self.written[key] = (int(written["metadata"].get("generation", 0)), resources)
             return resources
         raise ApplyError("conflict", f"{key}: still conflicting after {self.attempts} attempts")
 
 
 # ----- in-place pod resize -------------------------------------------------------------------------------
 @dataclass
-class InPlaceTarget:
+class InPlaceTarget(_NoRevertCheck):
     """Resize the running reconciler pod through `pods/resize` (no restart).
 
     The size is also recorded on the Deployment as an annotation (metadata, so no rollout). Writing it
@@ -323,7 +343,7 @@ def _resize_infeasible(pod: dict[str, Any]) -> bool:
 
 # ----- recommend only ------------------------------------------------------------------------------------
 @dataclass
-class RecommendTarget:
+class RecommendTarget(_NoRevertCheck):
     """Apply nothing: publish the recommendation as an annotation on the RSync (metadata: no restart)."""
 
     api: kubeapi.KubeApi

@@ -14,6 +14,9 @@ from typing import Any
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
+# Published by the autoscaler for people and scripts (JSON of a container `resources` block).
+RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
+APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 
 
 @dataclass(frozen=True)

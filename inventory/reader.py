@@ -14,7 +14,7 @@ import orjson
 import yaml
 
 from inventory import kubeapi
-from inventory.counts import annotation_counts, status_counts
+from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, annotation_counts, status_counts
 
 Output = Literal["table", "json", "yaml"]
 UNKNOWN = "<unknown>"
@@ -28,6 +28,17 @@ class RSyncRecord:
     source_count: int | None
     sync_count: int | None
     counts_stored_in: Literal["status", "annotations", "none"]
+    recommended: str | None = None
+    applied: str | None = None
+
+
+def _resources_text(annotations: dict[str, Any], key: str) -> str | None:
+    """`<cpu>/<memory>` requests from a published resources annotation; None when absent or unreadable."""
+    try:
+        requests = orjson.loads(annotations[key])["requests"]
+        return f"{requests['cpu']}/{requests['memory']}"
+    except (KeyError, TypeError, orjson.JSONDecodeError):
+        return None
 
 
 def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:
@@ -39,6 +50,7 @@ def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:
         counts, where = in_annotations, "annotations"
     else:
         counts, where = in_status, "none"
+    annotations = metadata.get("annotations") or {}
     return RSyncRecord(
         kind,
         metadata.get("namespace", ""),
@@ -46,6 +58,8 @@ def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:
         counts.source,
         counts.sync,
         where,  # type: ignore[arg-type]
+        _resources_text(annotations, RECOMMENDED_ANNOTATION),
+        _resources_text(annotations, APPLIED_ANNOTATION),
     )
 
 
@@ -72,9 +86,27 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         return orjson.dumps([asdict(r) for r in records], option=orjson.OPT_INDENT_2).decode() + "\n"
     if output == "yaml":
         return yaml.safe_dump([asdict(r) for r in records], sort_keys=False)
-    header = ["KIND", "NAMESPACE", "NAME", "SOURCE OBJECTS", "SYNCED OBJECTS", "STORED IN"]
+    header = [
+        "KIND",
+        "NAMESPACE",
+        "NAME",
+        "SOURCE OBJECTS",
+        "SYNCED OBJECTS",
+        "STORED IN",
+        "RECOMMENDED",
+        "APPLIED",
+    ]
     rows = [header] + [
-        [r.kind, r.namespace, r.name, _cell(r.source_count), _cell(r.sync_count), r.counts_stored_in]
+        [
+            r.kind,
+            r.namespace,
+            r.name,
+            _cell(r.source_count),
+            _cell(r.sync_count),
+            r.counts_stored_in,
+            r.recommended or "-",
+            r.applied or "-",
+        ]
         for r in records
     ]
     if not records:

@@ -9,7 +9,7 @@ import sys
 from controlplane import LocalControlPlane
 from controlplane.seed import rsync
 from inventory import kubeapi
-from inventory.counts import SOURCE_ANNOTATION, SYNC_ANNOTATION
+from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, SOURCE_ANNOTATION, SYNC_ANNOTATION
 from inventory.ids import RSyncKey
 from inventory.reader import RSyncRecord, read_status, render
 
@@ -34,12 +34,21 @@ def test_reader_reports_counts_and_where_they_are_stored(api: kubeapi.KubeApi, n
         {"metadata": {"annotations": {SOURCE_ANNOTATION: "9", SYNC_ANNOTATION: "8"}}},
     )
     api.create(kubeapi.REPOSYNC, namespace, rsync(fresh))
+    published = {
+        "metadata": {
+            "annotations": {
+                RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"344m","memory":"352Mi"}}',
+                APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"200Mi"}}',
+            }
+        }
+    }
+    api.patch(kubeapi.ROOTSYNC, namespace, root.name, published)
 
     records = read_status(api, namespace)
     assert records == [
         RSyncRecord("RepoSync", namespace, "fresh", None, None, "none"),
         RSyncRecord("RepoSync", namespace, "repo-sync", 9, 8, "annotations"),
-        RSyncRecord("RootSync", namespace, "root-sync", 5, 4, "status"),
+        RSyncRecord("RootSync", namespace, "root-sync", 5, 4, "status", "344m/352Mi", "157m/200Mi"),
     ]
     table = render(records)
     assert table.splitlines()[0].split() == [
@@ -52,6 +61,8 @@ def test_reader_reports_counts_and_where_they_are_stored(api: kubeapi.KubeApi, n
         "OBJECTS",
         "STORED",
         "IN",
+        "RECOMMENDED",
+        "APPLIED",
     ]
     assert "<unknown>" in table.splitlines()[1]
 
@@ -89,6 +100,8 @@ def test_cli_status_json_all_namespaces(
             "source_count": None,
             "sync_count": 3,
             "counts_stored_in": "status",
+            "recommended": None,
+            "applied": None,
         }
     ]
 

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Profile, Resources, size
 from autoscaler.targets import (
-    APPLIED_ANNOTATION,
-    RECOMMENDED_ANNOTATION,
     ApplyError,
     DeploymentTarget,
     InPlaceTarget,
@@ -27,6 +26,7 @@ from autoscaler.targets import (
 )
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
+from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
@@ -305,3 +305,50 @@ def test_recommend_target_applies_nothing(rig: Rig) -> None:
     annotations = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
     assert parse_resources_annotation(annotations[RECOMMENDED_ANNOTATION]) == at(5000)
     assert rig.deployment()["spec"]["template"] == template_before
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(rig: Rig) -> None:
+    target = RSyncOverrideTarget(rig.api)
+    controller = rig.start(target)
+    wait_for(lambda: target.current(rig.key) == at(100), what="first size")
+    reverted = _metric("objcount_apply_errors_total", target="rsync-override", reason="reverted")
+    theirs = Resources(10, 64, 10, 64)
+
+    def revert() -> None:
+        body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+        body["spec"]["override"]["resources"] = [
+            {
+                "containerName": "reconciler",
+                "cpuRequest": "10m",
+                "memoryRequest": "64Mi",
+                "cpuLimit": "10m",
+                "memoryLimit": "64Mi",
+            }
+        ]
+        rig.api.replace(kubeapi.ROOTSYNC, rig.namespace, rig.key.name, body)
+
+    for round_ in range(1, controller.max_reverts_per_hour + 1):
+        revert()
+        expected = reverted + round_
+        wait_for(
+            lambda expected=expected: (
+                _metric("objcount_apply_errors_total", target="rsync-override", reason="reverted") >= expected
+            ),
+            what=f"revert {round_} noticed",
+        )
+        wait_for(lambda: target.current(rig.key) == at(100), what=f"re-applied after revert {round_}")
+    revert()  # one too many within the hour: the service stops fighting and says so
+    wait_for(
+        lambda: (
+            _metric("objcount_apply_errors_total", target="rsync-override", reason="reverted")
+            > reverted + controller.max_reverts_per_hour
+        ),
+        what="last revert noticed",
+    )
+    controller.queue.add(rig.key)
+    wait_for(lambda: controller.decisions[rig.key].resources == theirs, what="their size accepted")
+    assert target.current(rig.key) == theirs
