@@ -1,4 +1,4 @@
-"""Command line: `objcount demo | status | version`."""
+"""Command line: `objcount run | status | recommend | demo | version`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
+from autoscaler import service
 from autoscaler.demo import run_demo
+from autoscaler.policy import PLATFORMS, PRESETS, SizingError, explain
+from autoscaler.settings import Settings, SettingsError, load_settings
 from inventory import kubeapi
 from inventory.reader import read_status, render
+
+EXIT_BAD_SETTINGS = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +22,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="objcount", description="Object-count autoscaler for Config Sync reconcilers."
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the service (settings from OBJCOUNT_* variables and --config)")
+    run.add_argument("--config", help="YAML file of settings (environment variables win)")
+    recommend = commands.add_parser(
+        "recommend", help="print the resources for an object count, with the arithmetic"
+    )
+    recommend.add_argument("--objects", type=int, required=True, help="max(source, sync) object count")
+    recommend.add_argument(
+        "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
+    )
+    recommend.add_argument("--preset", choices=sorted(PRESETS), default="prototype", help="sizing preset")
     commands.add_parser("demo", help="run against a local control plane with a sample RootSync")
     status = commands.add_parser("status", help="list RSyncs with their recorded object counts")
     status.add_argument(
@@ -49,6 +64,29 @@ def run_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_service(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as error:
+        print(f"objcount run: {error}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    return service.run(settings)
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    if args.objects < 0:
+        print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    settings = Settings(mode="cluster", platform=args.profile, preset=args.preset)
+    profile = settings.profile()
+    try:
+        print(explain(args.objects, profile))
+    except SizingError as error:
+        print(f"objcount recommend: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
@@ -56,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "status":
         return run_status(args)
+    if args.command == "run":
+        return run_service(args)
+    if args.command == "recommend":
+        return run_recommend(args)
     if args.command == "demo":
         return run_demo()
     return 2

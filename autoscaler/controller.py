@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from autoscaler.logs import CURRENT_RSYNC
 from autoscaler.metrics import (
     APPLIED,
     APPLY_ERRORS,
@@ -79,6 +80,9 @@ class Controller:
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
     decisions: dict[RSyncKey, Decision] = field(default_factory=dict)
     max_reverts_per_hour: int = 3
+    # How a re-evaluation is scheduled later (the service uses APScheduler); default: a timer.
+    schedule_after: Callable[[RSyncKey, float], None] | None = None
+    heartbeat: float = field(default_factory=time.monotonic)
     _reverts: dict[RSyncKey, list[float]] = field(default_factory=dict)
     _hands_off: dict[RSyncKey, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -246,12 +250,14 @@ class Controller:
                 RESTARTS_CAUSED.inc()
             log.info("%s: %s via %s: %s", key, decision.outcome, self.target.name, decision.reason)
         elif decision.outcome in (Outcome.POSTPONED, Outcome.ERROR):
-            log.info("%s: %s: %s", key, decision.outcome, decision.reason)
+            # Said once when it starts; every reconcile while it lasts would only repeat it.
+            level = logging.DEBUG if last.outcome == decision.outcome else logging.INFO
+            log.log(level, "%s: %s: %s", key, decision.outcome, decision.reason)
         self.decisions[key] = decision
         self._publish(key, rsync, decision)
         if decision.lower_since is not None:
             remaining = decision.lower_since + self.hysteresis.scale_down_delay_s - self.clock()
-            self.queue.add_after(key, max(remaining, 0.0) + 0.01)
+            (self.schedule_after or self.queue.add_after)(key, max(remaining, 0.0) + 0.01)
         return decision.outcome
 
     def _accept_revert(self, key: RSyncKey, foreign: Resources) -> bool:
@@ -301,14 +307,28 @@ class Controller:
             except kubeapi.ApiError as error:
                 log.warning("%s: could not publish the recommendation: %s", key, error)
 
+    def resync(self) -> None:
+        """Queue every RSync known to the caches (the periodic full resync)."""
+        for kind, reflector in self.rsyncs.items():
+            for namespace, name in list(reflector.store):
+                self.queue.add(RSyncKey(kind, namespace, name))  # type: ignore[arg-type]
+
+    @property
+    def healthy(self) -> bool:
+        """The worker loop ran recently and every watch thread is alive."""
+        alive = all(r.alive for r in self._reflectors())
+        return alive and time.monotonic() - self.heartbeat < 30
+
     def _work(self) -> None:
         while True:
+            self.heartbeat = time.monotonic()
             try:
                 key = self.queue.get(timeout=1.0)
             except ShutDown:
                 return
             if key is None:
                 continue
+            token = CURRENT_RSYNC.set(str(key))
             try:
                 outcome = self.reconcile(key)
                 if outcome == Outcome.DEFERRED_STARTUP:
@@ -324,6 +344,7 @@ class Controller:
                 delay = self.queue.retry(key)
                 log.exception("%s: reconcile crashed; retrying in %.1f s", key, delay)
             finally:
+                CURRENT_RSYNC.reset(token)
                 self.queue.done(key)
 
 

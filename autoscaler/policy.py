@@ -42,7 +42,7 @@ class Resources:
         )
 
     def at_least(self, other: Resources) -> Resources:
-        """The component-wise maximum of the two."""
+        """The component-wise maximum of the two; a limit set on either side stays set."""
         return Resources(
             max(self.cpu_request_m, other.cpu_request_m),
             max(self.memory_request_mib, other.memory_request_mib),
@@ -65,7 +65,8 @@ def _limit_at_least(mine: int | None, theirs: int | None) -> bool:
 
 
 def _max_limit(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else max(a, b)
+    values = [v for v in (a, b) if v is not None]
+    return max(values) if values else None
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,33 @@ def _limit(request: int, factor: Fraction | None, step: int, platform: Platform)
     if platform.limits_equal_requests:
         return request
     return None if factor is None else max(request, ceil_to(request * factor, step))
+
+
+def explain(objects: int, profile: Profile) -> str:
+    """The resources for `objects` under `profile`, with the arithmetic, for people."""
+    sizing, platform = profile.sizing, profile.platform
+    base, per_object, step = float(sizing.base_mib), float(sizing.mib_per_object), sizing.step_mib
+    raw = float(sizing.base_mib + sizing.mib_per_object * objects)
+    memory = sizing.memory_mib(objects)
+    cpu = sizing.cpu_m(memory)
+    result = size(objects, profile)
+    lines = [
+        f"profile {profile.name}: {objects} objects",
+        f"memory = ceil(({base:g} + {per_object:g} x {objects}) / {step}) x {step}"
+        f" = ceil({raw:g} / {step}) x {step} -> {memory}Mi (min {sizing.min_mib}Mi, max {sizing.max_mib}Mi)",
+        f"cpu    = max(ceil({memory} x {float(sizing.cpu_m_per_mib):g} / {sizing.cpu_step_m})"
+        f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {cpu}m",
+    ]
+    if (result.cpu_request_m, result.memory_request_mib) != (cpu, memory):
+        others = (profile.others_cpu_m, profile.others_memory_mib)
+        before = (cpu + others[0], memory + others[1])
+        after = (result.cpu_request_m + others[0], result.memory_request_mib + others[1])
+        lines.append(
+            f"{platform.name}: the pod ({before[0]}m / {before[1]}Mi with {others[0]}m / {others[1]}Mi"
+            f" of other containers) becomes {after[0]}m / {after[1]}Mi; the surplus goes to the reconciler"
+        )
+    lines.append(f"reconciler: {result}")
+    return "\n".join(lines)
 
 
 # ----- decisions ----------------------------------------------------------------------------------------

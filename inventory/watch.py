@@ -211,6 +211,10 @@ class Reflector(Generic[T]):
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def signal_stop(self) -> None:
         """Ask the loop to end and unblock its watch; returns at once."""
         self.stopping.set()

@@ -1,0 +1,234 @@
+"""The service: wires settings, the controller, the scheduler, leader election and the HTTP endpoints,
+and owns the timing of every side effect. `objcount run` calls `run(settings)`.
+
+Shutdown on SIGTERM or SIGINT: stop the watches, let the reconcile in flight finish, release the Lease,
+stop the endpoints, exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
+
+from autoscaler import logs
+from autoscaler.controller import Controller, Scope
+from autoscaler.leader import LeaderElector
+from autoscaler.settings import Settings
+from autoscaler.targets import DeploymentTarget, InPlaceTarget, RecommendTarget, RSyncOverrideTarget, Target
+from inventory import kubeapi
+from inventory.ids import RSyncKey
+from inventory.source_watch import SourceLayout
+from inventory.watch import WatchSettings
+
+log = logging.getLogger(__name__)
+LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
+    deployment = DeploymentTarget(api, namespace=settings.reconciler_namespace)
+    if settings.target == "deployment":
+        return deployment
+    if settings.target == "rsync-override":
+        return RSyncOverrideTarget(api)
+    if settings.target == "in-place":
+        return InPlaceTarget(api, deployment, namespace=settings.reconciler_namespace)
+    return RecommendTarget(api)
+
+
+def sync_dir_of(rsync: dict[str, Any]) -> str:
+    """The directory of the manifests inside the source, as the RSync names it."""
+    spec = rsync.get("spec") or {}
+    for source in ("git", "oci"):
+        directory = (spec.get(source) or {}).get("dir")
+        if directory:
+            return str(directory).strip("/").removeprefix("./")
+    return ""
+
+
+def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Event) -> SourceLayout:
+    if settings.sync_dir is not None:
+        return SourceLayout(settings.source_root, settings.sync_dir)
+    key = settings.rsync
+    while True:  # the RSync may be created after its reconciler's sidecar starts
+        try:
+            rsync = api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+            return SourceLayout(settings.source_root, sync_dir_of(rsync))
+        except (kubeapi.NotFound, kubeapi.Transient) as error:
+            log.warning("waiting for %s to read its sync directory: %s", key, error)
+            if stop.wait(5):
+                return SourceLayout(settings.source_root, "")
+
+
+def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.Event) -> Controller:
+    watch = WatchSettings(
+        server_timeout=settings.watch_timeout_seconds, inactivity_timeout=settings.watch_inactivity_seconds
+    )
+    if settings.mode == "sidecar":
+        scope = Scope.sidecar(settings.rsync)
+        layout: SourceLayout | None = _source_layout(settings, api, stop)
+    else:
+        scope = Scope.cluster(settings.inventory_selector, settings.watch_namespace or None)
+        layout = None  # the source count comes from the RSync status, written by a sidecar or the reconciler
+    controller = Controller(
+        api,
+        scope,
+        source_layout=layout,
+        watch_settings=watch,
+        target=build_target(settings, api),
+        profile=settings.profile(),
+        hysteresis=settings.hysteresis(),
+    )
+    if controller.source_watcher is not None:
+        controller.source_watcher.interval = settings.source_poll_seconds
+    return controller
+
+
+class _Endpoints(BaseHTTPRequestHandler):
+    controller: Controller
+    leading: threading.Event
+    paths: frozenset[str]
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path not in self.paths:
+            self._send(404, b"not found\n")
+        elif path == "/metrics":
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+        elif path == "/healthz":
+            healthy = self.controller.healthy or not self.leading.is_set()
+            self._send(200 if healthy else 503, b"ok\n" if healthy else b"reconcile loop stalled\n")
+        else:  # /readyz: caches synced and counts restored (a standby replica is ready to take over)
+            ready = self.controller.synced or not self.leading.is_set()
+            self._send(200 if ready else 503, b"ok\n" if ready else b"caches not synced yet\n")
+
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # probes every few seconds are not worth a log line
+
+
+def start_endpoints(
+    settings: Settings, controller: Controller, leading: threading.Event
+) -> list[ThreadingHTTPServer]:
+    wanted: dict[int, set[str]] = {}
+    wanted.setdefault(settings.metrics_port, set()).add("/metrics")
+    wanted.setdefault(settings.health_port, set()).update({"/healthz", "/readyz"})
+    servers = []
+    for port, paths in wanted.items():
+        handler = type(
+            "Endpoints",
+            (_Endpoints,),
+            {"controller": controller, "leading": leading, "paths": frozenset(paths)},
+        )
+        server = ThreadingHTTPServer((settings.bind_address, port), handler)
+        threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True).start()
+        servers.append(server)
+    return servers
+
+
+def _scheduler(settings: Settings, controller: Controller) -> BackgroundScheduler:
+    scheduler = BackgroundScheduler(
+        job_defaults={
+            "max_instances": 1,
+            "coalesce": True,
+            "misfire_grace_time": int(settings.misfire_grace_seconds),
+        },
+        timezone=UTC,
+    )
+    scheduler.add_job(controller.resync, "interval", seconds=settings.resync_interval_seconds, id="resync")
+
+    def re_evaluate_later(key: RSyncKey, delay: float) -> None:
+        scheduler.add_job(
+            controller.queue.add,
+            "date",
+            args=[key],
+            id=f"re-evaluate:{key}",
+            replace_existing=True,
+            run_date=datetime.now(UTC) + timedelta(seconds=delay),
+        )
+
+    controller.schedule_after = re_evaluate_later
+    return scheduler
+
+
+def run(settings: Settings, stop: threading.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or `stop`); the exit code."""
+    stop = stop or threading.Event()
+    logs.configure(
+        settings.log_level, settings.log_format, str(settings.rsync) if settings.mode == "sidecar" else ""
+    )
+    failed = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    api = kubeapi.KubeApi.connect(settings.kubeconfig)
+    log.info(
+        "starting in %s mode against %s, target %s, profile %s",
+        settings.mode,
+        api.server,
+        settings.target,
+        settings.profile().name,
+    )
+    controller = build_controller(settings, api, stop)
+    leading = threading.Event()
+    servers = start_endpoints(settings, controller, leading)
+    elector = None
+    if settings.mode == "cluster" and settings.leader_election:
+        elector = LeaderElector(
+            api,
+            settings.lease_namespace,
+            settings.lease_name,
+            settings.identity or socket.gethostname(),
+            settings.lease_duration_seconds,
+            is_leader=leading,
+        )
+
+        def lost() -> None:
+            failed.set()
+            stop.set()
+
+        threading.Thread(target=elector.run, args=(stop, lost), name="leader-election", daemon=True).start()
+        log.info("waiting to become the leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
+        while not stop.is_set() and not leading.wait(0.5):
+            pass
+    else:
+        leading.set()
+    scheduler = _scheduler(settings, controller)
+    if leading.is_set() and not stop.is_set():
+        LEADER.set(1)
+        controller.start()
+        scheduler.start()
+    stop.wait()
+    log.info("stopping: finishing the reconcile in flight")
+    if scheduler.running:
+        scheduler.shutdown(wait=False)
+    controller.stop()
+    if elector is not None:
+        elector.release()
+    LEADER.set(0)
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    api.close()
+    log.info("stopped")
+    return EXIT_FAILED if failed.is_set() else EXIT_OK

@@ -1,0 +1,277 @@
+"""The service's settings: one documented object, from environment variables (`OBJCOUNT_<NAME>`) and an
+optional YAML file (`OBJCOUNT_CONFIG_FILE`, or `objcount run --config FILE`); the environment wins.
+
+Built in `main()`, never at import. Invalid settings are reported all at once (exit code 2).
+
+    python -m autoscaler.settings     # the Markdown table of every setting (the README's copy is tested)
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from autoscaler.policy import PLATFORMS, PRESETS, Hysteresis, Profile, Sizing
+from inventory.ids import RECONCILER_NAMESPACE, ROOT_SYNC_NAMESPACE, RSyncKey
+
+ENV_PREFIX = "OBJCOUNT_"
+CONFIG_FILE_ENV = "OBJCOUNT_CONFIG_FILE"
+
+# Requests of the other containers of a git reconciler pod (git-sync + otel-agent), DESIGN.md 2.4.
+OTHER_CONTAINERS = {
+    "standard": (10 + 10, 16 + 100),
+    "autopilot": (20 + 10, 32 + 64),
+    "autopilot-bursting": (20 + 10, 32 + 64),
+}
+
+
+class Settings(BaseSettings):
+    """Every setting of the service. Field descriptions are the documentation (README table)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+
+    # ----- what to manage ---------------------------------------------------------------------------
+    mode: Literal["sidecar", "cluster"] = Field(
+        "sidecar",
+        description="`sidecar`: manage the RSync of the reconciler pod it runs in. `cluster`: manage every RSync whose inventory matches `inventory_selector`.",
+    )
+    rsync_kind: Literal["RootSync", "RepoSync"] = Field(
+        "RootSync", description="Sidecar mode: kind of the RSync to manage."
+    )
+    rsync_name: str = Field("", description="Sidecar mode: name of the RSync to manage (required there).")
+    rsync_namespace: str = Field(
+        ROOT_SYNC_NAMESPACE, description="Sidecar mode: namespace of the RSync to manage."
+    )
+    inventory_selector: str = Field(
+        "",
+        description="Cluster mode: label selector of the inventories to manage (default: `app.kubernetes.io/managed-by=configmanagement.gke.io`).",
+    )
+    watch_namespace: str = Field("", description="Cluster mode: only this namespace (default: all).")
+    reconciler_namespace: str = Field(
+        RECONCILER_NAMESPACE, description="Namespace of the reconciler Deployments and pods."
+    )
+    # ----- how to apply -----------------------------------------------------------------------------
+    target: Literal["rsync-override", "deployment", "in-place", "recommend"] = Field(
+        "rsync-override",
+        description="How a decision is applied: the RSync's `spec.override.resources`, the reconciler Deployment's template, an in-place pod resize, or nothing (publish only).",
+    )
+    platform: Literal["standard", "autopilot", "autopilot-bursting"] = Field(
+        "standard",
+        description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting.",
+    )
+    preset: Literal["prototype"] = Field(
+        "prototype", description="Sizing preset; the settings below override single constants of it."
+    )
+    base_mib: float | None = Field(
+        None, ge=0, description="Memory for an empty inventory, MiB (preset: 128)."
+    )
+    mib_per_object: float | None = Field(
+        None, gt=0, le=100, description="Memory per object, MiB (preset: 0.2)."
+    )
+    step_mib: int | None = Field(
+        None, ge=1, le=4096, description="Memory is rounded up to a multiple of this, MiB (preset: 32)."
+    )
+    min_mib: int | None = Field(None, ge=1, description="Smallest memory, MiB (preset: 128).")
+    max_mib: int | None = Field(None, ge=1, le=110 * 1024, description="Largest memory, MiB (preset: 65536).")
+    cpu_m_per_mib: float | None = Field(
+        None, gt=0, le=100, description="CPU per MiB of memory, millicores (preset: 1000/1024)."
+    )
+    cpu_min_m: int | None = Field(None, ge=1, description="Smallest CPU, millicores (preset: 125).")
+    cpu_step_m: int | None = Field(
+        None, ge=1, le=1000, description="CPU is rounded up to a multiple of this, millicores (preset: 1)."
+    )
+    memory_limit_factor: float | None = Field(
+        None, ge=1, le=10, description="Memory limit = request x this (preset: 1; Autopilot forces 1)."
+    )
+    cpu_limit_factor: float | None = Field(
+        None, ge=1, le=100, description="CPU limit = request x this (preset: 1; Autopilot forces 1)."
+    )
+    no_cpu_limit: bool = Field(
+        False, description="Leave the CPU limit unset (not on Autopilot without bursting)."
+    )
+    others_cpu_m: int | None = Field(
+        None,
+        ge=0,
+        description="CPU requests of the pod's other containers, millicores (default: git-sync + otel-agent for the platform).",
+    )
+    others_memory_mib: int | None = Field(
+        None,
+        ge=0,
+        description="Memory requests of the pod's other containers, MiB (default: git-sync + otel-agent for the platform).",
+    )
+    # ----- when -------------------------------------------------------------------------------------
+    scale_down_delay_seconds: float = Field(
+        600, ge=0, le=7 * 86400, description="A lower target must hold this long before a scale-down."
+    )
+    max_restarts_per_hour: int = Field(
+        6, ge=0, le=1000, description="Scale-downs stop when this many restarts were caused in the last hour."
+    )
+    resync_interval_seconds: float = Field(
+        300, ge=5, le=86400, description="Every RSync is reconciled at least this often."
+    )
+    misfire_grace_seconds: float = Field(
+        30,
+        ge=1,
+        le=3600,
+        description="A scheduled job late by more than this is skipped (the next one runs).",
+    )
+    # ----- inputs -----------------------------------------------------------------------------------
+    source_root: Path = Field(
+        Path("/repo"),
+        description="Sidecar mode: the reconciler's shared volume (`source/rev`, `hydrated/rev`).",
+    )
+    sync_dir: str | None = Field(
+        None,
+        description="Sidecar mode: directory of the manifests inside the source (default: the RSync's `spec.git.dir`, `spec.oci.dir`).",
+    )
+    source_poll_seconds: float = Field(
+        1.0, gt=0, le=600, description="How often the `rev` link is checked for a new commit."
+    )
+    watch_timeout_seconds: int = Field(
+        300, ge=10, le=3600, description="Server-side timeout of each watch request (it is then resumed)."
+    )
+    watch_inactivity_seconds: float = Field(
+        90,
+        ge=5,
+        le=3600,
+        description="A watch silent this long is reconnected (bookmarks arrive about every minute).",
+    )
+    # ----- cluster mode leader election ---------------------------------------------------------------
+    leader_election: bool = Field(True, description="Cluster mode: only the holder of a Lease acts.")
+    lease_name: str = Field("objcount-autoscaler", description="Cluster mode: name of the Lease.")
+    lease_namespace: str = Field(RECONCILER_NAMESPACE, description="Cluster mode: namespace of the Lease.")
+    lease_duration_seconds: float = Field(
+        15, ge=2, le=600, description="A leader that has not renewed for this long is replaced."
+    )
+    identity: str = Field("", description="This replica's name in the Lease (default: the host name).")
+    # ----- endpoints and logs -------------------------------------------------------------------------
+    bind_address: str = Field("0.0.0.0", description="Address the HTTP endpoints listen on.")
+    metrics_port: int = Field(9464, ge=1, le=65535, description="Port of `/metrics` (Prometheus).")
+    health_port: int = Field(
+        8081, ge=1, le=65535, description="Port of `/healthz` and `/readyz` (may equal `metrics_port`)."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="Log format: one JSON object per line, or text."
+    )
+    kubeconfig: str | None = Field(
+        None, description="Kubeconfig file (default: in-cluster credentials, else `$KUBECONFIG`)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        problems = []
+        if self.mode == "sidecar" and not self.rsync_name:
+            problems.append("rsync_name: required in sidecar mode (the RSync this reconciler pod belongs to)")
+        if self.min_mib is not None and self.max_mib is not None and self.min_mib > self.max_mib:
+            problems.append(f"min_mib ({self.min_mib}) is larger than max_mib ({self.max_mib})")
+        if self.no_cpu_limit and self.platform == "autopilot":
+            problems.append("no_cpu_limit: Autopilot without bursting forces limits equal to requests")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    # ----- what the rest of the service needs ---------------------------------------------------------
+    @property
+    def rsync(self) -> RSyncKey:
+        return RSyncKey(self.rsync_kind, self.rsync_namespace, self.rsync_name)
+
+    def profile(self) -> Profile:
+        preset = PRESETS[self.preset]
+        overrides: dict[str, Any] = {}
+        for name in (
+            "base_mib",
+            "mib_per_object",
+            "cpu_m_per_mib",
+            "memory_limit_factor",
+            "cpu_limit_factor",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                overrides[name] = Fraction(str(value))
+        for name in ("step_mib", "min_mib", "max_mib", "cpu_min_m", "cpu_step_m"):
+            value = getattr(self, name)
+            if value is not None:
+                overrides[name] = value
+        if self.no_cpu_limit:
+            overrides["cpu_limit_factor"] = None
+        sizing = Sizing(**{**preset.__dict__, **overrides})
+        default_cpu, default_memory = OTHER_CONTAINERS[self.platform]
+        return Profile(
+            sizing,
+            PLATFORMS[self.platform],
+            default_cpu if self.others_cpu_m is None else self.others_cpu_m,
+            default_memory if self.others_memory_mib is None else self.others_memory_mib,
+        )
+
+    def hysteresis(self) -> Hysteresis:
+        return Hysteresis(self.scale_down_delay_seconds, self.max_restarts_per_hour)
+
+
+class SettingsError(Exception):
+    """Invalid settings; the message lists every problem, one per line."""
+
+
+def load_settings(config_file: str | None = None) -> Settings:
+    if config_file:
+        if not Path(config_file).is_file():
+            raise SettingsError(f"config file {config_file}: not found")
+        os.environ[CONFIG_FILE_ENV] = config_file
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise SettingsError(describe(error)) from None
+
+
+def describe(error: ValidationError) -> str:
+    lines = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"]) or "settings"
+        env = f" ({ENV_PREFIX}{where.upper()})" if problem["loc"] else ""
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(
+            f"  - {where}{env}: {message}; got {problem.get('input')!r}"
+            if problem["loc"]
+            else f"  - {message}"
+        )
+    return f"invalid settings ({len(lines)} problem{'s' if len(lines) > 1 else ''}):\n" + "\n".join(lines)
+
+
+def markdown_table() -> str:
+    rows = ["| setting | environment variable | type | default | meaning |", "|---|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        annotation = str(field.annotation).replace("typing.", "").replace("pathlib.", "").replace("|", "or")
+        annotation = annotation.replace("<class '", "").replace("'>", "")
+        default = "(none)" if field.default in (None, "") else f"`{field.default}`"
+        description = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | {annotation} | {default} | {description} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

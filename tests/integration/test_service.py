@@ -1,0 +1,206 @@
+"""The service as a user runs it: `objcount run` in a subprocess against the real control plane."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autoscaler.policy import PROTOTYPE, STANDARD, Profile, size
+from autoscaler.targets import resources_of
+from controlplane import LocalControlPlane
+from controlplane.launcher import free_port
+from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import configmaps_yaml, wait_for, write_commit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Service:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.log = log
+        full_env = {
+            **os.environ,
+            "OBJCOUNT_BIND_ADDRESS": "127.0.0.1",
+            "OBJCOUNT_METRICS_PORT": str(self.metrics_port),
+            "OBJCOUNT_HEALTH_PORT": str(self.health_port),
+            "OBJCOUNT_LOG_FORMAT": "json",
+            **env,
+        }
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "autoscaler.cli", "run"],
+                cwd=REPO,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def get(self, path: str) -> tuple[int, str]:
+        port = self.metrics_port if path == "/metrics" else self.health_port
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except OSError:
+            return 0, ""
+
+    def metric(self, line_start: str) -> float:
+        status, text = self.get("/metrics")
+        values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start)]
+        return sum(values) if status == 200 else -1.0
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(60)
+
+    def logs(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def services() -> Iterator[list[Service]]:
+    started: list[Service] = []
+    yield started
+    for service in started:
+        service.stop(signal.SIGKILL)
+
+
+def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
+    api: kubeapi.KubeApi,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    services: list[Service],
+) -> None:
+    key = RSyncKey("RootSync", namespace, "root-sync")
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(key, sync_dir="config"))
+    api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 600))
+    api.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(key, namespace))
+    write_commit(tmp_path / "repo", "c1", {"a.yaml": configmaps_yaml(600)})
+    service = Service(
+        {
+            "OBJCOUNT_KUBECONFIG": str(control_plane.kubeconfig),
+            "OBJCOUNT_RSYNC_NAME": key.name,
+            "OBJCOUNT_RSYNC_NAMESPACE": namespace,
+            "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
+            "OBJCOUNT_TARGET": "deployment",
+            "OBJCOUNT_SOURCE_ROOT": str(tmp_path / "repo"),
+        },
+        tmp_path / "service.log",
+    )
+    services.append(service)
+    wait_for(lambda: service.get("/readyz")[0] == 200, timeout=60, what="/readyz")
+    assert service.get("/healthz")[0] == 200
+
+    def reconciler_memory() -> int | None:
+        containers = api.get(kubeapi.DEPLOYMENT, namespace, reconciler_name(key))["spec"]["template"]["spec"][
+            "containers"
+        ]
+        resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
+        return None if resources is None else resources.memory_request_mib
+
+    profile = Profile(PROTOTYPE, STANDARD)
+    wait_for(lambda: reconciler_memory() == size(600, profile).memory_request_mib, what="first size")
+    api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 5000))
+    wait_for(
+        lambda: reconciler_memory() == size(5000, profile).memory_request_mib,
+        what="scale-up after the inventory grew",
+    )
+    assert service.metric('objcount_decisions_total{outcome="scaled_up"}') >= 2
+    assert service.metric(f'objcount_objects{{count="sync",rsync="{key}"}}') == 5000
+    assert service.metric("objcount_restarts_caused_total") >= 2
+
+    assert service.stop(signal.SIGTERM) == 0
+    lines = service.logs()
+    assert lines, "no JSON log lines"
+    assert all(line["rsync"] == str(key) for line in lines), "every line carries the RSync"
+    assert any("shutting down" in str(line["message"]) for line in lines)
+
+
+def test_invalid_settings_list_every_problem_and_exit_2(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "OBJCOUNT_MODE": "sidecar",
+        "OBJCOUNT_STEP_MIB": "0",
+        "OBJCOUNT_TARGET": "everywhere",
+        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "-5",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler.cli", "run"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "invalid settings (3 problems)" in result.stderr
+    for name in ("OBJCOUNT_STEP_MIB", "OBJCOUNT_TARGET", "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS"):
+        assert name in result.stderr
+    assert result.stdout == ""
+
+
+def test_cluster_mode_only_the_leader_acts_and_a_killed_leader_hands_over(
+    api: kubeapi.KubeApi,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    services: list[Service],
+) -> None:
+    key = RSyncKey("RepoSync", namespace, "repo-sync")
+    api.create(kubeapi.REPOSYNC, namespace, rsync(key))
+    api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 100))
+    common = {
+        "OBJCOUNT_MODE": "cluster",
+        "OBJCOUNT_KUBECONFIG": str(control_plane.kubeconfig),
+        "OBJCOUNT_WATCH_NAMESPACE": namespace,
+        "OBJCOUNT_LEASE_NAMESPACE": namespace,
+        "OBJCOUNT_LEASE_DURATION_SECONDS": "3",
+        "OBJCOUNT_TARGET": "recommend",
+    }
+    replicas = [
+        Service({**common, "OBJCOUNT_IDENTITY": f"replica-{i}"}, tmp_path / f"replica-{i}.log")
+        for i in range(2)
+    ]
+    services.extend(replicas)
+
+    def holder() -> str:
+        try:
+            return str(
+                api.get(kubeapi.LEASE, namespace, "objcount-autoscaler")["spec"].get("holderIdentity") or ""
+            )
+        except kubeapi.NotFound:
+            return ""
+
+    leader_name = wait_for(holder, what="a leader")
+    leader = replicas[int(leader_name.rsplit("-", 1)[1])]
+    follower = replicas[1 - replicas.index(leader)]
+    wait_for(lambda: leader.metric("objcount_decisions_total") > 0, what="the leader to act")
+    wait_for(lambda: follower.get("/readyz")[0] == 200, what="the standby replica to be ready to take over")
+    assert follower.metric("objcount_leader") == 0
+    assert follower.metric("objcount_decisions_total") == 0, "the follower must not act"
+
+    leader.stop(signal.SIGKILL)
+    wait_for(lambda: holder() == f"replica-{replicas.index(follower)}", timeout=30, what="hand-over")
+    api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 4000))
+    wait_for(
+        lambda: follower.metric('objcount_decisions_total{outcome="scaled_up"}') > 0,
+        what="the new leader to act",
+    )
+    assert follower.metric("objcount_leader") == 1
+    assert follower.stop() == 0
+    assert holder() == "", "a clean shutdown releases the lease"
