@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 def run_status(args: argparse.Namespace) -> int:
     try:
         api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
-    except Exception as error:
-        print(f"objcount status: cannot load cluster credentials: {error}", file=sys.stderr)
+    except kubeapi.ApiError as error:
+        print(f"objcount status: {error}", file=sys.stderr)
         return 1
     namespace = None if args.all_namespaces else (args.namespace or api.default_namespace)
     try:

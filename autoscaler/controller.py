@@ -26,7 +26,7 @@ from autoscaler.metrics import (
     RECONCILE_SECONDS,
     RESTARTS_CAUSED,
 )
-from autoscaler.policy import Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
+from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
 from autoscaler.targets import ApplyError, Target, annotation_value
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
@@ -44,6 +44,10 @@ from inventory.status import CountWriter
 from inventory.watch import InventoryCodec, Key, ObjectCodec, RawObject, Reflector, WatchSettings
 
 log = logging.getLogger(__name__)
+
+# Per-RSync settings, as annotations on the RSync.
+AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"  # "false": record counts, size nothing
+PLATFORM_ANNOTATION = "objcount.dev/platform"  # standard | autopilot | autopilot-bursting
 
 Mode = Literal["sidecar", "cluster"]
 
@@ -217,39 +221,24 @@ class Controller:
         for name, value in (("source", counts.source), ("sync", counts.sync)):
             if value is not None:
                 OBJECTS.labels(str(key), name).set(value)
-        try:
-            last = self.decisions.get(key) or initial(self.target.current(key))
-        except ApplyError as error:
-            APPLY_ERRORS.labels(self.target.name, error.reason).inc()
-            log.error("%s: cannot read the reconciler's resources: %s", key, error)
+        annotations = (rsync.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(AUTOSCALE_ANNOTATION, "true").lower() == "false":
+            return Outcome.UNCHANGED  # opted out: counts are still recorded, nothing is sized
+        profile = self._profile_for(key, annotations.get(PLATFORM_ANNOTATION))
+        last = self._last_decision(key, rsync)
+        if profile is None or last is None:
             return Outcome.ERROR
-        if self._hands_off.get(key, float("-inf")) > self.clock():
-            return Outcome.ERROR  # another writer keeps reverting us: logged when it started
-        foreign = self.target.overwritten(key, rsync)
-        if foreign is not None and foreign != last.resources:
-            last = self.decisions[key] = replace(last, resources=foreign)
-            if not self._accept_revert(key, foreign):
-                return Outcome.ERROR
         decision = decide(
             counts,
-            self.profile,
+            profile,
             last,
             now=self.clock(),
             hysteresis=self.hysteresis,
             causes_restart=self.target.causes_restart,
         )
-        if decision.changes:
-            assert decision.resources is not None
-            try:
-                self.target.apply(key, decision.resources)
-            except ApplyError as error:
-                APPLY_ERRORS.labels(self.target.name, error.reason).inc()
-                log.error("%s: %s failed: %s", key, decision.outcome, error)
-                return Outcome.ERROR
-            if self.target.causes_restart:
-                RESTARTS_CAUSED.inc()
-            log.info("%s: %s via %s: %s", key, decision.outcome, self.target.name, decision.reason)
-        elif decision.outcome in (Outcome.POSTPONED, Outcome.ERROR):
+        if decision.changes and not self._apply(key, decision):
+            return Outcome.ERROR
+        if decision.outcome in (Outcome.POSTPONED, Outcome.ERROR):
             # Said once when it starts; every reconcile while it lasts would only repeat it.
             level = logging.DEBUG if last.outcome == decision.outcome else logging.INFO
             log.log(level, "%s: %s: %s", key, decision.outcome, decision.reason)
@@ -259,6 +248,54 @@ class Controller:
             remaining = decision.lower_since + self.hysteresis.scale_down_delay_s - self.clock()
             (self.schedule_after or self.queue.add_after)(key, max(remaining, 0.0) + 0.01)
         return decision.outcome
+
+    def _last_decision(self, key: RSyncKey, rsync: dict[str, Any]) -> Decision | None:
+        """The state to decide from: what we decided last, or what the reconciler has now; None when it
+        cannot be known or another writer keeps reverting us."""
+        assert self.target is not None
+        try:
+            last = self.decisions.get(key) or initial(self.target.current(key))
+        except ApplyError as error:
+            APPLY_ERRORS.labels(self.target.name, error.reason).inc()
+            log.error("%s: cannot read the reconciler's resources: %s", key, error)
+            return None
+        if self._hands_off.get(key, float("-inf")) > self.clock():
+            return None  # logged when it started
+        foreign = self.target.overwritten(key, rsync)
+        if foreign is not None and foreign != last.resources:
+            last = self.decisions[key] = replace(last, resources=foreign)
+            if not self._accept_revert(key, foreign):
+                return None
+        return last
+
+    def _apply(self, key: RSyncKey, decision: Decision) -> bool:
+        assert self.target is not None
+        assert decision.resources is not None
+        try:
+            self.target.apply(key, decision.resources)
+        except ApplyError as error:
+            APPLY_ERRORS.labels(self.target.name, error.reason).inc()
+            log.error("%s: %s failed: %s", key, decision.outcome, error)
+            return False
+        if self.target.causes_restart:
+            RESTARTS_CAUSED.inc()
+        log.info("%s: %s via %s: %s", key, decision.outcome, self.target.name, decision.reason)
+        return True
+
+    def _profile_for(self, key: RSyncKey, platform: str | None) -> Profile | None:
+        """The service's profile, or the one an RSync asks for with its platform annotation."""
+        if platform is None or platform == self.profile.platform.name:
+            return self.profile
+        if platform not in PLATFORMS:
+            log.error(
+                "%s: unknown %s %r (known: %s); not sizing it until fixed",
+                key,
+                PLATFORM_ANNOTATION,
+                platform,
+                ", ".join(sorted(PLATFORMS)),
+            )
+            return None
+        return replace(self.profile, platform=PLATFORMS[platform])
 
     def _accept_revert(self, key: RSyncKey, foreign: Resources) -> bool:
         """Another writer replaced our size: report it; re-apply unless it keeps doing so (no fight)."""

@@ -181,7 +181,11 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-    api = kubeapi.KubeApi.connect(settings.kubeconfig)
+    try:
+        api = kubeapi.KubeApi.connect(settings.kubeconfig)
+    except kubeapi.ApiError as error:
+        log.error("%s", error)
+        return EXIT_FAILED
     log.info(
         "starting in %s mode against %s, target %s, profile %s",
         settings.mode,

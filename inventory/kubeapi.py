@@ -135,6 +135,15 @@ class KubeApi:
     @classmethod
     def connect(cls, kubeconfig: str | None = None, *, context: str | None = None) -> KubeApi:
         """In-cluster credentials when running in a pod and no kubeconfig is given, else the kubeconfig."""
+        try:
+            return cls._connect(kubeconfig, context)
+        except (k8s_config.ConfigException, OSError, ValueError) as error:
+            raise ApiError(
+                f"cannot load cluster credentials ({kubeconfig or 'default kubeconfig'}): {error}"
+            ) from error
+
+    @classmethod
+    def _connect(cls, kubeconfig: str | None, context: str | None) -> KubeApi:
         configuration = k8s_client.Configuration()
         if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.controller import Controller, Scope
-from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Profile, Resources, size
+from autoscaler.controller import AUTOSCALE_ANNOTATION, PLATFORM_ANNOTATION, Controller, Scope
+from autoscaler.policy import AUTOPILOT, PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources, size
 from autoscaler.targets import (
     ApplyError,
     DeploymentTarget,
@@ -352,3 +352,45 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
     controller.queue.add(rig.key)
     wait_for(lambda: controller.decisions[rig.key].resources == theirs, what="their size accepted")
     assert target.current(rig.key) == theirs
+
+
+def test_per_rsync_opt_out_and_platform_annotations(rig: Rig) -> None:
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {AUTOSCALE_ANNOTATION: "false"}}},
+    )
+    template_before = rig.deployment()["spec"]["template"]
+    controller = rig.start(DeploymentTarget(rig.api, namespace=rig.namespace))
+    rig.inventory(5000)
+    wait_for(
+        lambda: (
+            rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+            .get("status", {})
+            .get("sync", {})
+            .get("objectCount")
+            == 5000
+        ),
+        what="counts still recorded",
+    )
+    assert controller.reconcile(rig.key) == Outcome.UNCHANGED
+    assert rig.deployment()["spec"]["template"] == template_before
+
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {AUTOSCALE_ANNOTATION: None, PLATFORM_ANNOTATION: "mainframe"}}},
+    )
+    wait_for(lambda: controller.reconcile(rig.key) == Outcome.ERROR, what="unknown platform refused")
+    assert rig.deployment()["spec"]["template"] == template_before
+
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {PLATFORM_ANNOTATION: "autopilot"}}},
+    )
+    expected = size(5000, Profile(PROTOTYPE, AUTOPILOT))
+    wait_for(lambda: requests(rig.template_resources()) == requests(expected), what="sized for Autopilot")
