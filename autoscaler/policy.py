@@ -42,12 +42,17 @@ class Resources:
         )
 
     def at_least(self, other: Resources) -> Resources:
-        """The component-wise maximum of the two; a limit set on either side stays set."""
+        """The component-wise maximum of the two; a limit set on either side stays set, and is never
+        below its request (the API server refuses that)."""
+        cpu = max(self.cpu_request_m, other.cpu_request_m)
+        memory = max(self.memory_request_mib, other.memory_request_mib)
+        cpu_limit = _max_limit(self.cpu_limit_m, other.cpu_limit_m)
+        memory_limit = _max_limit(self.memory_limit_mib, other.memory_limit_mib)
         return Resources(
-            max(self.cpu_request_m, other.cpu_request_m),
-            max(self.memory_request_mib, other.memory_request_mib),
-            _max_limit(self.cpu_limit_m, other.cpu_limit_m),
-            _max_limit(self.memory_limit_mib, other.memory_limit_mib),
+            cpu,
+            memory,
+            None if cpu_limit is None else max(cpu_limit, cpu),
+            None if memory_limit is None else max(memory_limit, memory),
         )
 
     def __str__(self) -> str:

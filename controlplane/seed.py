@@ -33,7 +33,9 @@ JSON = dict[str, Any]
 
 def manifests_in(path: Path) -> Iterator[JSON]:
     """Every object in the YAML files under `path`, with `List` kinds expanded."""
-    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    files = (
+        sorted(p for p in path.glob("*.yaml") if p.name != "kustomization.yaml") if path.is_dir() else [path]
+    )
     for file in files:
         for document in yaml.safe_load_all(file.read_text()):
             if not document:

@@ -165,6 +165,39 @@ def test_platform_rules_hold_and_are_a_fixed_point(profile: Profile, objects: in
         assert result.cpu_request_m % sizing.cpu_step_m == 0 or result.cpu_request_m == sizing.cpu_min_m
 
 
+resources = st.builds(
+    Resources,
+    st.integers(1, 8000),
+    st.integers(1, 16000),
+    st.one_of(st.none(), st.integers(1, 8000)),
+    st.one_of(st.none(), st.integers(1, 16000)),
+).filter(
+    lambda r: (
+        (r.cpu_limit_m is None or r.cpu_limit_m >= r.cpu_request_m)
+        and (r.memory_limit_mib is None or r.memory_limit_mib >= r.memory_request_mib)
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(profiles, counts, resources)
+def test_a_scale_up_from_any_current_size_is_valid_and_never_lowers_a_request(
+    profile: Profile, objects: int, current: Resources
+) -> None:
+    sized(objects, profile)
+    decision = decide(ObjectCounts(objects, objects), profile, initial(current), now=0)
+    result = decision.resources
+    assert result is not None
+    for request, limit in (
+        (result.cpu_request_m, result.cpu_limit_m),
+        (result.memory_request_mib, result.memory_limit_mib),
+    ):
+        assert limit is None or limit >= request, "the API server refuses a limit below its request"
+    if decision.outcome == Outcome.SCALED_UP:
+        assert result.cpu_request_m >= current.cpu_request_m
+        assert result.memory_request_mib >= current.memory_request_mib
+
+
 @settings(max_examples=200, deadline=None)
 @given(profiles, counts, st.integers(0, 60_000), st.floats(0, 1e6))
 def test_decide_is_idempotent(profile: Profile, source: int, sync: int, now: float) -> None:

@@ -1,0 +1,150 @@
+"""The service works with exactly the shipped RBAC (a ServiceAccount token on the real API server),
+and that RBAC refuses what the service has no business doing."""
+
+from __future__ import annotations
+
+import copy
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.policy import PROTOTYPE, STANDARD, Profile, size
+from autoscaler.targets import resources_of
+from controlplane import LocalControlPlane
+from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import wait_for
+from tests.integration.test_service import Service
+
+RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
+RBAC = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "", "")
+
+
+def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) -> None:
+    """The shipped roles with their rules untouched, moved to the test's namespace and account."""
+    for manifest in manifests_in(RBAC_DIR):
+        obj = copy.deepcopy(manifest)
+        kind = obj["kind"]
+        if kind in ("ClusterRole", "ClusterRoleBinding"):
+            obj["metadata"]["name"] = f"objcount-autoscaler-{namespace}"
+        else:
+            obj["metadata"]["namespace"] = namespace
+        if kind.endswith("Binding"):
+            obj["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+            if obj["roleRef"]["kind"] == "ClusterRole":
+                obj["roleRef"]["name"] = f"objcount-autoscaler-{namespace}"
+        plural = {
+            "ClusterRole": "clusterroles",
+            "Role": "roles",
+            "ClusterRoleBinding": "clusterrolebindings",
+            "RoleBinding": "rolebindings",
+        }[kind]
+        resource = kubeapi.Resource("rbac.authorization.k8s.io", "v1", plural, kind)
+        api.create(resource, None if kind.startswith("Cluster") else namespace, obj)
+
+
+@pytest.fixture
+def restricted(
+    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane
+) -> tuple[Path, kubeapi.KubeApi]:
+    _install_shipped_rbac(api, namespace, "objcount-autoscaler")
+    token = control_plane.issue_service_account_token(namespace, "objcount-autoscaler")
+    kubeconfig = control_plane.kubeconfig_for_token(token, f"restricted-{namespace}")
+    return kubeconfig, kubeapi.KubeApi.connect(str(kubeconfig))
+
+
+@pytest.mark.parametrize("target", ["deployment", "rsync-override"])
+def test_cluster_mode_works_with_exactly_the_shipped_rbac(
+    api: kubeapi.KubeApi,
+    namespace: str,
+    restricted: tuple[Path, kubeapi.KubeApi],
+    tmp_path: Path,
+    target: str,
+) -> None:
+    kubeconfig, _ = restricted
+    key = RSyncKey("RepoSync", namespace, "repo-sync")
+    api.create(kubeapi.REPOSYNC, namespace, rsync(key))
+    api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 100))
+    api.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(key, namespace))
+    service = Service(
+        {
+            "OBJCOUNT_MODE": "cluster",
+            "OBJCOUNT_KUBECONFIG": str(kubeconfig),
+            "OBJCOUNT_LEASE_NAMESPACE": namespace,
+            "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
+            "OBJCOUNT_TARGET": target,
+        },
+        tmp_path / "service.log",
+    )
+    try:
+        wait_for(lambda: service.get("/readyz")[0] == 200, timeout=60, what="ready")
+        api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 4000))
+        expected = size(4000, Profile(PROTOTYPE, STANDARD)).memory_request_mib
+        wait_for(lambda: _applied_memory(api, key, target) == expected, what="the scale-up")
+        status = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]
+        assert status["sync"]["objectCount"] == 4000
+        assert (
+            service.metric("objcount_apply_errors_total") in (0, -1)
+            or service.metric("objcount_apply_errors_total") == 0
+        )
+        assert service.stop(signal.SIGTERM) == 0
+    finally:
+        service.stop(signal.SIGKILL)
+    logged = " ".join(str(line["message"]) for line in service.logs())
+    assert "403" not in logged
+    assert "Forbidden" not in logged
+
+
+def _applied_memory(api: kubeapi.KubeApi, key: RSyncKey, target: str) -> int | None:
+    if target == "deployment":
+        containers = api.get(kubeapi.DEPLOYMENT, key.namespace, reconciler_name(key))["spec"]["template"][
+            "spec"
+        ]["containers"]
+        resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
+    else:
+        entries: list[dict[str, Any]] = (
+            api.get(kubeapi.REPOSYNC, key.namespace, key.name)["spec"].get("override") or {}
+        ).get("resources") or []
+        entry = next((e for e in entries if e["containerName"] == "reconciler"), None)
+        resources = (
+            None
+            if entry is None
+            else resources_of({"requests": {"cpu": entry["cpuRequest"], "memory": entry["memoryRequest"]}})
+        )
+    return None if resources is None else resources.memory_request_mib
+
+
+def test_shipped_rbac_refuses_what_the_service_does_not_own(
+    api: kubeapi.KubeApi, namespace: str, restricted: tuple[Path, kubeapi.KubeApi]
+) -> None:
+    _, limited = restricted
+    elsewhere = f"{namespace}-other"
+    api.create(
+        kubeapi.NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": elsewhere}}
+    )
+    key = RSyncKey("RepoSync", elsewhere, "repo-sync")
+    api.create(kubeapi.DEPLOYMENT, elsewhere, reconciler_deployment(key, elsewhere))
+    patch = {"metadata": {"annotations": {"x": "y"}}}
+    # A Deployment outside the reconcilers' namespace: refused.
+    with pytest.raises(kubeapi.Forbidden):
+        limited.patch(kubeapi.DEPLOYMENT, elsewhere, reconciler_name(key), patch)
+    # What the service never needs, anywhere.
+    for call in (
+        lambda: limited.delete(kubeapi.DEPLOYMENT, namespace, "anything"),
+        lambda: limited.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(key, namespace)),
+        lambda: limited.list_page(kubeapi.Resource("", "v1", "secrets", "Secret"), namespace),
+        lambda: limited.get(kubeapi.Resource("", "v1", "secrets", "Secret"), namespace, "any"),
+        lambda: limited.patch(kubeapi.RESOURCEGROUP, namespace, "any", patch),
+        lambda: limited.delete(kubeapi.REPOSYNC, namespace, "any"),
+        lambda: limited.create(
+            kubeapi.POD, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}
+        ),
+    ):
+        with pytest.raises(kubeapi.Forbidden):
+            call()
+    # And what it does need is allowed (the call reaches the object: NotFound, not Forbidden).
+    with pytest.raises(kubeapi.NotFound):
+        limited.get(kubeapi.DEPLOYMENT, namespace, "no-such-reconciler")
