@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
+
+import yaml
 
 from autoscaler import service
 from autoscaler.demo import run_demo
+from autoscaler.inject import InjectError, inject
 from autoscaler.policy import PLATFORMS, PRESETS, SizingError, explain
 from autoscaler.settings import Settings, SettingsError, load_settings
 from inventory import kubeapi
@@ -32,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
     recommend.add_argument("--preset", choices=sorted(PRESETS), default="prototype", help="sizing preset")
+    injector = commands.add_parser(
+        "inject-sidecar", help="add the sidecar to reconciler-manager-cm (stdin to stdout)"
+    )
+    injector.add_argument(
+        "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
+    )
     commands.add_parser("demo", help="run against a local control plane with a sample RootSync")
     status = commands.add_parser("status", help="list RSyncs with their recorded object counts")
     status.add_argument(
@@ -87,20 +96,33 @@ def run_recommend(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_inject(args: argparse.Namespace) -> int:
+    try:
+        sys.stdout.write(inject(sys.stdin.read(), image=args.image))
+    except (InjectError, yaml.YAMLError, KeyError, TypeError) as error:
+        print(f"objcount inject-sidecar: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_version(args: argparse.Namespace) -> int:
+    print(version("object-count-autoscaler"))
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": run_service,
+    "status": run_status,
+    "recommend": run_recommend,
+    "inject-sidecar": run_inject,
+    "demo": lambda args: run_demo(),
+    "version": run_version,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "version":
-        print(version("object-count-autoscaler"))
-        return 0
-    if args.command == "status":
-        return run_status(args)
-    if args.command == "run":
-        return run_service(args)
-    if args.command == "recommend":
-        return run_recommend(args)
-    if args.command == "demo":
-        return run_demo()
-    return 2
+    return COMMANDS[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,25 @@
+# syntax=docker/dockerfile:1
+# The service image: wheels are built in the first stage; the final stage has no compiler, no pip
+# cache, runs as a non-root user and writes nothing to its root filesystem (run it read-only).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY autoscaler autoscaler
+COPY inventory inventory
+COPY controlplane controlplane
+COPY profiles profiles
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin objcount
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-compile /wheels/*.whl \
+    && rm -rf /wheels \
+    && pip uninstall --yes pip setuptools wheel
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+USER 10001:10001
+EXPOSE 9464 8081
+HEALTHCHECK --interval=30s --timeout=3s --start-period=20s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8081/healthz', timeout=2)"]
+ENTRYPOINT ["objcount"]
+CMD ["run"]
