@@ -41,7 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     injector.add_argument(
         "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
     )
-    commands.add_parser("demo", help="run against a local control plane with a sample RootSync")
+    demo = commands.add_parser(
+        "demo", help="`make run`: a local control plane with a sample RootSync, driven"
+    )
+    demo.add_argument(
+        "--kubeconfig", help="run the service against this cluster instead (default: $KUBECONFIG)"
+    )
+    demo.add_argument("--once", action="store_true", help="stop after one grow-and-prune cycle")
+    demo.add_argument("--no-live", action="store_true", help="print the table at the end instead of live")
     status = commands.add_parser("status", help="list RSyncs with their recorded object counts")
     status.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
@@ -115,7 +122,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": run_status,
     "recommend": run_recommend,
     "inject-sidecar": run_inject,
-    "demo": lambda args: run_demo(),
+    "demo": lambda args: run_demo(args.kubeconfig, once=args.once, live=not args.no_live),
     "version": run_version,
 }
 

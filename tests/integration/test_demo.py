@@ -1,0 +1,45 @@
+"""`make run` as a new user runs it: the demo goes through a grow-and-prune cycle and cleans up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.conftest import _alive
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_demo_cycle_scales_up_then_down_and_stops_cleanly(control_plane_bin_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["OBJCOUNT_CP_BIN_DIR"] = str(control_plane_bin_dir)
+    env["COLUMNS"] = "140"
+    before = _control_plane_pids()
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler.cli", "demo", "--once", "--no-live"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "1125m/1152Mi" in out, "scaled up for 5,000 objects"
+    rows = [line for line in out.splitlines() if "src 400 / inv 400" in line]
+    assert rows, out
+    assert "219m/224Mi" in rows[-1].split("│")[-2], "scaled down after the prune and the delay"
+    assert "objcount run exited with 0" in out
+    assert not [pid for pid in _control_plane_pids() - before if _alive(pid)], (
+        "the demo left processes running"
+    )
+
+
+def _control_plane_pids() -> set[int]:
+    found = subprocess.run(
+        ["pgrep", "-f", "objcount-cp-"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    return {int(pid) for pid in found}
