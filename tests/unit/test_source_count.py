@@ -175,3 +175,61 @@ def test_fast_count_matches_full_load_on_generated_streams(
 ) -> None:
     text = yaml.safe_dump_all(docs, explicit_start=start, default_flow_style=flow, allow_unicode=True)
     assert count_yaml(text.encode()) == reference(text)
+
+
+# ----- fuzzing: YAML-like garbage is counted exactly like the full loader, or rejected like it ---------
+FRAGMENTS = [
+    "apiVersion: v1\n",
+    "kind: ConfigMap\n",
+    "kind: List\n",
+    "items:\n",
+    "- ",
+    "  ",
+    "---\n",
+    "...\n",
+    "a: b\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    " ",
+    "\n",
+    "'",
+    '"',
+    "#c\n",
+    "- kind: X\n",
+    "  apiVersion: v\n",
+    "|\n",
+    ">\n",
+    "null",
+    "~",
+    "\t",
+    "? ",
+    "apiVersion: ",
+    "kind: ",
+    "x",
+    "&a ",
+    "*a",
+    "!t ",
+    "2024-02-30",
+]
+
+
+def full_load_or_error(text: str) -> int | None:
+    try:
+        return count_loaded(yaml.load_all(text, Loader=yaml.CSafeLoader))
+    except (yaml.YAMLError, ValueError):
+        return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
+def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: list[str]) -> None:
+    text = "".join(parts)
+    try:
+        counted: int | None = count_yaml(text.encode())
+    except SourceError:
+        counted = None
+    assert counted == full_load_or_error(text)
