@@ -73,6 +73,8 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
         {
             "OBJCOUNT_MODE": "cluster",
             "OBJCOUNT_KUBECONFIG": str(kubeconfig),
+            # Other tests' RSyncs share this API server; the service is kept to this test's namespace.
+            "OBJCOUNT_WATCH_NAMESPACE": namespace,
             "OBJCOUNT_LEASE_NAMESPACE": namespace,
             "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
             "OBJCOUNT_TARGET": target,
@@ -145,3 +147,9 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
     # And what it does need is allowed (the call reaches the object: NotFound, not Forbidden).
     with pytest.raises(kubeapi.NotFound):
         limited.get(kubeapi.DEPLOYMENT, namespace, "no-such-reconciler")
+    for resource in (
+        kubeapi.ROOTSYNC,
+        kubeapi.REPOSYNC,
+        kubeapi.RESOURCEGROUP,
+    ):  # cluster mode lists everywhere
+        limited.list_page(resource, None)
