@@ -100,7 +100,8 @@ def observe(api: kubeapi.KubeApi, started: float, phase: str) -> Row:
 
 def table(rows: list[Row]) -> Table:
     view = Table(
-        title=f"{SAMPLE}: object counts and the reconciler's size (scale-down delay {SCALE_DOWN_DELAY} s)"
+        title=f"{SAMPLE}: object counts and the reconciler's size (scale-down delay {SCALE_DOWN_DELAY} s)",
+        caption="recommended: RSync annotation; applied: reconciler requests in the Deployment template",
     )
     for column in (
         "t (s)",
