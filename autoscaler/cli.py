@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument(
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
-    recommend.add_argument("--preset", choices=sorted(PRESETS), default="prototype", help="sizing preset")
+    recommend.add_argument("--preset", choices=sorted(PRESETS), default="fitted", help="sizing preset")
     injector = commands.add_parser(
         "inject-sidecar", help="add the sidecar to reconciler-manager-cm (stdin to stdout)"
     )

@@ -69,19 +69,20 @@ class Settings(BaseSettings):
         "standard",
         description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting.",
     )
-    preset: Literal["prototype"] = Field(
-        "prototype", description="Sizing preset; the settings below override single constants of it."
+    preset: Literal["fitted", "prototype"] = Field(
+        "fitted",
+        description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to measured usage with a margin) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )
     base_mib: float | None = Field(
-        None, ge=0, description="Memory for an empty inventory, MiB (preset: 128)."
+        None, ge=0, description="Memory for an empty inventory, MiB (fitted: 198, prototype: 128)."
     )
     mib_per_object: float | None = Field(
-        None, gt=0, le=100, description="Memory per object, MiB (preset: 0.2)."
+        None, gt=0, le=100, description="Memory per object, MiB (fitted: 0.174, prototype: 0.2)."
     )
     step_mib: int | None = Field(
         None, ge=1, le=4096, description="Memory is rounded up to a multiple of this, MiB (preset: 32)."
     )
-    min_mib: int | None = Field(None, ge=1, description="Smallest memory, MiB (preset: 128).")
+    min_mib: int | None = Field(None, ge=1, description="Smallest memory, MiB (fitted: 198, prototype: 128).")
     max_mib: int | None = Field(None, ge=1, le=110 * 1024, description="Largest memory, MiB (preset: 65536).")
     cpu_m_per_mib: float | None = Field(
         None, gt=0, le=100, description="CPU per MiB of memory, millicores (preset: 1000/1024)."

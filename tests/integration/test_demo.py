@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autoscaler.policy import size
+from autoscaler.settings import Settings
 from tests.integration.conftest import _alive
+
+DEFAULT_PROFILE = Settings(mode="cluster").profile()
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,10 +32,14 @@ def test_demo_cycle_scales_up_then_down_and_stops_cleanly(control_plane_bin_dir:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    assert "1125m/1152Mi" in out, "scaled up for 5,000 objects"
+    big, small = size(5000, DEFAULT_PROFILE), size(400, DEFAULT_PROFILE)
+    assert f"{big.cpu_request_m}m/{big.memory_request_mib}Mi" in out, "scaled up for 5,000 objects"
     rows = [line for line in out.splitlines() if "src 400 / inv 400" in line]
     assert rows, out
-    assert "219m/224Mi" in rows[-1].split("│")[-2], "scaled down after the prune and the delay"
+    applied = rows[-1].split("│")[-2]
+    assert f"{small.cpu_request_m}m/{small.memory_request_mib}Mi" in applied, (
+        "scaled down after the prune and the delay"
+    )
     assert "objcount run exited with 0" in out
     assert not [pid for pid in _control_plane_pids() - before if _alive(pid)], (
         "the demo left processes running"

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.policy import PROTOTYPE, STANDARD, Profile, size
+from autoscaler.policy import size
+from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
@@ -84,7 +85,7 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
     try:
         wait_for(lambda: service.get("/readyz")[0] == 200, timeout=60, what="ready")
         api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 4000))
-        expected = size(4000, Profile(PROTOTYPE, STANDARD)).memory_request_mib
+        expected = size(4000, Settings(mode="cluster").profile()).memory_request_mib
         wait_for(lambda: _applied_memory(api, key, target) == expected, what="the scale-up")
         status = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]
         assert status["sync"]["objectCount"] == 4000

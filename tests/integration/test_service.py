@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.policy import PROTOTYPE, STANDARD, Profile, size
+from autoscaler.policy import size
+from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
 from controlplane.launcher import free_port
@@ -113,7 +114,7 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
         resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
         return None if resources is None else resources.memory_request_mib
 
-    profile = Profile(PROTOTYPE, STANDARD)
+    profile = Settings(mode="cluster").profile()  # what the service runs with by default
     wait_for(lambda: reconciler_memory() == size(600, profile).memory_request_mib, what="first size")
     api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 5000))
     wait_for(

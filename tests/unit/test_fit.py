@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoscaler.policy import FITTED
 from profiles.fit import Point, fit, least_squares, read_points
 
 DATA = Path(__file__).resolve().parents[2] / "profiles" / "data"
@@ -32,6 +33,15 @@ def test_least_squares_recovers_the_published_fit() -> None:
     intercept, slope = least_squares(read_points(DATA / "reconciler-memory-by-object-count.csv"))
     assert intercept == pytest.approx(146, abs=1)
     assert slope == pytest.approx(0.158, abs=0.001)
+
+
+def test_the_fitted_preset_is_what_fit_derives_from_the_reference_data() -> None:
+    derived = fit(read_points(DATA / "reconciler-memory-by-object-count.csv"))
+    assert (derived.base_mib, derived.mib_per_object, derived.step_mib) == (
+        FITTED.base_mib,
+        FITTED.mib_per_object,
+        FITTED.step_mib,
+    )
 
 
 def test_megabytes_are_converted_and_blank_rows_skipped(tmp_path: Path) -> None:

@@ -1,0 +1,337 @@
+"""Policy simulator: replay object-count timelines through a usage model and compare sizing policies.
+
+    python -m profiles.simulate [--out profiles/out] [--plot]
+
+The reconciler model, in 10-second ticks: a commit sets the source count; the reconciler applies at
+`APPLY_RATE` objects per second, so the inventory follows; a prune happens when a sync that removes
+objects completes. While it works it holds both the parsed source and the inventory, so its memory is
+`usage(max(source, inventory))`; idle, `usage(inventory)`. `usage` is the line fitted to the reference
+data (`profiles/data/reconciler-memory-by-object-count.csv`, 146 MiB + 0.158 MiB per object) plus 10 %
+while a sync runs. Usage above the limit is an OOM kill. Every restart (OOM kill, eviction, a template
+or override change) takes the reconciler down for `RESTART_SECONDS`, after which it parses everything
+again.
+
+Policies: ours (the service's `decide` on the counts it persists in the RSync status, per platform);
+static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the
+prototype formula without count persistence (after a restart it reports the inventory as 0 until its
+first sync completes: the OOM loop of DESIGN.md 2.5); a VPA-like recommender (every minute, p90 of the
+last hour's usage + 15 %, evicting on a change of more than 10 %, +20 % after an OOM kill); and an
+addon-resizer-like poller (every 10 s, the fitted line on the inventory count only, restart on any
+change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autoscaler.policy import FITTED, PROTOTYPE, Decision, Hysteresis, decide, initial, size
+from autoscaler.settings import Settings
+from inventory.counts import ObjectCounts
+from profiles.fit import least_squares, read_points
+
+TICK = 10.0
+APPLY_RATE = 50.0  # objects per second
+RESTART_SECONDS = 30.0
+SYNC_OVERHEAD = 1.10
+DATA = Path(__file__).resolve().parent / "data" / "reconciler-memory-by-object-count.csv"
+
+
+@dataclass(frozen=True)
+class UsageModel:
+    base_mib: float
+    mib_per_object: float
+
+    @classmethod
+    def fitted(cls) -> UsageModel:
+        return cls(*least_squares(read_points(DATA)))
+
+    def usage(self, objects: float, syncing: bool) -> float:
+        return (self.base_mib + self.mib_per_object * objects) * (SYNC_OVERHEAD if syncing else 1.0)
+
+
+@dataclass
+class Reconciler:
+    source: int = 0
+    inventory: int = 0
+    down_until: float = -1.0
+    restarts: int = 0
+    ooms: int = 0
+    synced_since_restart: bool = False
+
+    def up(self, now: float) -> bool:
+        return now >= self.down_until
+
+    def syncing(self) -> bool:
+        return self.inventory != self.source or not self.synced_since_restart
+
+    def working_set(self) -> int:
+        return max(self.source, self.inventory) if self.syncing() else self.inventory
+
+    def step(self, now: float) -> None:
+        """Apply (or prune, once the source shrank) at APPLY_RATE; a sync completes when both agree."""
+        if not self.up(now):
+            return
+        if self.source > self.inventory:
+            self.inventory = min(self.source, self.inventory + int(APPLY_RATE * TICK))
+        elif self.source < self.inventory:
+            self.inventory = max(self.source, self.inventory - int(APPLY_RATE * TICK))
+        if self.inventory == self.source:
+            self.synced_since_restart = True
+
+    def restart(self, now: float, oom: bool) -> None:
+        self.restarts += 0 if oom else 1
+        self.ooms += 1 if oom else 0
+        self.down_until = now + RESTART_SECONDS
+        self.synced_since_restart = False
+
+
+# A policy sees the reconciler each tick and returns (request MiB, limit MiB or None, restart now?).
+Policy = Callable[[float, Reconciler, float], tuple[float, float | None, bool]]
+
+
+def ours(platform_name: str) -> Callable[[], Policy]:
+    """The service with its default settings on a platform."""
+    profile = Settings(mode="cluster", platform=platform_name).profile()
+
+    def make() -> Policy:
+        state: list[Decision] = [initial(size(0, profile))]
+
+        def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
+            # Counts persist in the RSync status: a restart loses nothing.
+            counts = ObjectCounts(reconciler.source, reconciler.inventory)
+            decision = decide(counts, profile, state[0], now=now, hysteresis=Hysteresis(600, 6))
+            state[0] = decision
+            assert decision.resources is not None
+            memory = decision.resources.memory_request_mib
+            return memory, decision.resources.memory_limit_mib, decision.changes
+
+        return policy
+
+    return make
+
+
+def static(request: float, limit: float | None) -> Callable[[], Policy]:
+    def make() -> Policy:
+        return lambda now, reconciler, usage: (request, limit, False)
+
+    return make
+
+
+def prototype_without_persistence() -> Policy:
+    last = [0.0]
+
+    def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
+        reported_sync = reconciler.inventory if reconciler.synced_since_restart else 0  # lost on restart
+        memory = float(PROTOTYPE.memory_mib(max(reconciler.source, reported_sync)))
+        changed = memory != last[0]
+        last[0] = memory
+        return memory, memory, changed and now > 0
+
+    return policy
+
+
+def vpa_like() -> Policy:
+    samples: deque[float] = deque(maxlen=int(3600 / TICK))
+    state = {"request": 200.0, "next": 60.0, "ooms": 0}
+
+    def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
+        samples.append(usage)
+        if reconciler.ooms > state["ooms"]:  # VPA bumps memory after an OOM kill
+            state["ooms"] = reconciler.ooms
+            state["request"] *= 1.2
+        restart = False
+        if now >= state["next"]:
+            state["next"] = now + 60
+            ordered = sorted(samples)
+            target = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.15
+            if abs(target - state["request"]) / state["request"] > 0.10:
+                state["request"], restart = target, True
+        return state["request"], state["request"], restart
+
+    return policy
+
+
+def addon_resizer_like() -> Policy:
+    """Linear in what exists (the inventory), calibrated like ours, but it only sees objects once applied."""
+    state = {"memory": 0.0, "next": 0.0}
+
+    def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
+        restart = False
+        if now >= state["next"]:
+            state["next"] = now + 10
+            target = float(FITTED.base_mib + FITTED.mib_per_object * reconciler.inventory)
+            restart = target != state["memory"] and now > 0
+            state["memory"] = target
+        return state["memory"], state["memory"], restart
+
+    return policy
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "ours (standard)": ours("standard"),
+    "ours (autopilot)": ours("autopilot"),
+    "static Autopilot 512Mi": static(512, 512),
+    "static Standard 200Mi": static(200, None),
+    "prototype, no persistence": prototype_without_persistence,
+    "VPA-like": vpa_like,
+    "addon-resizer-like": addon_resizer_like,
+}
+
+
+# ----- scenarios: (time in seconds, new source count) and reconciler restarts -------------------------
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    commits: list[tuple[float, int]]
+    duration: float
+    node_restarts: list[float] = field(default_factory=list)
+
+
+def _ramp(start: float, counts: list[int], every: float) -> list[tuple[float, int]]:
+    return [(start + i * every, n) for i, n in enumerate(counts)]
+
+
+SCENARIOS = [
+    Scenario("ramp up and down", _ramp(0, [*range(500, 5001, 500), *range(4500, 0, -500)], 600), 14 * 3600),
+    Scenario("big prune", [(0, 5000), (3600, 500)], 4 * 3600),
+    Scenario("restart mid-sync", [(0, 1000), (1800, 4000)], 3 * 3600, node_restarts=[1830]),
+    # The prototype's failure: a restart during a prune (5,000 -> 500 takes 90 s to delete).
+    Scenario("restart mid-prune", [(0, 5000), (3600, 500)], 3 * 3600, node_restarts=[3640]),
+]
+MANY_RSYNCS = [
+    Scenario(f"rsync {i}", _ramp(i * 60, [100 * (i + 1), 400 * (i + 1), 50 * (i + 1)], 3600), 4 * 3600)
+    for i in range(10)
+]
+
+
+@dataclass
+class Result:
+    ooms: int = 0
+    restarts: int = 0
+    under_seconds: float = 0.0
+    over_mib_hours: float = 0.0
+    trace: list[tuple[float, float, float, float | None]] = field(default_factory=list)
+
+    def add(self, other: Result) -> None:
+        self.ooms += other.ooms
+        self.restarts += other.restarts
+        self.under_seconds += other.under_seconds
+        self.over_mib_hours += other.over_mib_hours
+
+
+def simulate(scenario: Scenario, policy: Policy, model: UsageModel) -> Result:
+    reconciler, result = Reconciler(), Result()
+    commits = deque(sorted(scenario.commits))
+    restarts = deque(sorted(scenario.node_restarts))
+    for tick in range(math.ceil(scenario.duration / TICK)):
+        now = tick * TICK
+        while commits and commits[0][0] <= now:
+            reconciler.source = commits.popleft()[1]
+        while restarts and restarts[0] <= now:
+            restarts.popleft()
+            reconciler.restart(now, oom=False)
+            reconciler.restarts -= 1  # a node drain is not the policy's restart
+        up = reconciler.up(now)
+        usage = model.usage(reconciler.working_set(), reconciler.syncing()) if up else 0.0
+        request, limit, restart = policy(now, reconciler, usage)
+        result.trace.append((now, usage, request, limit))
+        if restart:
+            reconciler.restart(now, oom=False)
+        elif up and limit is not None and usage > limit:
+            reconciler.restart(now, oom=True)
+        else:
+            reconciler.step(now)
+        if up and usage > request:
+            result.under_seconds += TICK
+        result.over_mib_hours += max(0.0, request - usage) * TICK / 3600 if up else 0.0
+    result.ooms, result.restarts = reconciler.ooms, reconciler.restarts
+    return result
+
+
+def run_all(model: UsageModel) -> dict[str, dict[str, Result]]:
+    table: dict[str, dict[str, Result]] = {}
+    for name, make in POLICIES.items():
+        table[name] = {s.name: simulate(s, make(), model) for s in SCENARIOS}
+        many = Result()
+        for scenario in MANY_RSYNCS:
+            many.add(simulate(scenario, make(), model))
+        table[name]["10 RSyncs"] = many
+    return table
+
+
+def markdown(table: dict[str, dict[str, Result]]) -> str:
+    scenarios = [*[s.name for s in SCENARIOS], "10 RSyncs"]
+    lines = [
+        "| policy | OOM kills | restarts caused | all restarts | time under-provisioned | over-provisioned |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, results in table.items():
+        total = Result()
+        for scenario in scenarios:
+            total.add(results[scenario])
+        lines.append(
+            f"| {name} | {total.ooms} | {total.restarts} | {total.ooms + total.restarts} | "
+            f"{total.under_seconds / 3600:.2f} h | {total.over_mib_hours:,.0f} MiB-h |"
+        )
+    lines.append("")
+    lines.append("| policy | " + " | ".join(f"{s}: OOM / restarts" for s in scenarios) + " |")
+    lines.append("|---|" + "---|" * len(scenarios))
+    for name, results in table.items():
+        cells = " | ".join(f"{results[s].ooms} / {results[s].restarts}" for s in scenarios)
+        lines.append(f"| {name} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table: dict[str, dict[str, Result]], path: Path, scenario: str = "big prune") -> None:
+    import matplotlib  # noqa: PLC0415 - only the plot needs it, and it is slow to import
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    names = list(table)
+    figure, axes = plt.subplots(len(names), 1, figsize=(9, 2.1 * len(names)), sharex=True)
+    for axis, name in zip(axes, names, strict=True):
+        trace = table[name][scenario].trace
+        hours = [t / 3600 for t, *_ in trace]
+        axis.plot(hours, [u for _, u, _, _ in trace], label="usage", color="tab:blue")
+        axis.plot(hours, [r for _, _, r, _ in trace], label="request", color="tab:green")
+        axis.plot(
+            hours,
+            [lim if lim is not None else float("nan") for *_, lim in trace],
+            label="limit",
+            color="tab:red",
+            linestyle="--",
+        )
+        result = table[name][scenario]
+        axis.set_title(f"{name}: {result.ooms} OOM kills, {result.restarts} restarts", fontsize=9)
+        axis.set_ylabel("MiB")
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[-1].set_xlabel(f"hours ({scenario}: 5,000 objects, pruned to 500 at 1 h)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path("profiles/out"))
+    args = parser.parse_args()
+    model = UsageModel.fitted()
+    table = run_all(model)
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = markdown(table)
+    (args.out / "simulation.md").write_text(text)
+    plot(table, args.out / "simulation.png")
+    print(f"usage model: {model.base_mib:.1f} MiB + {model.mib_per_object:.4f} MiB/object, +10 % syncing")
+    print(text)
+    print(f"plot: {args.out / 'simulation.png'}")
+
+
+if __name__ == "__main__":
+    main()
