@@ -16,6 +16,7 @@ from autoscaler.policy import PLATFORMS, PRESETS, SizingError, explain
 from autoscaler.settings import Settings, SettingsError, load_settings
 from inventory import kubeapi
 from inventory.reader import read_status, render
+from profiles import stress
 
 EXIT_BAD_SETTINGS = 2
 
@@ -41,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     injector.add_argument(
         "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
     )
+    stress_parser = commands.add_parser(
+        "stress", help="the profiling stress test (see python -m profiles.stress)"
+    )
+    stress.build_parser(stress_parser)
     demo = commands.add_parser(
         "demo", help="`make run`: a local control plane with a sample RootSync, driven"
     )
@@ -112,6 +117,11 @@ def run_inject(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_stress(args: argparse.Namespace) -> int:
+    sys.stdout.write(stress.markdown(stress.run(args)))
+    return 0
+
+
 def run_version(args: argparse.Namespace) -> int:
     print(version("object-count-autoscaler"))
     return 0
@@ -122,6 +132,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": run_status,
     "recommend": run_recommend,
     "inject-sidecar": run_inject,
+    "stress": run_stress,
     "demo": lambda args: run_demo(args.kubeconfig, once=args.once, live=not args.no_live),
     "version": run_version,
 }

@@ -131,11 +131,16 @@ def drive(api: kubeapi.KubeApi, repo: Path, stop: threading.Event, phase: list[s
             stop.set()
 
 
-def _service_process(plane: LocalControlPlane, repo: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_service(
+    plane: LocalControlPlane, repo: Path, log: Path, key: RSyncKey = SAMPLE
+) -> subprocess.Popen[bytes]:
+    """`objcount run` in sidecar mode (target deployment) against the local control plane, as a process."""
     env = {
         **os.environ,
         "OBJCOUNT_KUBECONFIG": str(plane.kubeconfig),
-        "OBJCOUNT_RSYNC_NAME": SAMPLE.name,
+        "OBJCOUNT_RSYNC_KIND": key.kind,
+        "OBJCOUNT_RSYNC_NAME": key.name,
+        "OBJCOUNT_RSYNC_NAMESPACE": key.namespace,
         "OBJCOUNT_TARGET": "deployment",
         "OBJCOUNT_SOURCE_ROOT": str(repo),
         "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY),
@@ -184,7 +189,7 @@ def run_local(once: bool = False, live: bool = True) -> int:
         repo = plane.work_dir / "repo"
         seed_sample(api, repo)
         log = plane.work_dir / "objcount.log"
-        process = _service_process(plane, repo, log)
+        process = start_service(plane, repo, log)
         console.print(f"objcount run (sidecar mode, target deployment), logs in {log}")
         console.print(
             f"  export KUBECONFIG={plane.kubeconfig}   # to look with kubectl; Ctrl-C stops everything"
