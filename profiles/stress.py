@@ -43,9 +43,11 @@ from controlplane.seed import ensure_namespace, install_crds, reconciler_deploym
 from inventory import kubeapi
 from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, status_counts
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
+from profiles.fit import read_points
 
 PODMETRICS = kubeapi.Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 CONFIGMAP = kubeapi.Resource("", "v1", "configmaps", "ConfigMap")
+REFERENCE = Path(__file__).resolve().parent / "data" / "reconciler-memory-by-object-count.csv"
 
 
 @dataclass
@@ -209,11 +211,11 @@ def plot(steps: list[Step], path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
     objects = [s.objects for s in steps]
-    axis.step(
+    axis.plot(
         objects,
         [s.applied_memory_mib for s in steps],
-        where="post",
-        label="applied limit (MiB)",
+        "-",
+        label="applied request = limit (MiB)",
         color="tab:red",
     )
     axis.plot(
@@ -223,7 +225,15 @@ def plot(steps: list[Step], path: Path) -> None:
     if usage:
         axis.plot(*zip(*usage, strict=True), "s-", label="reconciler usage (MiB)", color="tab:blue")
     else:
-        axis.set_title("no metrics API on this cluster: usage not measured", fontsize=9)
+        axis.set_title("no metrics API on this cluster: usage not measured here", fontsize=9)
+    reference = read_points(REFERENCE)
+    axis.plot(
+        [p.objects for p in reference],
+        [p.usage_mib for p in reference],
+        "x",
+        color="tab:gray",
+        label="usage measured elsewhere (profiles/data)",
+    )
     axis.set_xlabel("objects")
     axis.set_ylabel("memory (MiB)")
     axis.legend()
