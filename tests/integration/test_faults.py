@@ -1,0 +1,92 @@
+"""Faults on the real control plane: the service killed in the middle of a prune (the prototype's OOM-loop
+scenario) restores its counts and does not lower the reconciler's limit."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+from autoscaler.policy import size
+from autoscaler.settings import Settings
+from autoscaler.targets import resources_of
+from controlplane import LocalControlPlane
+from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from inventory import kubeapi
+from inventory.counts import ObjectCounts, status_counts
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import configmaps_yaml, wait_for, write_commit
+from tests.integration.test_service import Service
+
+
+def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
+    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
+) -> None:
+    key = RSyncKey("RootSync", namespace, "root-sync")
+    repo = tmp_path / "repo"
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(key, sync_dir="config"))
+    api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 5000))
+    api.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(key, namespace))
+    write_commit(repo, "big", {"all.yaml": configmaps_yaml(5000)})
+    env = {
+        "OBJCOUNT_KUBECONFIG": str(control_plane.kubeconfig),
+        "OBJCOUNT_RSYNC_NAME": key.name,
+        "OBJCOUNT_RSYNC_NAMESPACE": namespace,
+        "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
+        "OBJCOUNT_TARGET": "deployment",
+        "OBJCOUNT_SOURCE_ROOT": str(repo),
+    }
+    big = size(5000, Settings(mode="cluster").profile())
+
+    def reconciler_memory() -> int | None:
+        containers = api.get(kubeapi.DEPLOYMENT, namespace, reconciler_name(key))["spec"]["template"]["spec"][
+            "containers"
+        ]
+        resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
+        return None if resources is None else resources.memory_request_mib
+
+    def stored() -> ObjectCounts:
+        return status_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name))
+
+    first = Service(env, tmp_path / "first.log")
+    try:
+        wait_for(lambda: reconciler_memory() == big.memory_request_mib, timeout=60, what="sized for 5,000")
+        # The new commit has 500 objects; the inventory still lists 5,000 until the prune is done.
+        write_commit(repo, "small", {"all.yaml": configmaps_yaml(500)})
+        wait_for(lambda: stored() == ObjectCounts(500, 5000), what="counts during the prune")
+    finally:
+        first.stop(signal.SIGKILL)
+
+    seen: list[tuple[ObjectCounts, int | None]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            seen.append((stored(), reconciler_memory()))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    second = Service(env, tmp_path / "second.log")
+    try:
+        wait_for(lambda: second.get("/readyz")[0] == 200, timeout=60, what="the restarted service")
+        # max(source, sync) is still 5,000: the restored counts keep the size.
+        wait_for(
+            lambda: second.metric('objcount_decisions_total{outcome="unchanged"}') > 0, what="a decision"
+        )
+        stop.set()
+        watcher.join()
+        # The prune completes: the lower size waits for the scale-down delay (10 minutes by default).
+        api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 500))
+        wait_for(
+            lambda: second.metric('objcount_decisions_total{outcome="postponed"}') > 0,
+            what="a held scale-down",
+        )
+        assert reconciler_memory() == big.memory_request_mib
+        assert second.metric('objcount_decisions_total{outcome="scaled_down"}') == 0
+    finally:
+        stop.set()
+        assert second.stop(signal.SIGTERM) == 0
+    assert seen
+    for counts, memory in seen:
+        assert counts == ObjectCounts(500, 5000), "a restart must not lower (or zero) a stored count"
+        assert memory == big.memory_request_mib, "a restart in the middle of a prune must not lower the limit"
