@@ -100,6 +100,7 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
             "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
             "OBJCOUNT_TARGET": "deployment",
             "OBJCOUNT_SOURCE_ROOT": str(tmp_path / "repo"),
+            "OBJCOUNT_LOG_LEVEL": "DEBUG",  # the most it ever says, still without credentials
         },
         tmp_path / "service.log",
     )
@@ -125,7 +126,12 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
     assert service.metric(f'objcount_objects{{count="sync",rsync="{key}"}}') == 5000
     assert service.metric("objcount_restarts_caused_total") >= 2
 
+    exposed = service.get("/metrics")[1] + service.get("/healthz")[1] + service.get("/readyz")[1]
     assert service.stop(signal.SIGTERM) == 0
+    log_text = service.log.read_text()
+    for secret in (control_plane.admin_token, str(control_plane.kubeconfig)):
+        assert secret not in log_text, "credentials must never be logged"
+        assert secret not in exposed, "endpoints must not expose credentials"
     lines = service.logs()
     assert lines, "no JSON log lines"
     assert all(line["rsync"] == str(key) for line in lines), "every line carries the RSync"
