@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,3 +49,46 @@ def write_commit(repo_root: Path, commit: str, files: dict[str, str], *, sync_di
     temporary.symlink_to(commit_dir)
     os.replace(temporary, link)
     return commit_dir
+
+
+class FreezableProxy:
+    """A TCP proxy on loopback whose traffic can be frozen, to make a watch stream go silent."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self._stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        while not self._stop.is_set():
+            self.flowing.wait()
+            try:
+                data = source.recv(65536)
+                if not data:
+                    break
+                self.flowing.wait()  # hold what arrived while frozen
+                sink.sendall(data)
+            except OSError:
+                break
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.flowing.set()
+        self.listener.close()

@@ -7,6 +7,9 @@ import signal
 import threading
 from pathlib import Path
 
+import yaml
+
+from autoscaler.controller import Controller, Scope
 from autoscaler.policy import size
 from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
@@ -15,8 +18,20 @@ from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.counts import ObjectCounts, status_counts
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import configmaps_yaml, wait_for, write_commit
+from inventory.source_watch import SourceLayout
+from inventory.watch import WatchSettings
+from tests.helpers import FreezableProxy, configmaps_yaml, wait_for, write_commit
+from tests.integration.test_inventory import (
+    _metric,
+    _never_lower,
+    _record_status_counts,
+    _rsync_status_counts,
+    _start,
+    sidecar,
+)
 from tests.integration.test_service import Service
+
+__all__ = ["sidecar"]  # the fixture, shared with the inventory tests
 
 
 def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
@@ -90,3 +105,54 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
     for counts, memory in seen:
         assert counts == ObjectCounts(500, 5000), "a restart must not lower (or zero) a stored count"
         assert memory == big.memory_request_mib, "a restart in the middle of a prune must not lower the limit"
+
+
+def test_etcd_restart_loses_no_count_and_the_watch_catches_up(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], control_plane: LocalControlPlane
+) -> None:
+    key, repo, controllers = sidecar
+    _start(api, key, repo, controllers)
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    stop = threading.Event()
+    seen = _record_status_counts(api, key, stop)
+    control_plane.restart_etcd()
+    api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 260))
+    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 260), timeout=90, what="catch-up")
+    stop.set()
+    _never_lower(seen, ObjectCounts(42, 100))
+
+
+def test_a_silent_watch_stream_is_reconnected(
+    api: kubeapi.KubeApi,
+    sidecar: tuple[RSyncKey, Path, list[Controller]],
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+) -> None:
+    key, repo, controllers = sidecar
+    proxy = FreezableProxy(int(control_plane.server.rsplit(":", 1)[1]))
+    config = yaml.safe_load(control_plane.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    kubeconfig = tmp_path / "through-proxy"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    proxied = kubeapi.KubeApi.connect(str(kubeconfig))
+    timeouts = _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="timeout")
+    silent = WatchSettings(server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5)
+    controller = Controller(
+        proxied, Scope.sidecar(key), source_layout=SourceLayout(repo, "config"), watch_settings=silent
+    ).start()
+    controllers.append(controller)
+    try:
+        wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+        proxy.flowing.clear()  # the connection stays open, but nothing arrives any more
+        api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 333))
+        wait_for(
+            lambda: (
+                _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="timeout")
+                > timeouts
+            ),
+            what="the silent stream to be noticed",
+        )
+        proxy.flowing.set()
+        wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 333), timeout=60, what="catch-up")
+    finally:
+        proxy.close()
