@@ -73,9 +73,21 @@ def managed_by_config_sync_selector() -> str:
     return f"{MANAGED_BY_LABEL}={MANAGED_BY_CONFIG_SYNC}"
 
 
-def owning_inventory_label(key: RSyncKey) -> dict[str, str]:
-    """The owning-inventory annotation, copied to a label of the same key so watches can filter on it."""
-    return {OWNING_INVENTORY_KEY: inventory_id(key.namespace, key.name)}
+def managed_object_labels(key: RSyncKey, applyset: str | None = None) -> dict[str, str]:
+    """Labels that let a watch select one RSync's managed objects: the owning-inventory annotation copied
+    to a label of the same key, the parent package id, and the ApplySet membership when the RSync has one."""
+    labels = {
+        OWNING_INVENTORY_KEY: inventory_id(key.namespace, key.name),
+        PARENT_PACKAGE_ID_LABEL: package_id(key.name, key.namespace, key.kind),
+    }
+    if applyset:
+        labels[APPLYSET_PART_OF_LABEL] = applyset
+    return labels
+
+
+def rsync_labels(key: RSyncKey) -> dict[str, str]:
+    """The package-id label an RSync carries."""
+    return {PACKAGE_ID_LABEL: package_id(key.name, key.namespace, key.kind)}
 
 
 def key_from_inventory_labels(labels: Mapping[str, str], namespace: str, name: str) -> RSyncKey:

@@ -54,7 +54,6 @@ DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 POD = Resource("", "v1", "pods", "Pod")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace")
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-EVENT = Resource("", "v1", "events", "Event")
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
 

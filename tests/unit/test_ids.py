@@ -13,9 +13,11 @@ from inventory.ids import (
     inventory_id,
     inventory_labels,
     key_from_inventory_labels,
+    managed_object_labels,
     own_inventory_selector,
     package_id,
     reconciler_name,
+    rsync_labels,
 )
 
 # From ../shared/data/package-id-examples.md (worked examples of Config Sync's rule).
@@ -110,3 +112,13 @@ def test_applyset_id_is_read_not_computed() -> None:
     )
     assert applyset_id({"metadata": {}}) is None
     assert applyset_id({}) is None
+
+
+def test_labels_for_watch_filtering_of_managed_objects() -> None:
+    key = RSyncKey("RepoSync", "bookstore", "repo-sync")
+    assert managed_object_labels(key) == {
+        "config.k8s.io/owning-inventory": "bookstore_repo-sync",
+        "configsync.gke.io/parent-package-id": "repo-sync.bookstore.RepoSync",
+    }
+    assert managed_object_labels(key, "applyset-x-v1")["applyset.kubernetes.io/part-of"] == "applyset-x-v1"
+    assert rsync_labels(key) == {"configsync.gke.io/package-id": "repo-sync.bookstore.RepoSync"}
