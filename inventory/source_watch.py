@@ -41,6 +41,8 @@ class SourceLayout:
         """(symlink, directory to count): hydrated output when present, else the source's sync dir."""
         link = self.hydrated_link if self.hydrated_link.exists() else self.source_link
         if not link.exists():
+            if link.is_symlink():
+                raise SourceError(f"{link} points to {os.readlink(link)}, which does not exist (removed?)")
             raise SourceError(f"neither {self.hydrated_link} nor {self.source_link} exists yet")
         return link, Path(os.path.realpath(link))
 

@@ -48,7 +48,7 @@ def event(obj: dict[str, Any], kind: str = "MODIFIED") -> bytes:
 COUNTER = InventoryCounter()
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 1000])
+@pytest.mark.parametrize("n", [0, 1, 2, 1000, 100_000])
 def test_counts_entries_of_a_watch_event(n: int) -> None:
     summary = COUNTER.summarize_event(event(rg(entries(n))))[1]
     assert summary.count == n

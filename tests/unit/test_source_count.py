@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from inventory.source_count import (
     count_with_full_loader,
     count_yaml,
 )
-from inventory.source_watch import SourceLayout, count_source
+from inventory.source_watch import SourceLayout, SourceWatcher, count_source
 from tests.helpers import configmaps_yaml, write_commit
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
@@ -233,3 +234,20 @@ def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: 
     except SourceError:
         counted = None
     assert counted == full_load_or_error(text)
+
+
+def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: Path) -> None:
+    commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(7)}, sync_dir="config")
+    counts: list[int] = []
+    watcher = SourceWatcher(SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects), clock=lambda: 0.0)
+    previous = watcher.poll_once(None)
+    assert counts == [7]
+    shutil.rmtree(commit)  # the checkout vanishes under the link
+    watcher.poll_once("changed")
+    assert counts == [7], "no count is reported for a missing directory"
+    assert watcher.last_error is not None
+    assert "does not exist" in watcher.last_error
+    write_commit(tmp_path, "c2", {"a.yaml": configmaps_yaml(3)}, sync_dir="config")
+    watcher.poll_once(previous)
+    assert counts == [7, 3]
+    assert watcher.last_error is None
