@@ -237,6 +237,18 @@ class Reflector(Generic[T]):
                 WATCH_RESTARTS.labels(self.label, "gone").inc()
                 log.info("watch of %s expired (410 Gone); re-listing", self.label)
                 resource_version = ""
+            except (kubeapi.NotFound, kubeapi.Forbidden) as error:
+                # Not a passing fault: a missing CRD or a missing permission. Say what to do, keep trying.
+                WATCH_RESTARTS.labels(self.label, "error").inc()
+                delay = backoff.next_delay()
+                what = f"{self.resource.api_version} {self.resource.plural}"
+                hint = (
+                    "install the CRDs (kubectl apply -k manifests/crds)"
+                    if isinstance(error, kubeapi.NotFound)
+                    else "grant the rules in manifests/rbac to this service's ServiceAccount"
+                )
+                log.error("cannot list or watch %s: %s; %s. Retrying in %.1f s", what, error, hint, delay)
+                self.stopping.wait(delay)
             except kubeapi.ApiError as error:
                 if self.stopping.is_set():
                     return

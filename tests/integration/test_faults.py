@@ -13,8 +13,8 @@ from autoscaler.controller import Controller, Scope
 from autoscaler.policy import size
 from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
-from controlplane import LocalControlPlane
-from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from controlplane import LocalControlPlane, running_control_plane
+from controlplane.seed import install_crds, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.counts import ObjectCounts, status_counts
 from inventory.ids import RSyncKey, reconciler_name
@@ -156,3 +156,72 @@ def test_a_silent_watch_stream_is_reconnected(
         wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 333), timeout=60, what="catch-up")
     finally:
         proxy.close()
+
+
+def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
+    control_plane_bin_dir: Path, tmp_path: Path
+) -> None:
+    with running_control_plane(control_plane_bin_dir) as bare:  # an API server without our CRDs
+        env = {
+            "OBJCOUNT_MODE": "cluster",
+            "OBJCOUNT_KUBECONFIG": str(bare.kubeconfig),
+            "OBJCOUNT_LEADER_ELECTION": "false",
+        }
+        service = Service(env, tmp_path / "service.log")
+        try:
+            wait_for(lambda: "install the CRDs" in service.log.read_text(), timeout=60, what="a clear error")
+            assert service.get("/readyz")[0] == 503
+            install_crds(kubeapi.KubeApi.connect(str(bare.kubeconfig)))
+            wait_for(
+                lambda: service.get("/readyz")[0] == 200, timeout=90, what="recovery once the CRDs exist"
+            )
+        finally:
+            assert service.stop(signal.SIGTERM) == 0
+
+
+def test_a_missing_permission_is_reported_not_silently_ignored(
+    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
+) -> None:
+    # Everything the service needs except reading inventories.
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "partial"},
+        "rules": [
+            {
+                "apiGroups": ["configsync.gke.io"],
+                "resources": ["rootsyncs", "reposyncs"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "partial"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "partial"},
+        "subjects": [{"kind": "ServiceAccount", "name": "partial", "namespace": namespace}],
+    }
+    api.create(kubeapi.Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"), namespace, role)
+    api.create(
+        kubeapi.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"), namespace, binding
+    )
+    token = control_plane.issue_service_account_token(namespace, "partial")
+    env = {
+        "OBJCOUNT_MODE": "cluster",
+        "OBJCOUNT_WATCH_NAMESPACE": namespace,
+        "OBJCOUNT_LEADER_ELECTION": "false",
+        "OBJCOUNT_KUBECONFIG": str(control_plane.kubeconfig_for_token(token, f"partial-{namespace}")),
+    }
+    service = Service(env, tmp_path / "service.log")
+    try:
+        wait_for(
+            lambda: "grant the rules in manifests/rbac" in service.log.read_text(),
+            timeout=60,
+            what="a clear error",
+        )
+        assert "resourcegroups" in service.log.read_text()
+        assert service.get("/readyz")[0] == 503
+        assert service.metric('objcount_watch_restarts_total{reason="error",resource="resourcegroups"}') > 0
+    finally:
+        assert service.stop(signal.SIGTERM) == 0

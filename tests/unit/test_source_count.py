@@ -239,7 +239,9 @@ def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: 
 def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: Path) -> None:
     commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(7)}, sync_dir="config")
     counts: list[int] = []
-    watcher = SourceWatcher(SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects), clock=lambda: 0.0)
+    watcher = SourceWatcher(
+        SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects), clock=lambda: 0.0
+    )
     previous = watcher.poll_once(None)
     assert counts == [7]
     shutil.rmtree(commit)  # the checkout vanishes under the link
