@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -225,3 +226,58 @@ def test_a_missing_permission_is_reported_not_silently_ignored(
         assert service.metric('objcount_watch_restarts_total{reason="error",resource="resourcegroups"}') > 0
     finally:
         assert service.stop(signal.SIGTERM) == 0
+
+
+def test_expired_watches_410_are_relisted_and_lose_nothing(
+    control_plane_bin_dir: Path, tmp_path: Path
+) -> None:
+    # Without the watch cache, watches are served by etcd, whose history is compacted every few seconds:
+    # resuming an interrupted watch then gets 410 Gone, as after a long disconnection in production.
+    extra = ["--watch-cache=false", "--etcd-compaction-interval=2s"]
+    with running_control_plane(control_plane_bin_dir, extra_apiserver_args=extra) as plane:
+        admin = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+        install_crds(admin)
+        key = RSyncKey("RootSync", "default", "root-sync")
+        admin.create(kubeapi.ROOTSYNC, "default", rsync(key))
+        admin.create(kubeapi.RESOURCEGROUP, "default", resourcegroup(key, 10))
+        proxy = FreezableProxy(int(plane.server.rsplit(":", 1)[1]))
+        config = yaml.safe_load(plane.kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+        (tmp_path / "proxied").write_text(yaml.safe_dump(config))
+        gone = _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="gone")
+        silent = WatchSettings(
+            server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5
+        )
+        controller = Controller(
+            kubeapi.KubeApi.connect(str(tmp_path / "proxied")),
+            Scope.cluster(namespace="default"),
+            watch_settings=silent,
+        ).start()
+        try:
+            for round_, count in enumerate((20, 30, 40), start=1):
+                wait_for(lambda: controller.observed(key).sync is not None, what="synced")
+                proxy.flowing.clear()
+                admin.patch(kubeapi.RESOURCEGROUP, "default", key.name, resourcegroup(key, count))
+                for i in range(20):  # history to compact
+                    admin.patch(
+                        kubeapi.ROOTSYNC,
+                        "default",
+                        key.name,
+                        {"metadata": {"labels": {"r": f"{round_}-{i}"}}},
+                    )
+                time.sleep(
+                    5
+                )  # the server's compaction runs every 2 s: this waits for it, not for the service
+                proxy.flowing.set()
+                wait_for(
+                    lambda count=count: controller.observed(key).sync == count,
+                    timeout=60,
+                    what=f"round {round_}",
+                )
+            assert (
+                _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="gone") >= gone + 3
+            )
+            wait_for(lambda: _rsync_status_counts(admin, key).sync == 40, what="the last count in the status")
+        finally:
+            controller.stop()
+            proxy.close()
