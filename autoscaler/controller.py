@@ -84,6 +84,7 @@ class Controller:
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
     decisions: dict[RSyncKey, Decision] = field(default_factory=dict)
     max_reverts_per_hour: int = 3
+    workers: int = 4
     # How a re-evaluation is scheduled later (the service uses APScheduler); default: a timer.
     schedule_after: Callable[[RSyncKey, float], None] | None = None
     heartbeat: float = field(default_factory=time.monotonic)
@@ -129,9 +130,12 @@ class Controller:
             reflector.start()
         if self.source_watcher is not None:
             self.source_watcher.start()
-        worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
-        worker.start()
-        self._threads.append(worker)
+        # Reconciles wait on API round trips; several workers overlap them. The queue never hands the
+        # same RSync to two workers at once.
+        for number in range(self.workers):
+            worker = threading.Thread(target=self._work, name=f"reconcile-{number}", daemon=True)
+            worker.start()
+            self._threads.append(worker)
         return self
 
     def stop(self) -> None:

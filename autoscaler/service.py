@@ -87,6 +87,7 @@ def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.E
         target=build_target(settings, api),
         profile=settings.profile(),
         hysteresis=settings.hysteresis(),
+        workers=settings.workers,
     )
     if controller.source_watcher is not None:
         controller.source_watcher.interval = settings.source_poll_seconds

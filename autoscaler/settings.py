@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     resync_interval_seconds: float = Field(
         300, ge=5, le=86400, description="Every RSync is reconciled at least this often."
     )
+    workers: int = Field(
+        4, ge=1, le=64, description="Reconciles run in parallel (never two for the same RSync)."
+    )
     misfire_grace_seconds: float = Field(
         30,
         ge=1,

@@ -14,3 +14,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, folder))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.helpers import RECOVERIES  # noqa: PLC0415 - the list filled by this run's tests
+
+    for what, seconds, bound in RECOVERIES:
+        terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")

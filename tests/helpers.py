@@ -14,9 +14,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+# How long each wait whose description starts with "recovery" took (printed at the end of the run).
+RECOVERIES: list[tuple[str, float, float]] = []
+
+
 def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
     """Poll `probe` until it returns something truthy; fail with the last value after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline = began + timeout
     last: T = probe()
     while not last:
         if time.monotonic() > deadline:
@@ -25,6 +30,8 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float =
             )
         time.sleep(interval)
         last = probe()
+    if what.startswith("recovery"):
+        RECOVERIES.append((what, time.monotonic() - began, timeout))
     return last
 
 

@@ -84,7 +84,11 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
     watcher.start()
     second = Service(env, tmp_path / "second.log")
     try:
-        wait_for(lambda: second.get("/readyz")[0] == 200, timeout=60, what="the restarted service")
+        wait_for(
+            lambda: second.get("/readyz")[0] == 200,
+            timeout=60,
+            what="recovery: service SIGKILLed mid-prune ready again",
+        )
         # max(source, sync) is still 5,000: the restored counts keep the size.
         wait_for(
             lambda: second.metric('objcount_decisions_total{outcome="unchanged"}') > 0, what="a decision"
@@ -118,7 +122,11 @@ def test_etcd_restart_loses_no_count_and_the_watch_catches_up(
     seen = _record_status_counts(api, key, stop)
     control_plane.restart_etcd()
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 260))
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 260), timeout=90, what="catch-up")
+    wait_for(
+        lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 260),
+        timeout=90,
+        what="recovery: inventory change seen after an etcd restart",
+    )
     stop.set()
     _never_lower(seen, ObjectCounts(42, 100))
 
@@ -154,7 +162,11 @@ def test_a_silent_watch_stream_is_reconnected(
             what="the silent stream to be noticed",
         )
         proxy.flowing.set()
-        wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 333), timeout=60, what="catch-up")
+        wait_for(
+            lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 333),
+            timeout=60,
+            what="recovery: inventory change seen after a silent stream",
+        )
     finally:
         proxy.close()
 
@@ -174,7 +186,9 @@ def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
             assert service.get("/readyz")[0] == 503
             install_crds(kubeapi.KubeApi.connect(str(bare.kubeconfig)))
             wait_for(
-                lambda: service.get("/readyz")[0] == 200, timeout=90, what="recovery once the CRDs exist"
+                lambda: service.get("/readyz")[0] == 200,
+                timeout=90,
+                what="recovery: ready once the CRDs exist",
             )
         finally:
             assert service.stop(signal.SIGTERM) == 0
@@ -272,7 +286,7 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
                 wait_for(
                     lambda count=count: controller.observed(key).sync == count,
                     timeout=60,
-                    what=f"round {round_}",
+                    what=f"recovery: relisted after 410 Gone, round {round_}",
                 )
             assert (
                 _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="gone") >= gone + 3

@@ -136,7 +136,10 @@ def test_restarting_the_watcher_never_lowers_a_count(
     second = _start(api, key, repo, controllers)
     wait_for(lambda: second.synced, what="restarted caches to sync")
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 180))
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 180), what="catch-up after restart")
+    wait_for(
+        lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 180),
+        what="recovery: counts caught up after the watcher restarted",
+    )
     stop.set()
     _never_lower(seen, ObjectCounts(42, 100))
 
@@ -154,7 +157,7 @@ def test_restarting_the_api_server_never_lowers_a_count(
     wait_for(
         lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 300),
         timeout=90,
-        what="catch-up after restart",
+        what="recovery: counts caught up after an API server restart",
     )
     stop.set()
     _never_lower(seen, ObjectCounts(42, 100))
@@ -241,4 +244,7 @@ def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(
 
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 7))
     write_commit(repo, "c3", {"a.yaml": configmaps_yaml(9)})
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(9, 7), what="recovery")
+    wait_for(
+        lambda: _rsync_status_counts(api, key) == ObjectCounts(9, 7),
+        what="recovery: good counts again after malformed input",
+    )

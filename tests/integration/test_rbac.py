@@ -87,8 +87,12 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
         api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 4000))
         expected = size(4000, Settings(mode="cluster").profile()).memory_request_mib
         wait_for(lambda: _applied_memory(api, key, target) == expected, what="the scale-up")
-        status = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]
-        assert status["sync"]["objectCount"] == 4000
+        wait_for(
+            lambda: (
+                api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]["sync"].get("objectCount") == 4000
+            ),
+            what="the count in the status",
+        )
         assert service.metric("objcount_apply_errors_total") == 0
         assert service.stop(signal.SIGTERM) == 0
     finally:
