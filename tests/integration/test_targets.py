@@ -394,3 +394,41 @@ def test_per_rsync_opt_out_and_platform_annotations(rig: Rig) -> None:
     )
     expected = size(5000, Profile(PROTOTYPE, AUTOPILOT))
     wait_for(lambda: requests(rig.template_resources()) == requests(expected), what="sized for Autopilot")
+
+
+def test_deployment_target_with_a_concurrent_writer_on_the_deployment(rig: Rig) -> None:
+    """Another manager updating the Deployment (read-modify-write, like the reconciler manager) while we
+    apply: our server-side apply never conflicts, and neither side's fields are lost."""
+    target = DeploymentTarget(rig.api, namespace=rig.namespace)
+    name = reconciler_name(rig.key)
+    stop = threading.Event()
+    rounds = [0]
+
+    def other_manager() -> None:
+        while not stop.is_set():
+            body = rig.api.get(kubeapi.DEPLOYMENT, rig.namespace, name)
+            body["metadata"].setdefault("labels", {})["other-round"] = str(rounds[0])
+            git_sync = next(
+                c for c in body["spec"]["template"]["spec"]["containers"] if c["name"] == "git-sync"
+            )
+            git_sync["args"] = [f"--round={rounds[0]}"]
+            try:
+                rig.api.replace(kubeapi.DEPLOYMENT, rig.namespace, name, body)
+                rounds[0] += 1
+            except kubeapi.Conflict:
+                continue
+
+    writer = threading.Thread(target=other_manager)
+    writer.start()
+    try:
+        for objects in range(500, 10_500, 500):  # 20 applies racing the other manager
+            assert target.apply(rig.key, at(objects)) == at(objects)
+    finally:
+        stop.set()
+        writer.join()
+    deployment = rig.deployment()
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert resources_of(containers["reconciler"]["resources"]) == at(10_000)
+    assert containers["git-sync"]["args"] == [f"--round={rounds[0] - 1}"]
+    assert deployment["metadata"]["labels"]["other-round"] == str(rounds[0] - 1)
+    assert rounds[0] > 0
