@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from autoscaler.controller import Controller, Scope
@@ -112,20 +113,24 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
         assert memory == big.memory_request_mib, "a restart in the middle of a prune must not lower the limit"
 
 
-def test_etcd_restart_loses_no_count_and_the_watch_catches_up(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], control_plane: LocalControlPlane
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+def test_a_control_plane_restart_loses_no_count_and_the_watch_catches_up(
+    api: kubeapi.KubeApi,
+    sidecar: tuple[RSyncKey, Path, list[Controller]],
+    control_plane: LocalControlPlane,
+    component: str,
 ) -> None:
     key, repo, controllers = sidecar
     _start(api, key, repo, controllers)
     wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
     stop = threading.Event()
     seen = _record_status_counts(api, key, stop)
-    control_plane.restart_etcd()
+    (control_plane.restart_apiserver if component == "kube-apiserver" else control_plane.restart_etcd)()
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 260))
     wait_for(
         lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 260),
         timeout=90,
-        what="recovery: inventory change seen after an etcd restart",
+        what=f"recovery: inventory change seen after a {component} restart",
     )
     stop.set()
     _never_lower(seen, ObjectCounts(42, 100))
