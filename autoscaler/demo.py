@@ -30,7 +30,15 @@ from autoscaler.settings import SettingsError, load_settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.launcher import free_port
-from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import (
+    configmaps_yaml,
+    ensure_namespace,
+    install_crds,
+    reconciler_deployment,
+    resourcegroup,
+    rsync,
+    write_commit,
+)
 from inventory import kubeapi
 from inventory.counts import RECOMMENDED_ANNOTATION, status_counts
 from inventory.ids import ROOT_SYNC_NAMESPACE, RSyncKey, reconciler_name
@@ -42,21 +50,9 @@ SCALE_DOWN_DELAY = 15  # seconds; shortened so the demo shows a scale-down (the 
 PHASES = [(100, 100, 6), (1000, 1000, 6), (3000, 3000, 6), (5000, 5000, 8), (400, 5000, 6), (400, 400, 30)]
 
 
-def _configmaps(count: int) -> str:
-    return "".join(
-        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo-{i}\n  namespace: apps\n"
-        for i in range(count)
-    )
-
-
 def publish_commit(repo: Path, commit: int, objects: int) -> None:
-    """Write a commit directory and swap the `rev` link to it atomically, as git-sync does."""
-    directory = repo / "source" / f"commit-{commit}" / "config"
-    directory.mkdir(parents=True)
-    (directory / "configmaps.yaml").write_text(_configmaps(objects))
-    staging = repo / "source" / f".rev-{commit}"
-    staging.symlink_to(directory.parent)
-    os.replace(staging, repo / "source" / "rev")
+    """A commit of `objects` ConfigMaps in the sync directory `config`, swapped in as git-sync does."""
+    write_commit(repo, f"commit-{commit}", {"configmaps.yaml": configmaps_yaml(objects, "demo")})
 
 
 def seed_sample(api: kubeapi.KubeApi, repo: Path) -> None:

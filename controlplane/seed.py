@@ -8,6 +8,7 @@ the default containers and resources (DESIGN.md 2.4).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,25 @@ def reconciler_deployment(key: RSyncKey, namespace: str = RECONCILER_NAMESPACE) 
             },
         },
     }
+
+
+def configmaps_yaml(count: int, prefix: str = "cm") -> str:
+    """A multi-document YAML file of `count` ConfigMaps."""
+    return "".join(
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n  namespace: apps\n"
+        f"data:\n  key: value-{i}\n"
+        for i in range(count)
+    )
+
+
+def write_commit(repo_root: Path, commit: str, files: dict[str, str], *, sync_dir: str = "config") -> Path:
+    """Write <repo>/source/<commit>/<sync_dir>/... and swap the `rev` link to it atomically (as git-sync)."""
+    commit_dir = repo_root / "source" / commit
+    for relative, text in files.items():
+        path = commit_dir / sync_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    temporary = repo_root / "source" / f".rev-{commit}"
+    temporary.symlink_to(commit_dir)
+    os.replace(temporary, repo_root / "source" / "rev")
+    return commit_dir

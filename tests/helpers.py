@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+import yaml
 
 T = TypeVar("T")
 
@@ -33,29 +37,6 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float =
     if what.startswith("recovery"):
         RECOVERIES.append((what, time.monotonic() - began, timeout))
     return last
-
-
-def configmaps_yaml(count: int, prefix: str = "cm") -> str:
-    """A multi-document YAML file of `count` ConfigMaps."""
-    return "".join(
-        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n  namespace: apps\n"
-        f"data:\n  key: value-{i}\n"
-        for i in range(count)
-    )
-
-
-def write_commit(repo_root: Path, commit: str, files: dict[str, str], *, sync_dir: str = "config") -> Path:
-    """Create /repo/source/<commit>/<sync_dir>/... and point the `rev` symlink at it atomically."""
-    commit_dir = repo_root / "source" / commit
-    for relative, text in files.items():
-        path = commit_dir / sync_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    link = repo_root / "source" / "rev"
-    temporary = repo_root / "source" / f".rev-{commit}"
-    temporary.symlink_to(commit_dir)
-    os.replace(temporary, link)
-    return commit_dir
 
 
 class FreezableProxy:
@@ -95,7 +76,38 @@ class FreezableProxy:
             with contextlib.suppress(OSError):
                 end.close()
 
+    def kubeconfig(self, through: Path, path: Path) -> Path:
+        """A copy of the kubeconfig `through` that reaches its API server by this proxy."""
+        config = yaml.safe_load(through.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{self.port}"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def close(self) -> None:
         self._stop.set()
         self.flowing.set()
         self.listener.close()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_module(
+    module: str, *args: str, bin_dir: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m module args` from the repository, on the cached control plane binaries; fails the test on
+    a non-zero exit with the end of its standard error."""
+    full_env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | {
+        "OBJCOUNT_CP_BIN_DIR": str(bin_dir)
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env=full_env | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result

@@ -2,35 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from autoscaler.policy import size
 from autoscaler.settings import Settings
+from tests.helpers import run_module
 from tests.integration.conftest import _alive
 
 DEFAULT_PROFILE = Settings(mode="cluster").profile()
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_demo_cycle_scales_up_then_down_and_stops_cleanly(control_plane_bin_dir: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["OBJCOUNT_CP_BIN_DIR"] = str(control_plane_bin_dir)
-    env["COLUMNS"] = "140"
     before = _control_plane_pids()
-    result = subprocess.run(
-        [sys.executable, "-m", "autoscaler.cli", "demo", "--once", "--no-live"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = run_module(
+        "autoscaler.cli", "demo", "--once", "--no-live", bin_dir=control_plane_bin_dir, env={"COLUMNS": "140"}
     )
-    assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     big, small = size(5000, DEFAULT_PROFILE), size(400, DEFAULT_PROFILE)
     assert f"{big.cpu_request_m}m/{big.memory_request_mib}Mi" in out, "scaled up for 5,000 objects"

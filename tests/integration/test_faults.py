@@ -9,20 +9,26 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import size
 from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane, running_control_plane
-from controlplane.seed import install_crds, reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import (
+    configmaps_yaml,
+    install_crds,
+    reconciler_deployment,
+    resourcegroup,
+    rsync,
+    write_commit,
+)
 from inventory import kubeapi
 from inventory.counts import ObjectCounts, status_counts
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
-from tests.helpers import FreezableProxy, configmaps_yaml, wait_for, write_commit
+from tests.helpers import FreezableProxy, wait_for
 from tests.integration.test_inventory import (
     _metric,
     _never_lower,
@@ -144,11 +150,7 @@ def test_a_silent_watch_stream_is_reconnected(
 ) -> None:
     key, repo, controllers = sidecar
     proxy = FreezableProxy(int(control_plane.server.rsplit(":", 1)[1]))
-    config = yaml.safe_load(control_plane.kubeconfig.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
-    kubeconfig = tmp_path / "through-proxy"
-    kubeconfig.write_text(yaml.safe_dump(config))
-    proxied = kubeapi.KubeApi.connect(str(kubeconfig))
+    proxied = kubeapi.KubeApi.connect(str(proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "proxied")))
     timeouts = _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="timeout")
     silent = WatchSettings(server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5)
     controller = Controller(
@@ -260,15 +262,13 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
         admin.create(kubeapi.ROOTSYNC, "default", rsync(key))
         admin.create(kubeapi.RESOURCEGROUP, "default", resourcegroup(key, 10))
         proxy = FreezableProxy(int(plane.server.rsplit(":", 1)[1]))
-        config = yaml.safe_load(plane.kubeconfig.read_text())
-        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
-        (tmp_path / "proxied").write_text(yaml.safe_dump(config))
+        proxied = proxy.kubeconfig(plane.kubeconfig, tmp_path / "proxied")
         gone = _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="gone")
         silent = WatchSettings(
             server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5
         )
         controller = Controller(
-            kubeapi.KubeApi.connect(str(tmp_path / "proxied")),
+            kubeapi.KubeApi.connect(str(proxied)),
             Scope.cluster(namespace="default"),
             watch_settings=silent,
         ).start()

@@ -12,14 +12,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.controller import Controller, Scope
-from controlplane.seed import resourcegroup, rsync
+from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
 from inventory import kubeapi
 from inventory.counts import ObjectCounts, annotation_counts, status_counts
 from inventory.ids import RSyncKey, own_inventory_selector
 from inventory.source_watch import SourceLayout
 from inventory.status import CountWriter, read_counts
 from inventory.watch import InventoryCodec, Reflector, WatchSettings
-from tests.helpers import configmaps_yaml, wait_for, write_commit
+from tests.helpers import wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 

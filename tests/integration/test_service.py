@@ -19,10 +19,10 @@ from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
 from controlplane.launcher import free_port
-from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import configmaps_yaml, wait_for, write_commit
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,13 +24,13 @@ from autoscaler.targets import (
     resources_json,
     resources_of,
 )
-from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi
 from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
-from tests.helpers import configmaps_yaml, wait_for, write_commit
+from tests.helpers import wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 PROFILE = Profile(PROTOTYPE, STANDARD)

@@ -12,6 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controlplane.seed import configmaps_yaml, write_commit
 from inventory.source_count import (
     SourceError,
     count_directory,
@@ -21,7 +22,6 @@ from inventory.source_count import (
     count_yaml,
 )
 from inventory.source_watch import SourceLayout, SourceWatcher, count_source
-from tests.helpers import configmaps_yaml, write_commit
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
 
