@@ -15,14 +15,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+## binaries: kube-apiserver, kube-controller-manager, etcd and Config Sync, built once and cached
 binaries:
 	@bash controlplane/build.sh >/dev/null
+	@bash controlplane/build_configsync.sh >/dev/null
 
 ## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
 run: install binaries
 	$(BIN)/objcount demo
 
-## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd, e2e if kind)
+## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
+## Config Sync, e2e if kind)
 test: install binaries lint
 	$(BIN)/pytest
 

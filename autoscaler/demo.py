@@ -176,7 +176,7 @@ def run_local(once: bool = False, live: bool = True) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     console = Console()
-    plane = LocalControlPlane(build_binaries())
+    plane = LocalControlPlane(build_binaries(), controller_manager=False)
     process = None
     try:
         plane.start()

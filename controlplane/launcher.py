@@ -1,4 +1,11 @@
-"""Start and stop a real etcd + kube-apiserver pair on loopback.
+"""Start and stop a real etcd + kube-apiserver (+ kube-controller-manager) on loopback.
+
+With `controller_manager=True` (the default) kube-controller-manager runs too, so Deployments get
+ReplicaSets and Pods, namespaces get their `default` ServiceAccount and finish deleting, ServiceAccount
+admission is on (Pods get their projected token volume) and garbage collection runs. Nothing schedules
+or runs Pods: `controlplane.node` plays the kubelet for Config Sync's reconciler Pods. The plane without
+the controller-manager (`controller_manager=False`) is the bare API server the first tests were written
+against: Deployments are stored and nothing else happens.
 
 Used by the integration tests, `make run` and the profiles. Every process started here is stopped by
 `stop()`, by the context manager, when start-up fails half way, and (through the kernel's parent-death
@@ -40,7 +47,8 @@ class ControlPlaneError(RuntimeError):
 
 
 def build_binaries() -> Path:
-    """Build or reuse the pinned binaries; return the directory holding `etcd` and `kube-apiserver`."""
+    """Build or reuse the pinned binaries; return the directory holding `etcd`, `kube-apiserver` and
+    `kube-controller-manager`."""
     cached = os.environ.get("OBJCOUNT_CP_BIN_DIR")
     if cached:
         return Path(cached)
@@ -110,16 +118,19 @@ class _Process:
 
 @dataclass
 class LocalControlPlane:
-    """A real etcd and kube-apiserver on free loopback ports, with an admin token and kubeconfig."""
+    """A real etcd, kube-apiserver and (optionally) kube-controller-manager on free loopback ports, with
+    an admin token and kubeconfig."""
 
     bin_dir: Path
     ready_timeout: float = 60.0
     extra_apiserver_args: Sequence[str] = ()
+    controller_manager: bool = True
     work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="objcount-cp-")))
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
     startup_seconds: float | None = None
     _etcd: _Process | None = None
     _apiserver: _Process | None = None
+    _controller_manager: _Process | None = None
     _apiserver_port: int = 0
 
     # ----- lifecycle -------------------------------------------------------------------------------
@@ -132,6 +143,9 @@ class LocalControlPlane:
             self._start_apiserver()
             self._write_kubeconfig(self.kubeconfig, self.admin_token)
             self._wait_for_default_namespace(began + self.ready_timeout)
+            if self.controller_manager:
+                self._start_controller_manager()
+                self._wait_for_default_service_account(began + self.ready_timeout)
         except BaseException:
             # Half-started is never left behind, whatever failed (including Ctrl-C during start).
             self.stop()
@@ -140,7 +154,7 @@ class LocalControlPlane:
         return self
 
     def stop(self) -> None:
-        for process in (self._apiserver, self._etcd):
+        for process in (self._controller_manager, self._apiserver, self._etcd):
             if process is not None:
                 process.stop()
 
@@ -158,7 +172,8 @@ class LocalControlPlane:
 
     def pids(self) -> list[int]:
         """Every process id this control plane started last (running or not), for leak checks."""
-        return [p.last_pid for p in (self._etcd, self._apiserver) if p is not None and p.last_pid is not None]
+        processes = (self._etcd, self._apiserver, self._controller_manager)
+        return [p.last_pid for p in processes if p is not None and p.last_pid is not None]
 
     def __enter__(self) -> LocalControlPlane:
         return self.start()
@@ -179,6 +194,10 @@ class LocalControlPlane:
     def ca_file(self) -> Path:
         # kube-apiserver writes its generated serving cert followed by the CA that signed it.
         return self.work_dir / "certs" / "apiserver.crt"
+
+    @property
+    def port(self) -> int:
+        return self._apiserver_port
 
     @property
     def kubeconfig(self) -> Path:
@@ -277,7 +296,8 @@ class LocalControlPlane:
                 f"--service-account-signing-key-file={key}",
                 f"--token-auth-file={self.work_dir / 'tokens.csv'}",
                 "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
+                # Without the controller-manager no ServiceAccount would ever exist to admit Pods against.
+                *([] if self.controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
                 "--allow-privileged=true",
                 "--endpoint-reconciler-type=none",
                 "--v=0",
@@ -288,6 +308,34 @@ class LocalControlPlane:
         self._apiserver.start()
         deadline = time.monotonic() + self.ready_timeout
         self._wait_until(lambda: self._healthy("/readyz"), deadline, "kube-apiserver ready", self._apiserver)
+
+    def _start_controller_manager(self) -> None:
+        self._controller_manager = _Process(
+            "kube-controller-manager",
+            [
+                str(self.bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--secure-port={free_port()}",
+                "--bind-address=127.0.0.1",
+                "--leader-elect=false",
+                # Publishes the CA in every namespace's kube-root-ca.crt, the ca.crt of Pod token volumes.
+                f"--root-ca-file={self.ca_file}",
+                f"--service-account-private-key-file={self.work_dir / 'sa.key'}",
+                "--cluster-name=local",
+                "--v=0",
+            ],
+            self.work_dir / "kube-controller-manager.log",
+        )
+        self._controller_manager.start()
+
+    def _wait_for_default_service_account(self, deadline: float) -> None:
+        """The ServiceAccount controller is running once the `default` namespace has its account."""
+        self._wait_until(
+            lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+            deadline,
+            "the default ServiceAccount (kube-controller-manager running)",
+            self._controller_manager,
+        )
 
     def _ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))

@@ -149,10 +149,10 @@ def reconciler_deployment(key: RSyncKey, namespace: str = RECONCILER_NAMESPACE) 
     }
 
 
-def configmaps_yaml(count: int, prefix: str = "cm") -> str:
+def configmaps_yaml(count: int, prefix: str = "cm", namespace: str = "apps") -> str:
     """A multi-document YAML file of `count` ConfigMaps."""
     return "".join(
-        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n  namespace: apps\n"
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n  namespace: {namespace}\n"
         f"data:\n  key: value-{i}\n"
         for i in range(count)
     )
@@ -166,6 +166,7 @@ def write_commit(repo_root: Path, commit: str, files: dict[str, str], *, sync_di
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     temporary = repo_root / "source" / f".rev-{commit}"
-    temporary.symlink_to(commit_dir)
+    # Relative, as git-sync writes it: the link resolves wherever the volume is mounted.
+    temporary.symlink_to(commit)
     os.replace(temporary, repo_root / "source" / "rev")
     return commit_dir

@@ -145,7 +145,7 @@ def measure_step(
 
 @contextlib.contextmanager
 def _local_plane() -> Iterator[LocalControlPlane]:
-    plane = LocalControlPlane(build_binaries())
+    plane = LocalControlPlane(build_binaries(), controller_manager=False)
     try:
         plane.start()
         yield plane

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from controlplane import LocalControlPlane, build_binaries
+from controlplane.configsync import ConfigSyncStack, build_configsync
 from controlplane.seed import CRD_DIR, PRUNING_CRD_DIR, ensure_namespace, install_crds, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import wait_for
+from tests.helpers import Service, wait_for
 
 _STARTUP_KEY = pytest.StashKey[float]()
 
@@ -26,7 +29,9 @@ def control_plane_bin_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
-    plane = LocalControlPlane(control_plane_bin_dir)
+    # Our own CRDs and objects on a bare API server (no controller-manager); Config Sync runs on its own
+    # plane (the `config_sync` fixture) with the upstream CRDs.
+    plane = LocalControlPlane(control_plane_bin_dir, controller_manager=False)
     plane.start()
     assert plane.startup_seconds is not None
     pytestconfig.stash[_STARTUP_KEY] = plane.startup_seconds
@@ -74,6 +79,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     seconds = config.stash.get(_STARTUP_KEY, None)
     if seconds is not None:
         terminalreporter.write_line(f"local control plane: start to ready in {seconds:.2f} s")
+    seconds = config.stash.get(_STACK_STARTUP_KEY, None)
+    if seconds is not None:
+        terminalreporter.write_line(
+            f"Config Sync stack (control plane + controller-manager + reconciler-manager running): {seconds:.2f} s"
+        )
 
 
 @pytest.fixture
@@ -105,3 +115,38 @@ def _swap_crds(api: kubeapi.KubeApi, directory: Path, *, expect_pruned: bool) ->
             return ("objectCount" not in written.get("status", {}).get("sync", {})) == expect_pruned
 
         wait_for(pruned_as_expected, timeout=60, what=f"{kind} CRD schema to take effect")
+
+
+# ----- real Config Sync -------------------------------------------------------------------------------------
+_STACK_STARTUP_KEY = pytest.StashKey[float]()
+
+
+@pytest.fixture(scope="session")
+def config_sync(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[ConfigSyncStack]:
+    """Config Sync v1.22.0 (built from the pinned source) on its own control plane with
+    kube-controller-manager and the upstream CRDs; its Pods run by the node harness (played by us)."""
+    build = build_configsync()
+    plane = LocalControlPlane(control_plane_bin_dir)
+    stack = ConfigSyncStack(plane, build)
+    began = time.monotonic()
+    try:
+        plane.start()
+        stack.start()
+        wait_for(stack.reconciler_manager_running, timeout=120, what="the reconciler-manager to run")
+        pytestconfig.stash[_STACK_STARTUP_KEY] = time.monotonic() - began
+        yield stack
+    finally:
+        node_pids = list(stack.harness.pids()) if stack.node is not None else []
+        stack.stop()
+        pids = plane.pids() + node_pids
+        plane.cleanup()
+        still_running = [pid for pid in pids if _alive(pid)]
+        assert not still_running, f"Config Sync stack processes left running: {still_running}"
+
+
+@pytest.fixture
+def services() -> Iterator[list[Service]]:
+    started: list[Service] = []
+    yield started
+    for service in started:
+        service.stop(signal.SIGKILL)

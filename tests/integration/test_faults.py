@@ -28,7 +28,7 @@ from inventory.counts import ObjectCounts, status_counts
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
-from tests.helpers import FreezableProxy, wait_for
+from tests.helpers import FreezableProxy, Service, wait_for
 from tests.integration.test_inventory import (
     _metric,
     _never_lower,
@@ -37,7 +37,6 @@ from tests.integration.test_inventory import (
     _start,
     sidecar,
 )
-from tests.integration.test_service import Service
 
 __all__ = ["sidecar"]  # the fixture, shared with the inventory tests
 

@@ -17,8 +17,7 @@ from controlplane import LocalControlPlane
 from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import wait_for
-from tests.integration.test_service import Service
+from tests.helpers import Service, wait_for
 
 RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
 RBAC = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "", "")

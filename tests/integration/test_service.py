@@ -2,82 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from autoscaler.policy import size
 from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
-from controlplane.launcher import free_port
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-class Service:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.metrics_port, self.health_port = free_port(), free_port()
-        self.log = log
-        full_env = {
-            **os.environ,
-            "OBJCOUNT_BIND_ADDRESS": "127.0.0.1",
-            "OBJCOUNT_METRICS_PORT": str(self.metrics_port),
-            "OBJCOUNT_HEALTH_PORT": str(self.health_port),
-            "OBJCOUNT_LOG_FORMAT": "json",
-            **env,
-        }
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "autoscaler.cli", "run"],
-                cwd=REPO,
-                env=full_env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def get(self, path: str) -> tuple[int, str]:
-        port = self.metrics_port if path == "/metrics" else self.health_port
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-        except OSError:
-            return 0, ""
-
-    def metric(self, line_start: str) -> float:
-        status, text = self.get("/metrics")
-        values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start)]
-        return sum(values) if status == 200 else -1.0
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        return self.process.wait(60)
-
-    def logs(self) -> list[dict[str, object]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
-
-
-@pytest.fixture
-def services() -> Iterator[list[Service]]:
-    started: list[Service] = []
-    yield started
-    for service in started:
-        service.stop(signal.SIGKILL)
+from tests.helpers import REPO, Service, wait_for
 
 
 def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(

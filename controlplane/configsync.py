@@ -1,0 +1,274 @@
+"""Config Sync itself on the local control plane: its CRDs and objects as released, its reconciler-manager
+and reconcilers built from the pinned source, and the node harness that runs their Pods.
+
+What runs is unmodified Config Sync v1.22.0: the objects of its `manifests/` (CRDs, ClusterRoles, the
+reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
+kube-controller-manager creates the Pods, and `controlplane.node` runs the `reconciler-manager` and
+`reconciler` containers from the built binaries (PLAYED BY US: the Pod lifecycle; see that module).
+One thing is set the way a user may set it: the reconciler-manager's optional `reconciler-manager`
+ConfigMap (its `envFrom`) shortens `RECONCILER_POLLING_PERIOD` so tests do not wait 15 s per commit.
+Not installed: the resource-group controller (nothing here reads its output). Off Google Cloud the
+reconciler-manager logs an error for the otel collector's ConfigMap every few seconds ("could not find
+default credentials"), with or without us: that is Config Sync on any cluster without Google credentials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
+from controlplane.node import NodeHarness
+from controlplane.seed import JSON, install_crds, manifests_in, write_commit
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+
+BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
+NAMESPACE = "config-management-system"
+VERSION = "v1.22.0"
+# The objects of Config Sync's `manifests/` a release installs, in order (its base kustomization, less
+# the resource-group controller). The otel collector's Pod is created and never run: its Deployment must
+# exist or the reconciler-manager reports an error every few seconds.
+CRD_FILES = (
+    "rootsync-crd.yaml",
+    "reposync-crd.yaml",
+    "resourcegroup-crd.yaml",
+    "cluster-selector-crd.yaml",
+    "cluster-registry-crd.yaml",
+    "hierarchyconfig-crd.yaml",
+    "namespace-selector-crd.yaml",
+)
+OBJECT_FILES = (
+    "cs-namespaces.yaml",
+    "container-default-limits.yaml",
+    "ns-reconciler-cluster-scope-cluster-role.yaml",
+    "ns-reconciler-base-cluster-role.yaml",
+    "root-reconciler-base-cluster-role.yaml",
+    "otel-agent-cm.yaml",
+    "otel-agent-reconciler-cm.yaml",
+    "reconciler-manager-service-account.yaml",
+    "templates/reconciler-manager-configmap.yaml",
+    "templates/otel-collector.yaml",
+    "templates/reconciler-manager.yaml",
+)
+_RESOURCES = {
+    "Namespace": kubeapi.NAMESPACE,
+    "LimitRange": kubeapi.Resource("", "v1", "limitranges", "LimitRange"),
+    "ClusterRole": kubeapi.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole"),
+    "ClusterRoleBinding": kubeapi.Resource(
+        "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding"
+    ),
+    "ServiceAccount": kubeapi.Resource("", "v1", "serviceaccounts", "ServiceAccount"),
+    "ConfigMap": kubeapi.Resource("", "v1", "configmaps", "ConfigMap"),
+    "Deployment": kubeapi.DEPLOYMENT,
+    "Service": kubeapi.Resource("", "v1", "services", "Service"),
+}
+
+
+@dataclass(frozen=True)
+class ConfigSyncBuild:
+    """A cache entry of build_configsync.sh: `bin/reconciler`, `bin/reconciler-manager`, `manifests/`."""
+
+    root: Path
+
+    @property
+    def reconciler(self) -> Path:
+        return self.root / "bin" / "reconciler"
+
+    @property
+    def reconciler_manager(self) -> Path:
+        return self.root / "bin" / "reconciler-manager"
+
+    @property
+    def manifests(self) -> Path:
+        return self.root / "manifests"
+
+
+def build_configsync() -> ConfigSyncBuild:
+    """Build or reuse Config Sync's binaries (`OBJCOUNT_CS_DIR` names a ready cache entry instead)."""
+    cached = os.environ.get("OBJCOUNT_CS_DIR")
+    if cached:
+        return ConfigSyncBuild(Path(cached))
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ControlPlaneError(
+            f"building Config Sync {VERSION} failed (exit {result.returncode}); see above. The source comes "
+            "from OBJCOUNT_CONFIGSYNC_SOURCE (an archive or directory), else from git."
+        )
+    return ConfigSyncBuild(Path(result.stdout.strip().splitlines()[-1]))
+
+
+def install_config_sync(api: kubeapi.KubeApi, build: ConfigSyncBuild, *, polling_period: str) -> None:
+    """Create Config Sync's CRDs and objects as released (existing ones are left as they are)."""
+    for name in CRD_FILES:
+        install_crds(api, build.manifests / name)
+    for name in OBJECT_FILES:
+        for item in manifests_in(build.manifests / name):
+            resource = _RESOURCES[item["kind"]]
+            with contextlib.suppress(kubeapi.Conflict):
+                api.create(resource, item["metadata"].get("namespace"), item)
+    settings = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "reconciler-manager", "namespace": NAMESPACE},
+        "data": {"RECONCILER_POLLING_PERIOD": polling_period},
+    }
+    with contextlib.suppress(kubeapi.Conflict):
+        api.create(_RESOURCES["ConfigMap"], NAMESPACE, settings)
+
+
+@dataclass
+class ConfigSyncStack:
+    """Config Sync running on a local control plane (which must run kube-controller-manager)."""
+
+    plane: LocalControlPlane
+    build: ConfigSyncBuild
+    polling_period: str = "2s"
+    restart_backoff_seconds: float = 10.0
+    node: NodeHarness | None = None
+    api: kubeapi.KubeApi | None = None
+    startup_seconds: float | None = None
+
+    def start(self) -> ConfigSyncStack:
+        if not self.plane.controller_manager:
+            raise ControlPlaneError("Config Sync needs kube-controller-manager (controller_manager=True)")
+        self.api = kubeapi.KubeApi.connect(str(self.plane.kubeconfig))
+        try:
+            install_config_sync(self.api, self.build, polling_period=self.polling_period)
+            self.node = NodeHarness(
+                kubeconfig=self.plane.kubeconfig,
+                api_port=self.plane.port,
+                work_dir=self.plane.work_dir / "node",
+                binaries={
+                    "reconciler": self.build.reconciler,
+                    "reconciler-manager": self.build.reconciler_manager,
+                },
+                restart_backoff_seconds=self.restart_backoff_seconds,
+            ).start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+        if self.api is not None:
+            self.api.close()
+
+    def __enter__(self) -> ConfigSyncStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----- what tests and the demo do with it -------------------------------------------------------
+    @property
+    def harness(self) -> NodeHarness:
+        assert self.node is not None, "the stack is not started"
+        return self.node
+
+    def repo(self, key: RSyncKey) -> Path:
+        """The RSync's `repo` volume (git-sync's root is its `source/`): write commits here."""
+        return self.harness.repo_dir(key.kind, key.namespace, key.name)
+
+    def commit(self, key: RSyncKey, files: dict[str, str], *, sync_dir: str = "config") -> str:
+        """Write a new commit of `files` (as git-sync would fetch it) and point `rev` at it; its hash."""
+        commit = secrets.token_hex(20)
+        write_commit(self.repo(key), commit, files, sync_dir=sync_dir)
+        return commit
+
+    def pods(self, selector: str) -> list[JSON]:
+        """Pods of Config Sync's namespace matching `selector`, less those being deleted."""
+        assert self.api is not None, "the stack is not started"
+        pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def reconciler_pod(self, key: RSyncKey) -> JSON | None:
+        """The reconciler Pod of an RSync (None while there is none)."""
+        pods = self.pods(f"configsync.gke.io/deployment-name={reconciler_name(key)}")
+        return pods[0] if pods else None
+
+    def reconciler_manager_running(self) -> bool:
+        return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
+
+
+def container_running(pod: JSON, container: str) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
+
+
+def rootsync(name: str, *, sync_dir: str = "config", namespace_strategy: str | None = None) -> JSON:
+    """A RootSync of an (unreachable) git repository in unstructured format: the test plays git-sync."""
+    body = _rsync("RootSync", NAMESPACE, name, sync_dir)
+    body["spec"]["sourceFormat"] = "unstructured"
+    if namespace_strategy:
+        body["spec"]["namespaceStrategy"] = namespace_strategy
+    return body
+
+
+def reposync(namespace: str, name: str, *, sync_dir: str = "config") -> JSON:
+    return _rsync("RepoSync", namespace, name, sync_dir)
+
+
+def grant_reposync(api: kubeapi.KubeApi, namespace: str, name: str) -> None:
+    """The RoleBinding Config Sync's documentation has a user create so that a RepoSync's reconciler may
+    manage objects in its namespace (the reconciler-manager grants it only what it needs for itself)."""
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "syncs-repo", "namespace": namespace},
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": reconciler_name(RSyncKey("RepoSync", namespace, name)),
+                "namespace": NAMESPACE,
+            }
+        ],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+    }
+    resource = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+    with contextlib.suppress(kubeapi.Conflict):
+        api.create(resource, namespace, binding)
+
+
+def _rsync(kind: str, namespace: str, name: str, sync_dir: str) -> JSON:
+    return {
+        "apiVersion": "configsync.gke.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "sourceType": "git",
+            "git": {
+                "repo": "https://git.example.invalid/config.git",
+                "branch": "main",
+                "dir": sync_dir,
+                "auth": "none",
+            },
+        },
+    }
+
+
+@contextlib.contextmanager
+def running_config_sync(**kwargs: object) -> Iterator[ConfigSyncStack]:
+    """Build what is missing, start a control plane with Config Sync on it, stop and remove it all on exit."""
+    began = time.monotonic()
+    plane = LocalControlPlane(build_binaries())
+    build = build_configsync()
+    try:
+        plane.start()
+        with ConfigSyncStack(plane, build, **kwargs) as stack:  # type: ignore[arg-type]
+            stack.startup_seconds = time.monotonic() - began
+            yield stack
+    finally:
+        plane.cleanup()
