@@ -105,7 +105,7 @@ PROTOTYPE = Sizing("prototype")
 # `python -m profiles.fit profiles/data/reconciler-memory-by-object-count.csv`: the least-squares line
 # through the measured peaks (146.2 MiB + 0.1577 MiB per object), raised so no measured point is above
 # it, plus 10 %. The prototype's 128 MiB base is below what an empty reconciler measured (146 MiB).
-FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000))
+FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000), min_mib=198)
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE}
 
 

@@ -6,18 +6,28 @@ import math
 import re
 from fractions import Fraction
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+# Kubernetes' quantity grammar: a decimal number (optionally with an exponent) and a suffix. Longer
+# than any real quantity is refused before parsing, so a hostile value costs nothing.
+_QUANTITY = re.compile(
+    r"^\+?((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+)
+_MAX_LENGTH = 64
+_MAX_VALUE = 2**63 - 1
 _SUFFIX = {
-    "": Fraction(1),
+    None: Fraction(1),
     "m": Fraction(1, 1000),
     "k": Fraction(10**3),
     "M": Fraction(10**6),
     "G": Fraction(10**9),
     "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
     "Ki": Fraction(2**10),
     "Mi": Fraction(2**20),
     "Gi": Fraction(2**30),
     "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
 }
 
 
@@ -25,24 +35,29 @@ class QuantityError(ValueError):
     pass
 
 
-def parse(value: str | int | float) -> Fraction:
-    """A quantity in base units (cores, bytes)."""
-    if isinstance(value, bool):
+def parse(value: object) -> Fraction:
+    """A non-negative quantity in base units (cores, bytes); QuantityError for anything else."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0 or value > _MAX_VALUE:
+            raise QuantityError(f"not a quantity: {value!r}")
         return Fraction(value)
-    match = _QUANTITY.match(value.strip())
-    if not match or match.group(2) not in _SUFFIX:
-        raise QuantityError(f"not a quantity: {value!r}")
-    return Fraction(match.group(1)) * _SUFFIX[match.group(2)]
+    match = _QUANTITY.match(value.strip()) if len(value) <= _MAX_LENGTH else None
+    if not match:
+        raise QuantityError(f"not a quantity: {value[:_MAX_LENGTH]!r}")
+    parsed = Fraction(match.group(1)) * _SUFFIX[match.group(2)]
+    if parsed > _MAX_VALUE:
+        raise QuantityError(f"quantity {value!r} is larger than Kubernetes allows (2^63-1)")
+    return parsed
 
 
-def millicores(value: str | int | float) -> int:
+def millicores(value: object) -> int:
     """CPU in millicores, rounded up (the API server rounds sub-milli CPU up too)."""
     return math.ceil(parse(value) * 1000)
 
 
-def mebibytes(value: str | int | float) -> int:
+def mebibytes(value: object) -> int:
     """Memory in MiB, rounded up."""
     return math.ceil(parse(value) / 2**20)
 

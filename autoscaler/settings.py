@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     no_cpu_limit: bool = Field(
         False, description="Leave the CPU limit unset (not on Autopilot without bursting)."
     )
+    no_memory_limit: bool = Field(
+        False,
+        description="Leave the memory limit unset, as Config Sync's Standard default does (not on Autopilot without bursting). Without a limit the reconciler is never OOM-killed by its own limit, only by the node.",
+    )
     others_cpu_m: int | None = Field(
         None,
         ge=0,
@@ -179,8 +183,9 @@ class Settings(BaseSettings):
             problems.append("rsync_name: required in sidecar mode (the RSync this reconciler pod belongs to)")
         if self.min_mib is not None and self.max_mib is not None and self.min_mib > self.max_mib:
             problems.append(f"min_mib ({self.min_mib}) is larger than max_mib ({self.max_mib})")
-        if self.no_cpu_limit and self.platform == "autopilot":
-            problems.append("no_cpu_limit: Autopilot without bursting forces limits equal to requests")
+        for name in ("no_cpu_limit", "no_memory_limit"):
+            if getattr(self, name) and self.platform == "autopilot":
+                problems.append(f"{name}: Autopilot without bursting forces limits equal to requests")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -224,6 +229,8 @@ class Settings(BaseSettings):
                 overrides[name] = value
         if self.no_cpu_limit:
             overrides["cpu_limit_factor"] = None
+        if self.no_memory_limit:
+            overrides["memory_limit_factor"] = None
         sizing = Sizing(**{**preset.__dict__, **overrides})
         default_cpu, default_memory = OTHER_CONTAINERS[self.platform]
         return Profile(

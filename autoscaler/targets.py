@@ -82,25 +82,48 @@ def resources_json(resources: Resources) -> dict[str, dict[str, str]]:
     return body
 
 
-def resources_of(block: dict[str, Any] | None) -> Resources | None:
-    """Resources from a container's `resources` block; None when it has no CPU or memory request."""
-    requests = (block or {}).get("requests") or {}
-    limits = (block or {}).get("limits") or {}
-    if "cpu" not in requests or "memory" not in requests:
+def resources_of(block: object) -> Resources | None:
+    """Resources from a container's `resources` block (or our annotation of one); None when it sets no
+    CPU or memory at all. A request that is not set counts as zero, so a container that sets only memory
+    is never sized below that memory. Raises QuantityError when the block is not readable (not a
+    mapping, or a quantity that is not one): unknown is never taken for "nothing set"."""
+    if block is None:
         return None
-    try:
-        return Resources(
-            quantity.millicores(requests["cpu"]),
-            quantity.mebibytes(requests["memory"]),
-            quantity.millicores(limits["cpu"]) if "cpu" in limits else None,
-            quantity.mebibytes(limits["memory"]) if "memory" in limits else None,
-        )
-    except quantity.QuantityError:
+    if not isinstance(block, dict):
+        raise quantity.QuantityError(f"resources are not a mapping: {str(block)[:80]!r}")
+    requests, limits = block.get("requests"), block.get("limits")
+    requests, limits = {} if requests is None else requests, {} if limits is None else limits
+    if not isinstance(requests, dict) or not isinstance(limits, dict):
+        raise quantity.QuantityError(f"requests or limits are not a mapping: {str(block)[:80]!r}")
+    if not any(r in part for part in (requests, limits) for r in ("cpu", "memory")):
         return None
+    return Resources(
+        quantity.millicores(requests["cpu"]) if "cpu" in requests else 0,
+        quantity.mebibytes(requests["memory"]) if "memory" in requests else 0,
+        quantity.millicores(limits["cpu"]) if "cpu" in limits else None,
+        quantity.mebibytes(limits["memory"]) if "memory" in limits else None,
+    )
 
 
 def _container(containers: list[dict[str, Any]], name: str = RECONCILER_CONTAINER) -> dict[str, Any] | None:
-    return next((c for c in containers if c.get("name") == name), None)
+    return next((c for c in containers if isinstance(c, dict) and c.get("name") == name), None)
+
+
+def _container_resources(containers: list[dict[str, Any]], where: str) -> Resources | None:
+    """The reconciler container's resources; ApplyError when they cannot be read (never "unset")."""
+    container = _container(containers)
+    if container is None:
+        raise ApplyError("no-container", f"{where} has no {RECONCILER_CONTAINER!r} container")
+    return _readable(container.get("resources"), where)
+
+
+def _readable(block: object, where: str) -> Resources | None:
+    try:
+        return resources_of(block)
+    except quantity.QuantityError as error:
+        raise ApplyError(
+            "unreadable", f"{where}: the reconciler's resources are unreadable: {error}"
+        ) from error
 
 
 # ----- deployment ------------------------------------------------------------------------------------------
@@ -125,8 +148,7 @@ class DeploymentTarget(_NoRevertCheck):
 
     def current(self, key: RSyncKey) -> Resources | None:
         containers = self._deployment(key)["spec"]["template"]["spec"].get("containers") or []
-        container = _container(containers)
-        return resources_of(container.get("resources")) if container else None
+        return _container_resources(containers, f"Deployment {reconciler_name(key)}")
 
     def apply(self, key: RSyncKey, resources: Resources) -> Resources:
         name = reconciler_name(key)
@@ -159,8 +181,7 @@ class DeploymentTarget(_NoRevertCheck):
 
 def _accepted(containers: list[dict[str, Any]], wanted: Resources, where: str) -> Resources:
     """What the server stored; a mutating webhook that changed it is reported, not fought."""
-    container = _container(containers)
-    stored = resources_of(container.get("resources")) if container else None
+    stored = _container_resources(containers, where)
     if stored != wanted:
         raise ApplyError(
             "rejected", f"{where}: stored {stored} instead of {wanted} (mutated by an admission webhook?)"
@@ -186,9 +207,12 @@ def override_entry(resources: Resources) -> dict[str, str]:
     return entry
 
 
-def resources_of_override(entry: dict[str, Any] | None) -> Resources | None:
+def resources_of_override(entry: object) -> Resources | None:
+    """Resources of an override entry; QuantityError when it is not readable."""
     if not entry:
         return None
+    if not isinstance(entry, dict):
+        raise quantity.QuantityError(f"override entry is not a mapping: {str(entry)[:80]!r}")
     block: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
     for field_name, (kind, resource) in _OVERRIDE_FIELDS.items():
         if field_name in entry:
@@ -196,16 +220,24 @@ def resources_of_override(entry: dict[str, Any] | None) -> Resources | None:
     return resources_of(block)
 
 
-def _override_entries(rsync: dict[str, Any]) -> list[dict[str, Any]]:
+def _override_entries(rsync: dict[str, Any]) -> list[Any]:
     override = (rsync.get("spec") or {}).get("override") or {}
-    return list(override.get("resources") or [])
+    entries = override.get("resources") or [] if isinstance(override, dict) else None
+    if not isinstance(entries, list):
+        raise ApplyError("unreadable", f"spec.override.resources is not a list: {str(entries)[:80]!r}")
+    return entries
+
+
+def _is_reconciler_entry(entry: object) -> bool:
+    return isinstance(entry, dict) and entry.get("containerName") == RECONCILER_CONTAINER
 
 
 def _reconciler_override(rsync: dict[str, Any]) -> Resources | None:
-    entries = _override_entries(rsync)
-    return resources_of_override(
-        next((e for e in entries if e.get("containerName") == RECONCILER_CONTAINER), None)
-    )
+    entry = next((e for e in _override_entries(rsync) if _is_reconciler_entry(e)), None)
+    try:
+        return resources_of_override(entry)
+    except quantity.QuantityError as error:
+        raise ApplyError("unreadable", f"the reconciler's override entry is unreadable: {error}") from error
 
 
 @dataclass
@@ -238,16 +270,19 @@ class RSyncOverrideTarget:
         if key not in self.written:
             return None
         generation, ours = self.written[key]
-        seen = _reconciler_override(rsync)
-        if int((rsync.get("metadata") or {}).get("generation", 0)) <= generation or seen == ours:
+        if int((rsync.get("metadata") or {}).get("generation", 0)) <= generation:
             return None
-        return seen
+        try:
+            seen = _reconciler_override(rsync)
+        except ApplyError:
+            return None  # unreadable: `current` reports it when the size is next read
+        return None if seen == ours else seen
 
     def apply(self, key: RSyncKey, resources: Resources) -> Resources:
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
         for attempt in range(self.attempts):
             rsync = self._get(key)
-            others = [e for e in _override_entries(rsync) if e.get("containerName") != RECONCILER_CONTAINER]
+            others = [e for e in _override_entries(rsync) if not _is_reconciler_entry(e)]
             spec = rsync.setdefault("spec", {})
             override = spec.get("override") or {}
             override["resources"] = [*others, override_entry(resources)]
@@ -300,8 +335,7 @@ class InPlaceTarget(_NoRevertCheck):
         pod = self._pod(key)
         if pod is None:
             return self.fallback.current(key)
-        container = _container(pod["spec"].get("containers") or [])
-        return resources_of(container.get("resources")) if container else None
+        return _container_resources(pod["spec"].get("containers") or [], f"pod {pod['metadata']['name']}")
 
     def apply(self, key: RSyncKey, resources: Resources) -> Resources:
         pod = self._pod(key)
@@ -372,9 +406,10 @@ def annotation_value(resources: Resources) -> str:
 
 
 def parse_resources_annotation(text: str | None) -> Resources | None:
+    """Our published resources annotation; None when absent or unreadable (we only ever rewrite it)."""
     if not text:
         return None
     try:
         return resources_of(orjson.loads(text))
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, quantity.QuantityError):
         return None

@@ -8,6 +8,7 @@ lowers a stored count.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,13 +49,20 @@ class ObjectCounts:
         )
 
 
+# A stored count is a decimal string of ASCII digits in annotations (`str.isdigit` also accepts "²" and
+# other digits `int` refuses); more than 12 digits is no real inventory and is refused as unreadable.
+_COUNT_TEXT = re.compile(r"[0-9]{1,12}")
+_MAX_COUNT = 10**12 - 1
+
+
 def _count(value: Any) -> int | None:
-    """A stored count: a non-negative integer (annotations hold it as a decimal string)."""
+    """A stored count: a non-negative integer (annotations hold it as a decimal string); None when the
+    value is not one (unknown, never zero)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and _COUNT_TEXT.fullmatch(value):
         return int(value)
-    if isinstance(value, int) and value >= 0:
+    if isinstance(value, int) and 0 <= value <= _MAX_COUNT:
         return value
     return None
 
