@@ -133,18 +133,21 @@ def test_unreadable_resources_are_our_error_not_unset(block: Any) -> None:
 @given(JSON_VALUES)
 def test_a_resources_block_is_resources_none_or_our_error(block: Any) -> None:
     try:
-        resources_of(block)
+        result = resources_of(block)
     except quantity.QuantityError:
-        pass
+        return
+    assert result is None or (isinstance(result, Resources) and result.memory_request_mib >= 0)
 
 
 @given(JSON_VALUES)
 def test_an_override_is_resources_none_or_our_error(resources: Any) -> None:
     rsync = {"spec": {"override": {"resources": resources}}}
     try:
-        _reconciler_override(rsync)
+        result = _reconciler_override(rsync)
     except ApplyError as error:
         assert error.reason == "unreadable"
+        return
+    assert result is None or isinstance(result, Resources)
 
 
 @pytest.mark.parametrize(
