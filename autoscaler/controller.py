@@ -8,6 +8,7 @@ RSync) no decision is made: the outcome is `deferred_startup`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -208,6 +209,7 @@ class Controller:
             return Outcome.DEFERRED_STARTUP
         rsync = self.rsync_body(key)
         if rsync is None:
+            self._forget(key)
             return Outcome.UNCHANGED
         assert self.writer is not None
         observed = self.observed(key)
@@ -252,6 +254,20 @@ class Controller:
             remaining = decision.lower_since + self.hysteresis.scale_down_delay_s - self.clock()
             (self.schedule_after or self.queue.add_after)(key, max(remaining, 0.0) + 0.01)
         return decision.outcome
+
+    def _forget(self, key: RSyncKey) -> None:
+        """The RSync is gone: drop what we knew of it and its metric series. A new RSync of the same
+        name starts from what it has, not from the old one's decisions."""
+        for state in (self.decisions, self._reverts, self._hands_off):
+            state.pop(key, None)
+        for gauge, labels in (
+            (OBJECTS, ("source", "sync")),
+            (RECOMMENDED, ("cpu_millicores", "memory_mib")),
+            (APPLIED, ("cpu_millicores", "memory_mib")),
+        ):
+            for label in labels:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(str(key), label)
 
     def _last_decision(self, key: RSyncKey, rsync: dict[str, Any]) -> Decision | None:
         """The state to decide from: what we decided last, or what the reconciler has now; None when it
@@ -354,11 +370,20 @@ class Controller:
             for namespace, name in list(reflector.store):
                 self.queue.add(RSyncKey(kind, namespace, name))  # type: ignore[arg-type]
 
+    def unhealthy(self) -> list[str]:
+        """The parts that are not running as they should (empty when all are): every watch thread, the
+        source watcher, every reconcile worker, and a worker loop that turned in the last 30 s."""
+        broken = [f"watch {r.resource.plural}" for r in self._reflectors() if not r.alive]
+        if self.source_watcher is not None and not self.source_watcher.alive:
+            broken.append("source watcher")
+        broken += [f"worker {t.name}" for t in self._threads if not t.is_alive()]
+        if time.monotonic() - self.heartbeat >= 30:
+            broken.append("reconcile loop stalled")
+        return broken
+
     @property
     def healthy(self) -> bool:
-        """The worker loop ran recently and every watch thread is alive."""
-        alive = all(r.alive for r in self._reflectors())
-        return alive and time.monotonic() - self.heartbeat < 30
+        return not self.unhealthy()
 
     def _work(self) -> None:
         while True:

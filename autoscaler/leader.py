@@ -83,12 +83,23 @@ class LeaderElector:
         return True
 
     def run(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
-        """Acquire, then keep renewing until `stop`; call `on_lost` if leadership is lost."""
+        """Acquire, then keep renewing until `stop`; call `on_lost` if leadership is lost. Whatever ends
+        this loop other than `stop`, this replica is no longer the leader when it returns."""
+        try:
+            self._run(stop, on_lost)
+        finally:
+            if self.is_leader.is_set() and not stop.is_set():
+                log.error("leader election ended unexpectedly: stepping down")
+                self.is_leader.clear()
+                on_lost()
+
+    def _run(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
         last_renewed = 0.0
         while not stop.is_set():
             try:
                 held = self.try_acquire_or_renew()
-            except kubeapi.ApiError as error:
+            except Exception as error:
+                # An API error, or a Lease another tool wrote in a form we cannot read: not renewed.
                 log.warning("lease %s/%s: %s", self.namespace, self.name, error)
                 held = False
             now = self.clock()

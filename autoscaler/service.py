@@ -11,6 +11,7 @@ import logging
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
@@ -98,6 +99,15 @@ class _Endpoints(BaseHTTPRequestHandler):
     controller: Controller
     leading: threading.Event
     paths: frozenset[str]
+    # Threads besides the controller's that the service relies on (leader election, the scheduler).
+    threads: dict[str, Callable[[], bool]]
+
+    def unhealthy(self) -> list[str]:
+        """Every part that should run and does not. A standby replica runs no controller yet."""
+        broken = [name for name, alive in self.threads.items() if not alive()]
+        if self.leading.is_set():
+            broken += self.controller.unhealthy()
+        return broken
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
@@ -106,8 +116,9 @@ class _Endpoints(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
-            healthy = self.controller.healthy or not self.leading.is_set()
-            self._send(200 if healthy else 503, b"ok\n" if healthy else b"reconcile loop stalled\n")
+            broken = self.unhealthy()
+            body = "ok\n" if not broken else "not running: " + ", ".join(broken) + "\n"
+            self._send(503 if broken else 200, body.encode())
         else:  # /readyz: caches synced and counts restored (a standby replica is ready to take over)
             ready = self.controller.synced or not self.leading.is_set()
             self._send(200 if ready else 503, b"ok\n" if ready else b"caches not synced yet\n")
@@ -124,7 +135,10 @@ class _Endpoints(BaseHTTPRequestHandler):
 
 
 def start_endpoints(
-    settings: Settings, controller: Controller, leading: threading.Event
+    settings: Settings,
+    controller: Controller,
+    leading: threading.Event,
+    threads: dict[str, Callable[[], bool]],
 ) -> list[ThreadingHTTPServer]:
     wanted: dict[int, set[str]] = {}
     wanted.setdefault(settings.metrics_port, set()).add("/metrics")
@@ -134,7 +148,7 @@ def start_endpoints(
         handler = type(
             "Endpoints",
             (_Endpoints,),
-            {"controller": controller, "leading": leading, "paths": frozenset(paths)},
+            {"controller": controller, "leading": leading, "paths": frozenset(paths), "threads": threads},
         )
         server = ThreadingHTTPServer((settings.bind_address, port), handler)
         threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True).start()
@@ -167,6 +181,44 @@ def _scheduler(settings: Settings, controller: Controller) -> BackgroundSchedule
     return scheduler
 
 
+def _elect(
+    settings: Settings,
+    api: kubeapi.KubeApi,
+    stop: threading.Event,
+    *,
+    failed: threading.Event,
+    leading: threading.Event,
+    threads: dict[str, Callable[[], bool]],
+) -> LeaderElector | None:
+    """Cluster mode: wait until this replica leads (or `stop`). Elsewhere: lead at once."""
+    elector = None
+    if settings.mode == "cluster" and settings.leader_election:
+        elector = LeaderElector(
+            api,
+            settings.lease_namespace,
+            settings.lease_name,
+            settings.identity or socket.gethostname(),
+            settings.lease_duration_seconds,
+            is_leader=leading,
+        )
+
+        def lost() -> None:
+            failed.set()
+            stop.set()
+
+        election = threading.Thread(
+            target=elector.run, args=(stop, lost), name="leader-election", daemon=True
+        )
+        election.start()
+        threads["leader election"] = election.is_alive
+        log.info("waiting to become the leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
+        while not stop.is_set() and not leading.wait(0.5):
+            pass
+    else:
+        leading.set()
+    return elector
+
+
 def run(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); the exit code."""
     stop = stop or threading.Event()
@@ -196,33 +248,15 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     )
     controller = build_controller(settings, api, stop)
     leading = threading.Event()
-    servers = start_endpoints(settings, controller, leading)
-    elector = None
-    if settings.mode == "cluster" and settings.leader_election:
-        elector = LeaderElector(
-            api,
-            settings.lease_namespace,
-            settings.lease_name,
-            settings.identity or socket.gethostname(),
-            settings.lease_duration_seconds,
-            is_leader=leading,
-        )
-
-        def lost() -> None:
-            failed.set()
-            stop.set()
-
-        threading.Thread(target=elector.run, args=(stop, lost), name="leader-election", daemon=True).start()
-        log.info("waiting to become the leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
-        while not stop.is_set() and not leading.wait(0.5):
-            pass
-    else:
-        leading.set()
+    threads: dict[str, Callable[[], bool]] = {}
+    servers = start_endpoints(settings, controller, leading, threads)
+    elector = _elect(settings, api, stop, failed=failed, leading=leading, threads=threads)
     scheduler = _scheduler(settings, controller)
     if leading.is_set() and not stop.is_set():
         LEADER.set(1)
         controller.start()
         scheduler.start()
+        threads["scheduler"] = lambda: bool(scheduler.running)
     stop.wait()
     log.info("stopping: finishing the reconcile in flight")
     if scheduler.running:

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import os
 import re
+import stat
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -38,7 +39,13 @@ SUFFIXES = (*YAML_SUFFIXES, ".json")
 _STR_TAG = "tag:yaml.org,2002:str"
 # Bytes after which a file is left to the full loader, which alone can fail on them after parsing:
 # anchors and aliases, tags, merge keys, directives, complex and flow-collection keys (unhashable).
-_NEEDS_FULL_LOADER = (b"&", b"*", b"!", b"<<", b"%", b"? ", b"?\n", b"?\t", b"]:", b"}:")
+# A flow collection in key position (`{{ .Values.x }}` of a Helm template, `{ [a]: b }`) is also what
+# rapidyaml refuses with a C++ message printed straight to stderr, which would break one-JSON-object-per-
+# line logs: such files never reach it.
+_NEEDS_FULL_LOADER = (
+    *(b"&", b"*", b"!", b"<<", b"%", b"? ", b"?\n", b"?\t", b"]:", b"}:", b"] :", b"} :"),
+    *(b"{{", b"{ {", b"{[", b"{ [", b"[[", b"[ [", b"[{", b"[ {", b",{", b", {", b",[", b", ["),
+)
 # Plain scalars that PyYAML turns into dates (and fails on when the date is impossible).
 _TIMESTAMP = re.compile(rb"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 _RESOLVER = yaml.resolver.Resolver()
@@ -235,16 +242,48 @@ def count_file(data: bytes, name: str) -> int:
     return count_json(data, name) if name.endswith(".json") else count_yaml(data, name)
 
 
+# No manifest file Config Sync can apply comes near this (an object is at most 1.5 MiB in etcd); a larger
+# one is refused rather than read into memory.
+MAX_FILE_BYTES = 64 << 20
+
+
+def read_manifest(path: Path, commit: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one manifest file; SourceError for a symlink out of the commit, anything that is not
+    a regular file (a link to a FIFO would block, one to /dev/zero never ends) and a file over the cap.
+
+    Opened without blocking and checked on the open descriptor, so the file cannot be swapped between
+    the check and the read."""
+    target = Path(os.path.realpath(path))
+    if target != commit and commit not in target.parents:
+        raise SourceError(f"{name}: a symbolic link out of the commit ({target}): not read")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise SourceError(f"{name}: cannot open: {error.strerror}") from error
+    with os.fdopen(descriptor, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise SourceError(f"{name}: not a regular file (a FIFO, device or socket): not read")
+        if status.st_size > max_bytes:
+            raise SourceError(f"{name}: {status.st_size} bytes, over the {max_bytes}-byte limit: not read")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise SourceError(f"{name}: over the {max_bytes}-byte limit: not read")
+    return data
+
+
 def count_directory(
     root: Path, names_relative_to: Path | None = None, cache: CountCache | None = None
 ) -> SourceCount:
     """Count every object under `root` (a resolved, immutable commit directory).
 
-    Errors name the file relative to `names_relative_to` (default: `root`).
+    Errors name the file relative to `names_relative_to` (default: `root`), which is also the commit:
+    no file outside it is read.
     """
+    commit = Path(os.path.realpath(names_relative_to or root))
     total, files = 0, manifest_files(root)
     for path in files:
-        data = path.read_bytes()
         name = str(path.relative_to(names_relative_to or root))
+        data = read_manifest(path, commit, name)
         total += cache.count(data, name, count_file) if cache else count_file(data, name)
     return SourceCount(total, len(files), root)

@@ -84,6 +84,7 @@ class SourceWatcher:
     last_error: str | None = None
     cache: CountCache = field(default_factory=CountCache)
     _last_attempt: float = float("-inf")
+    heartbeat: float = field(default_factory=time.monotonic)
     _thread: threading.Thread | None = None
 
     def start(self) -> SourceWatcher:
@@ -127,5 +128,19 @@ class SourceWatcher:
     def run(self) -> None:
         previous: str | None = None
         while not self.stopping.is_set():
-            previous = self.poll_once(previous)
+            self.heartbeat = time.monotonic()
+            try:
+                previous = self.poll_once(previous)
+            except Exception as error:
+                # Whatever went wrong (a bug, an OS error we did not foresee), the watcher lives on with
+                # the last good count, says so, and tries again after `retry_interval`.
+                SOURCE_ERRORS.labels("crashed").inc()
+                log.exception("source count crashed, keeping the last good count")
+                self.last_error = f"crashed: {error!r}"
             self.stopping.wait(self.interval)
+
+    @property
+    def alive(self) -> bool:
+        """The thread runs and its loop turned recently (a count of a huge commit may take a while)."""
+        running = self._thread is not None and self._thread.is_alive()
+        return running and time.monotonic() - self.heartbeat < max(300.0, 10 * self.interval)

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import yaml
 
@@ -162,3 +162,39 @@ class Service:
 
     def logs(self) -> list[dict[str, object]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
+
+
+class Sampler(Generic[T]):
+    """Calls `probe` every `interval` seconds in a thread and keeps what it returns, until `stop()`.
+
+    An exception other than `tolerate` ends the sampling and is raised again by `stop()`, so a dead
+    sampler can never make a test pass on the samples it did not take.
+    """
+
+    def __init__(
+        self, probe: Callable[[], T], *, interval: float = 0.02, tolerate: tuple[type[Exception], ...] = ()
+    ) -> None:
+        self.values: list[T] = []
+        self._probe, self._interval, self._tolerate = probe, interval, tolerate
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                with contextlib.suppress(*self._tolerate):
+                    self.values.append(self._probe())
+                self._stop.wait(self._interval)
+        except BaseException as error:
+            self._error = error
+
+    def stop(self) -> list[T]:
+        self._stop.set()
+        self._thread.join(30)
+        if self._error is not None:
+            raise AssertionError(f"the sampler died: {self._error!r}") from self._error
+        assert not self._thread.is_alive(), "the sampler did not stop"
+        assert self.values, "nothing was sampled"
+        return self.values

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autoscaler.policy import size
-from autoscaler.settings import Settings
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
@@ -53,11 +51,11 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
         resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
         return None if resources is None else resources.memory_request_mib
 
-    profile = Settings(mode="cluster").profile()  # what the service runs with by default
-    wait_for(lambda: reconciler_memory() == size(600, profile).memory_request_mib, what="first size")
+    # The default (fitted) preset: 600 objects 198 + 104.4 = 302.4 -> 320 MiB; 5,000: 1068 -> 1088 MiB.
+    wait_for(lambda: reconciler_memory() == 320, what="first size")
     api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 5000))
     wait_for(
-        lambda: reconciler_memory() == size(5000, profile).memory_request_mib,
+        lambda: reconciler_memory() == 1088,
         what="scale-up after the inventory grew",
     )
     assert service.metric('objcount_decisions_total{outcome="scaled_up"}') >= 2

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.seed import configmaps_yaml, write_commit
@@ -20,6 +22,7 @@ from inventory.source_count import (
     count_loaded,
     count_with_full_loader,
     count_yaml,
+    read_manifest,
 )
 from inventory.source_watch import SourceLayout, SourceWatcher, count_source
 
@@ -236,6 +239,28 @@ def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: 
     assert counted == full_load_or_error(text)
 
 
+HELM_TEMPLATE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+  labels: { {{ .Values.labels }} }
+data:
+  items: [ [a], {b: c} ]
+"""
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.sampled_from([*FRAGMENTS, "{{ .Values.x }}", "{ ", "[ "]), max_size=30))
+def test_nothing_is_printed_to_stderr_by_the_parsers(
+    parts: list[str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    # rapidyaml prints its C++ parse errors to the process's stderr, where our JSON logs go.
+    for text in ("".join(parts), HELM_TEMPLATE):
+        with contextlib.suppress(SourceError):
+            count_yaml(text.encode())
+    assert capfd.readouterr().err == ""
+
+
 def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: Path) -> None:
     commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(7)}, sync_dir="config")
     counts: list[int] = []
@@ -253,3 +278,85 @@ def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: 
     watcher.poll_once(previous)
     assert counts == [7, 3]
     assert watcher.last_error is None
+
+
+# ----- hostile files: links out of the commit, FIFOs, devices, huge files -------------------------------
+def _commit_with(tmp_path: Path, make: Any) -> SourceLayout:
+    commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(3)}, sync_dir="config")
+    make(commit / "config")
+    return SourceLayout(tmp_path, "config")
+
+
+@pytest.mark.timeout(10)
+def test_a_link_to_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    layout = _commit_with(tmp_path, lambda config: (config / "b.yaml").symlink_to(fifo))
+    with pytest.raises(SourceError, match=r"config/b.yaml: a symbolic link out of the commit"):
+        count_source(layout)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_inside_the_commit_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    layout = _commit_with(tmp_path, lambda config: os.mkfifo(config / "b.yaml"))
+    with pytest.raises(SourceError, match=r"config/b.yaml: not a regular file"):
+        count_source(layout)
+
+
+@pytest.mark.timeout(10)
+def test_a_link_to_dev_zero_is_refused_without_reading(tmp_path: Path) -> None:
+    layout = _commit_with(tmp_path, lambda config: (config / "z.yaml").symlink_to("/dev/zero"))
+    with pytest.raises(SourceError, match=r"config/z.yaml: a symbolic link out of the commit \(/dev/zero\)"):
+        count_source(layout)
+
+
+def test_a_link_inside_the_commit_is_followed(tmp_path: Path) -> None:
+    def link(config: Path) -> None:
+        (config / "shared").mkdir()
+        (config / "shared" / "b.txt").write_text(configmaps_yaml(2))
+        (config / "b.yaml").symlink_to("shared/b.txt")
+
+    assert count_source(_commit_with(tmp_path, link)).objects == 3 + 2
+
+
+def test_a_file_over_the_cap_is_refused_not_read(tmp_path: Path) -> None:
+    data = configmaps_yaml(1).encode()
+    path = tmp_path / "a.yaml"
+    path.write_bytes(data)
+    assert read_manifest(path, tmp_path, "a.yaml", max_bytes=len(data)) == data
+    with pytest.raises(SourceError, match=rf"a.yaml: {len(data)} bytes, over the {len(data) - 1}-byte limit"):
+        read_manifest(path, tmp_path, "a.yaml", max_bytes=len(data) - 1)
+
+
+def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(4)}, sync_dir="config")
+    counts: list[int] = []
+    watcher = SourceWatcher(SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects))
+    previous = watcher.poll_once(None)
+    assert counts == [4]
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("inventory.source_watch.count_source", crash)
+    write_commit(tmp_path, "c2", {"a.yaml": configmaps_yaml(9)}, sync_dir="config")
+    watcher.interval = 0.01
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 10
+        while watcher.last_error is None and time.monotonic() < deadline:
+            watcher.stopping.wait(0.01)
+        assert watcher.last_error == "crashed: RuntimeError('a bug')"
+        assert watcher.alive
+        assert counts == [4], "the last good count stands"
+        monkeypatch.undo()
+        watcher.retry_interval = 0.0
+        deadline = time.monotonic() + 10
+        while counts == [4] and time.monotonic() < deadline:
+            watcher.stopping.wait(0.01)
+        assert counts == [4, 9]
+    finally:
+        watcher.stop()
+    assert previous is not None
