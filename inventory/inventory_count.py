@@ -78,7 +78,8 @@ class InventoryCounter:
             labels_node = metadata.get("labels")
             labels: dict[str, str] = labels_node.as_dict() if labels_node is not None else {}
             resources = _resources_node(obj)
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            # AttributeError: `metadata` or `labels` of another JSON type than an object.
             return InventorySummary("", "", "", {}, None, f"not a ResourceGroup object: {error}")
         if resources is None:
             return InventorySummary(namespace, name, resource_version, labels, 0)

@@ -58,7 +58,8 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
         lambda: reconciler_memory() == 1088,
         what="scale-up after the inventory grew",
     )
-    assert service.metric('objcount_decisions_total{outcome="scaled_up"}') >= 2
+    # The decision is counted when its reconcile ends, just after the size is written.
+    wait_for(lambda: service.metric('objcount_decisions_total{outcome="scaled_up"}') >= 2, what="2 scale-ups")
     assert service.metric(f'objcount_objects{{count="sync",rsync="{key}"}}') == 5000
     assert service.metric("objcount_restarts_caused_total") >= 2
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -15,11 +16,13 @@ from autoscaler import quantity
 from autoscaler.policy import FITTED, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
 from autoscaler.targets import ApplyError, _reconciler_override, parse_resources_annotation, resources_of
 from inventory.counts import SOURCE_ANNOTATION, SYNC_ANNOTATION, ObjectCounts, annotation_counts
+from inventory.ids import RSyncKey, key_from_inventory_labels
+from inventory.inventory_count import InventoryCounter
 
 MiB = 2**20
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=20),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
     ),
@@ -200,3 +203,37 @@ def test_a_memory_only_request_of_1ei_is_kept_not_replaced_by_a_scale_up() -> No
     assert decision.resources is not None
     assert decision.resources.memory_limit_mib == 2**40
     assert decision.resources.memory_request_mib == 2**40
+
+
+# ----- inventories (ResourceGroups) -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("body", "count", "error"),
+    [
+        ({"metadata": {"name": "a", "namespace": "n"}, "spec": {"resources": None}}, 0, None),
+        ({"metadata": {"name": "a", "namespace": "n"}}, 0, None),
+        ({"metadata": {"name": "a", "namespace": "n"}, "spec": []}, None, "spec is a"),
+        ({"metadata": {"name": "a", "namespace": "n"}, "spec": "x"}, None, "spec is a"),
+        ({"metadata": {"name": "a", "namespace": "n"}, "spec": {"resources": {}}}, None, "not a list"),
+        ({"metadata": None, "spec": {}}, None, "not a ResourceGroup object"),
+        ({"metadata": {"name": "a", "labels": [1]}, "spec": {}}, None, "not a ResourceGroup object"),
+        ({"metadata": {"name": "a", "labels": None}, "spec": {}}, 0, None),
+    ],
+)
+def test_odd_inventories_are_counted_or_refused(body: Any, count: int | None, error: str | None) -> None:
+    summary = InventoryCounter().summarize(orjson.dumps(body))
+    assert summary.count == count
+    assert (summary.error is None) if error is None else (error in (summary.error or ""))
+
+
+@given(st.dictionaries(st.sampled_from(["metadata", "spec", "kind"]), JSON_VALUES, max_size=3))
+def test_an_inventory_is_a_count_or_an_error_never_a_crash(body: dict[str, Any]) -> None:
+    summary = InventoryCounter().summarize(orjson.dumps(body))
+    assert (summary.count is None) != (summary.error is None)
+    assert summary.count is None or summary.count >= 0
+
+
+def test_an_inventory_without_labels_belongs_to_the_rsync_of_its_name() -> None:
+    assert key_from_inventory_labels({}, "config-management-system", "root-sync") == RSyncKey(
+        "RootSync", "config-management-system", "root-sync"
+    )
+    assert key_from_inventory_labels({}, "team-a", "repo-sync") == RSyncKey("RepoSync", "team-a", "repo-sync")
