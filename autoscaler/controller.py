@@ -28,11 +28,12 @@ from autoscaler.metrics import (
     RESTARTS_CAUSED,
 )
 from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
-from autoscaler.targets import ApplyError, Target, annotation_value
+from autoscaler.targets import ApplyError, Target, annotation_value, other_containers_requests
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
 from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, ObjectCounts, restored_counts
 from inventory.ids import (
+    RECONCILER_NAMESPACE,
     RSyncKey,
     key_from_inventory_labels,
     managed_by_config_sync_selector,
@@ -86,6 +87,10 @@ class Controller:
     decisions: dict[RSyncKey, Decision] = field(default_factory=dict)
     max_reverts_per_hour: int = 3
     workers: int = 4
+    # On platforms with pod-level rules, size against the other containers' requests as the reconciler
+    # pod really has them (read from its Pod or Deployment) instead of the profile's assumed ones.
+    measure_others: bool = False
+    reconciler_namespace: str = RECONCILER_NAMESPACE
     # How a re-evaluation is scheduled later (the service uses APScheduler); default: a timer.
     schedule_after: Callable[[RSyncKey, float], None] | None = None
     heartbeat: float = field(default_factory=time.monotonic)
@@ -231,6 +236,8 @@ class Controller:
         if annotations.get(AUTOSCALE_ANNOTATION, "true").lower() == "false":
             return Outcome.UNCHANGED  # opted out: counts are still recorded, nothing is sized
         profile = self._profile_for(key, annotations.get(PLATFORM_ANNOTATION))
+        if profile is not None and self.measure_others and profile.platform.has_pod_rules:
+            profile = self._with_measured_others(key, profile)
         last = self._last_decision(key, rsync)
         if profile is None or last is None:
             return Outcome.ERROR
@@ -316,6 +323,20 @@ class Controller:
             )
             return None
         return replace(self.profile, platform=PLATFORMS[platform])
+
+    def _with_measured_others(self, key: RSyncKey, profile: Profile) -> Profile | None:
+        """The profile with the other containers' requests read from the cluster; None when they
+        cannot be read (no decision then: a wrong pod total would be rounded again by the platform)."""
+        assert self.target is not None
+        try:
+            others = other_containers_requests(self.api, self.reconciler_namespace, key)
+        except ApplyError as error:
+            APPLY_ERRORS.labels(self.target.name, error.reason).inc()
+            log.error("%s: cannot read the reconciler pod's other containers: %s", key, error)
+            return None
+        if others is None:
+            return profile  # no pod and no Deployment yet: the profile's assumption is all there is
+        return replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])
 
     def _accept_revert(self, key: RSyncKey, foreign: Resources) -> bool:
         """Another writer replaced our size: report it; re-apply unless it keeps doing so (no fight)."""

@@ -123,6 +123,11 @@ class Platform:
     max_gib_per_vcpu: Fraction | None = None
     limits_equal_requests: bool = False
 
+    @property
+    def has_pod_rules(self) -> bool:
+        """Whether the pod total matters (minimums, rounding, ratios), so the other containers do."""
+        return self != Platform(self.name)
+
     def adjust(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
         """The pod total the platform would turn (cpu_m, memory_mib) into; a fixed point of its rules."""
         while True:

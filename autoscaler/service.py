@@ -89,6 +89,8 @@ def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.E
         profile=settings.profile(),
         hysteresis=settings.hysteresis(),
         workers=settings.workers,
+        measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
+        reconciler_namespace=settings.reconciler_namespace,
     )
     if controller.source_watcher is not None:
         controller.source_watcher.interval = settings.source_poll_seconds

@@ -107,12 +107,12 @@ class Settings(BaseSettings):
     others_cpu_m: int | None = Field(
         None,
         ge=0,
-        description="CPU requests of the pod's other containers, millicores (default: git-sync + otel-agent for the platform).",
+        description="CPU requests of the pod's other containers, millicores (default: on Autopilot, read from the reconciler Pod, else its Deployment, else git-sync + otel-agent; unused on Standard).",
     )
     others_memory_mib: int | None = Field(
         None,
         ge=0,
-        description="Memory requests of the pod's other containers, MiB (default: git-sync + otel-agent for the platform).",
+        description="Memory requests of the pod's other containers, MiB (default: read like `others_cpu_m`).",
     )
     # ----- when -------------------------------------------------------------------------------------
     scale_down_delay_seconds: float = Field(

@@ -323,13 +323,7 @@ class InPlaceTarget(_NoRevertCheck):
     fell_back: bool = field(default=False)
 
     def _pod(self, key: RSyncKey) -> dict[str, Any] | None:
-        selector = f"app=reconciler,configsync.gke.io/deployment-name={reconciler_name(key)}"
-        try:
-            page = orjson.loads(self.api.list_page(kubeapi.POD, self.namespace, label_selector=selector))
-        except kubeapi.ApiError as error:
-            raise _translated(error, f"listing the reconciler pod of {key}") from error
-        live = [p for p in page.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
-        return max(live, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
+        return reconciler_pod(self.api, self.namespace, key)
 
     def current(self, key: RSyncKey) -> Resources | None:
         pod = self._pod(key)
@@ -368,6 +362,41 @@ class InPlaceTarget(_NoRevertCheck):
             self.api.patch(kubeapi.DEPLOYMENT, self.namespace, reconciler_name(key), patch)
         except kubeapi.ApiError as error:
             raise _translated(error, f"recording the size on Deployment {reconciler_name(key)}") from error
+
+
+def reconciler_pod(api: kubeapi.KubeApi, namespace: str, key: RSyncKey) -> dict[str, Any] | None:
+    """The newest live reconciler Pod of an RSync (None when there is none)."""
+    selector = f"app=reconciler,configsync.gke.io/deployment-name={reconciler_name(key)}"
+    try:
+        page = orjson.loads(api.list_page(kubeapi.POD, namespace, label_selector=selector))
+    except kubeapi.ApiError as error:
+        raise _translated(error, f"listing the reconciler pod of {key}") from error
+    live = [p for p in page.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    return max(live, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
+
+
+def other_containers_requests(api: kubeapi.KubeApi, namespace: str, key: RSyncKey) -> tuple[int, int] | None:
+    """CPU (millicores) and memory (MiB) requested by the reconciler pod's other containers, as they
+    are: read from the running Pod (which has what admission added, a sidecar among them), else from
+    the Deployment's template; None when neither exists. ApplyError when they cannot be read."""
+    pod = reconciler_pod(api, namespace, key)
+    if pod is not None:
+        containers, where = pod["spec"].get("containers") or [], f"pod {pod['metadata']['name']}"
+    else:
+        try:
+            deployment = api.get(kubeapi.DEPLOYMENT, namespace, reconciler_name(key))
+        except kubeapi.NotFound:
+            return None
+        except kubeapi.ApiError as error:
+            raise _translated(error, f"reading Deployment {reconciler_name(key)}") from error
+        containers, where = deployment["spec"]["template"]["spec"].get("containers") or [], "its Deployment"
+    cpu = memory = 0
+    for container in containers:
+        if isinstance(container, dict) and container.get("name") != RECONCILER_CONTAINER:
+            resources = _readable(container.get("resources"), f"{where}, container {container.get('name')}")
+            if resources is not None:
+                cpu, memory = cpu + resources.cpu_request_m, memory + resources.memory_request_mib
+    return cpu, memory
 
 
 def _resize_infeasible(pod: dict[str, Any]) -> bool:
