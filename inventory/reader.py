@@ -13,6 +13,7 @@ from typing import Any, Literal
 import orjson
 import yaml
 
+from autoscaler.targets import parse_resources_annotation
 from inventory import kubeapi
 from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, annotation_counts, status_counts
 
@@ -33,12 +34,10 @@ class RSyncRecord:
 
 
 def _resources_text(annotations: dict[str, Any], key: str) -> str | None:
-    """`<cpu>/<memory>` requests from a published resources annotation; None when absent or unreadable."""
-    try:
-        requests = orjson.loads(annotations[key])["requests"]
-        return f"{requests['cpu']}/{requests['memory']}"
-    except (KeyError, TypeError, orjson.JSONDecodeError):
-        return None
+    """`<cpu>m/<memory>Mi` requests from a published resources annotation; None when absent or unreadable
+    (a hand-edited annotation is never shown as if it were a size)."""
+    resources = parse_resources_annotation(annotations.get(key))
+    return None if resources is None else f"{resources.cpu_request_m}m/{resources.memory_request_mib}Mi"
 
 
 def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:

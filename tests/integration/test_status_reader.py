@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+import yaml
+
+from autoscaler.cli import main
 from controlplane import LocalControlPlane
 from controlplane.seed import rsync
 from inventory import kubeapi
@@ -115,3 +120,48 @@ def test_cli_status_reports_unreachable_cluster(tmp_path: object) -> None:
     )
     assert result.returncode == 1
     assert "cannot load cluster credentials" in result.stderr
+
+
+def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
+    api: kubeapi.KubeApi,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hostile = RSyncKey("RootSync", namespace, "hostile")
+    body = rsync(hostile)
+    body["metadata"]["annotations"] = {
+        SOURCE_ANNOTATION: "²",  # passes str.isdigit(), int() refuses it
+        SYNC_ANNOTATION: "9" * 400,
+        RECOMMENDED_ANNOTATION: "[1, 2]",
+        APPLIED_ANNOTATION: '{"requests": {"cpu": "1.2.3", "memory": []}}',
+    }
+    api.create(kubeapi.ROOTSYNC, namespace, body)
+    # A second context whose namespace is the test's: `--context` picks it, `-n` overrides it.
+    config = yaml.safe_load(control_plane.kubeconfig.read_text())
+    config["contexts"].append(
+        {"name": "team", "context": {"cluster": "local", "user": "user", "namespace": namespace}}
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+
+    assert main(["status", "--kubeconfig", str(kubeconfig), "--context", "team", "-o", "yaml"]) == 0
+    records = yaml.safe_load(capsys.readouterr().out)
+    assert records == [
+        {
+            "kind": "RootSync",
+            "namespace": namespace,
+            "name": "hostile",
+            "source_count": None,
+            "sync_count": None,
+            "counts_stored_in": "none",
+            "recommended": None,
+            "applied": None,
+        }
+    ]
+    assert (
+        main(["status", "--kubeconfig", str(kubeconfig), "--context", "team", "-n", "default", "-o", "yaml"])
+        == 0
+    )
+    assert all(r["namespace"] == "default" for r in yaml.safe_load(capsys.readouterr().out) or [])

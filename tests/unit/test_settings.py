@@ -1,0 +1,115 @@
+"""Settings from a config file and the environment, every validation, and the sizing and runtime
+settings reaching the profile; the CLI commands that need no cluster. Expected values by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoscaler.cli import main
+from autoscaler.policy import Resources, size
+from autoscaler.settings import CONFIG_FILE_ENV, SettingsError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os  # noqa: PLC0415 - the names to clear are only known at run time
+
+    for name in [n for n in os.environ if n.startswith("OBJCOUNT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv(CONFIG_FILE_ENV, raising=False)
+
+
+def test_a_config_file_is_read_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text("mode: cluster\ntarget: recommend\nplatform: autopilot-bursting\nworkers: 2\n")
+    monkeypatch.setenv("OBJCOUNT_TARGET", "in-place")
+    settings = load_settings(str(config))
+    assert (settings.mode, settings.target, settings.platform, settings.workers) == (
+        "cluster",
+        "in-place",
+        "autopilot-bursting",
+        2,
+    )
+
+
+def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"config file .*nope.yaml: not found"):
+        load_settings(str(tmp_path / "nope.yaml"))
+
+
+def test_an_unknown_key_in_the_config_file_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text("mode: cluster\nscale_down_dealy_seconds: 5\n")
+    with pytest.raises(SettingsError, match="scale_down_dealy_seconds"):
+        load_settings(str(config))
+
+
+def test_every_cross_field_problem_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "OBJCOUNT_MIN_MIB": "512",
+        "OBJCOUNT_MAX_MIB": "256",
+        "OBJCOUNT_PLATFORM": "autopilot",
+        "OBJCOUNT_NO_CPU_LIMIT": "true",
+        "OBJCOUNT_NO_MEMORY_LIMIT": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    message = str(raised.value)
+    for expected in (
+        "rsync_name: required in sidecar mode",
+        "min_mib (512) is larger than max_mib (256)",
+        "no_cpu_limit: Autopilot without bursting",
+        "no_memory_limit: Autopilot without bursting",
+    ):
+        assert expected in message
+
+
+def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "OBJCOUNT_MODE": "cluster",
+        "OBJCOUNT_BASE_MIB": "100",
+        "OBJCOUNT_MIB_PER_OBJECT": "0.5",
+        "OBJCOUNT_STEP_MIB": "64",
+        "OBJCOUNT_MIN_MIB": "128",
+        "OBJCOUNT_CPU_M_PER_MIB": "2",
+        "OBJCOUNT_CPU_MIN_M": "10",
+        "OBJCOUNT_CPU_STEP_M": "5",
+        "OBJCOUNT_MEMORY_LIMIT_FACTOR": "2",
+        "OBJCOUNT_NO_CPU_LIMIT": "true",
+        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "30",
+        "OBJCOUNT_MAX_RESTARTS_PER_HOUR": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    # 100 objects: 100 + 0.5 x 100 = 150 -> 192 MiB (64 MiB steps); CPU 2 x 192 = 384 -> 385m (5m steps);
+    # memory limit 2 x 192 = 384 MiB; no CPU limit.
+    assert size(100, settings.profile()) == Resources(385, 192, None, 384)
+    # 0 objects: 100 MiB -> 128 MiB (the minimum, on the 64 MiB grid); CPU 2 x 128 = 256 -> 260m.
+    assert size(0, settings.profile()) == Resources(260, 128, None, 256)
+    hysteresis = settings.hysteresis()
+    assert (hysteresis.scale_down_delay_s, hysteresis.max_restarts_per_hour) == (30, 2)
+    monkeypatch.setenv("OBJCOUNT_NO_MEMORY_LIMIT", "true")
+    assert size(100, load_settings().profile()) == Resources(385, 192, None, None)
+
+
+def test_cli_recommend_shows_the_fitted_minimum(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recommend", "--objects", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(min 198Mi, max 65536Mi)" in out
+    # 0 objects: 198 MiB -> 224 MiB on the 32 MiB grid, CPU 218.75 -> 219m.
+    assert "reconciler: requests 219m/224Mi, limits 219m/224Mi" in out
+
+
+def test_cli_recommend_refuses_a_negative_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recommend", "--objects", "-1"]) == 2
+    assert "--objects must be 0 or more" in capsys.readouterr().err
+
+
+def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out == "0.1.0\n"
