@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane
@@ -91,9 +92,14 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
             what="the count in the status",
         )
         assert service.metric("objcount_apply_errors_total") == 0
+        exposed = "".join(service.get(path)[1] for path in ("/metrics", "/healthz", "/readyz"))
         assert service.stop(signal.SIGTERM) == 0
     finally:
         service.stop(signal.SIGKILL)
+    # The ServiceAccount token it runs with is never logged nor exposed.
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    assert token not in service.log.read_text()
+    assert token not in exposed
     logged = " ".join(str(line["message"]) for line in service.logs())
     assert "403" not in logged
     assert "Forbidden" not in logged
@@ -138,6 +144,9 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         lambda: limited.create(kubeapi.DEPLOYMENT, namespace, reconciler_deployment(key, namespace)),
         lambda: limited.list_page(kubeapi.Resource("", "v1", "secrets", "Secret"), namespace),
         lambda: limited.get(kubeapi.Resource("", "v1", "secrets", "Secret"), namespace, "any"),
+        lambda: limited.list_page(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), namespace),
+        lambda: limited.get(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), namespace, "any"),
+        lambda: limited.list_page(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), None),
         lambda: limited.patch(kubeapi.RESOURCEGROUP, namespace, "any", patch),
         lambda: limited.delete(kubeapi.REPOSYNC, namespace, "any"),
         lambda: limited.create(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,24 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
     assert service.metric(f'objcount_objects{{count="sync",rsync="{key}"}}') == 5000
     assert service.metric("objcount_restarts_caused_total") >= 2
 
-    exposed = service.get("/metrics")[1] + service.get("/healthz")[1] + service.get("/readyz")[1]
+    metrics, healthz, readyz = (service.get(path)[1] for path in ("/metrics", "/healthz", "/readyz"))
+    exposed = metrics + healthz + readyz
+    assert (healthz, readyz) == ("ok\n", "ok\n")
+    # Only counts, sizes and states: our series carry no label but these, and their values are the
+    # RSync's key or words of our own.
+    for sample in (line for line in metrics.splitlines() if line.startswith("objcount_")):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', sample.split("}")[0]))
+        assert set(labels) <= {
+            "rsync",
+            "count",
+            "outcome",
+            "target",
+            "reason",
+            "resource",
+            "destination",
+            "le",
+        }, sample
+        assert labels.get("rsync", str(key)) == str(key), sample
     assert service.stop(signal.SIGTERM) == 0
     log_text = service.log.read_text()
     for secret in (control_plane.admin_token, str(control_plane.kubeconfig)):
