@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from controlplane.seed import configmaps_yaml, write_commit
 from inventory.source_count import (
     SourceError,
+    _rapidyaml_errors_kept_off_stderr,
     count_directory,
     count_json,
     count_loaded,
@@ -255,7 +256,7 @@ def test_nothing_is_printed_to_stderr_by_the_parsers(
     parts: list[str], capfd: pytest.CaptureFixture[str]
 ) -> None:
     # rapidyaml prints its C++ parse errors to the process's stderr, where our JSON logs go.
-    for text in ("".join(parts), HELM_TEMPLATE):
+    for text in ("".join(parts), HELM_TEMPLATE, "  apiVersion: v\n---\n"):
         with contextlib.suppress(SourceError):
             count_yaml(text.encode())
     assert capfd.readouterr().err == ""
@@ -360,3 +361,10 @@ def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
     finally:
         watcher.stop()
     assert previous is not None
+
+
+def test_other_writes_to_stderr_during_a_parse_are_passed_through(capfd: pytest.CaptureFixture[str]) -> None:
+    with _rapidyaml_errors_kept_off_stderr():
+        os.write(2, b'{"message": "another thread logged this"}\n')
+        os.write(2, b"line=2 col=1 (16B): ERROR: [parse] parse error: incorrect indentation?\n")
+    assert capfd.readouterr().err == '{"message": "another thread logged this"}\n'
