@@ -18,13 +18,13 @@ import contextlib
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from autoscaler.targets import reconciler_pod
 from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
 from controlplane.node import NodeHarness
 from controlplane.seed import JSON, install_crds, manifests_in, write_commit
@@ -137,7 +137,6 @@ class ConfigSyncStack:
     restart_backoff_seconds: float = 10.0
     node: NodeHarness | None = None
     api: kubeapi.KubeApi | None = None
-    startup_seconds: float | None = None
 
     def start(self) -> ConfigSyncStack:
         if not self.plane.controller_manager:
@@ -196,8 +195,8 @@ class ConfigSyncStack:
 
     def reconciler_pod(self, key: RSyncKey) -> JSON | None:
         """The reconciler Pod of an RSync (None while there is none)."""
-        pods = self.pods(f"configsync.gke.io/deployment-name={reconciler_name(key)}")
-        return pods[0] if pods else None
+        assert self.api is not None, "the stack is not started"
+        return reconciler_pod(self.api, NAMESPACE, key)
 
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
@@ -208,12 +207,10 @@ def container_running(pod: JSON, container: str) -> bool:
     return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
 
 
-def rootsync(name: str, *, sync_dir: str = "config", namespace_strategy: str | None = None) -> JSON:
+def rootsync(name: str, *, sync_dir: str = "config") -> JSON:
     """A RootSync of an (unreachable) git repository in unstructured format: the test plays git-sync."""
     body = _rsync("RootSync", NAMESPACE, name, sync_dir)
     body["spec"]["sourceFormat"] = "unstructured"
-    if namespace_strategy:
-        body["spec"]["namespaceStrategy"] = namespace_strategy
     return body
 
 
@@ -262,13 +259,11 @@ def _rsync(kind: str, namespace: str, name: str, sync_dir: str) -> JSON:
 @contextlib.contextmanager
 def running_config_sync(**kwargs: object) -> Iterator[ConfigSyncStack]:
     """Build what is missing, start a control plane with Config Sync on it, stop and remove it all on exit."""
-    began = time.monotonic()
     plane = LocalControlPlane(build_binaries())
     build = build_configsync()
     try:
         plane.start()
         with ConfigSyncStack(plane, build, **kwargs) as stack:  # type: ignore[arg-type]
-            stack.startup_seconds = time.monotonic() - began
             yield stack
     finally:
         plane.cleanup()

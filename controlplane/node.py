@@ -896,13 +896,6 @@ class ContainerState:
     pid: int
     cgroup: MemoryCgroup
 
-    def peak_rss_bytes(self) -> int:
-        """VmHWM of the container's process (the cgroup's peak counts page cache too)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-        raise NodeError(f"no VmHWM for pid {self.pid}")
-
 
 class NodeHarness:
     """Starts the supervisor as a child process and stops it (and everything it runs) on exit."""

@@ -536,17 +536,17 @@ def test_a_killed_parent_takes_the_whole_stack_down(control_plane_bin_dir: Path,
     build = build_configsync()
     script = textwrap.dedent(
         f"""
-        import json, time
+        import json, signal
         from pathlib import Path
         from controlplane import LocalControlPlane
         from controlplane.configsync import ConfigSyncBuild, ConfigSyncStack
+        from tests.helpers import wait_for
         plane = LocalControlPlane(Path({str(control_plane_bin_dir)!r}), work_dir=Path({str(tmp_path)!r}))
         plane.start()
         stack = ConfigSyncStack(plane, ConfigSyncBuild(Path({str(build.root)!r}))).start()
-        while not stack.reconciler_manager_running():
-            time.sleep(0.1)
+        wait_for(stack.reconciler_manager_running, timeout=120, what="the reconciler-manager")
         print(json.dumps({{"plane": plane.pids(), "node": list(stack.harness.pids())}}), flush=True)
-        time.sleep(600)
+        signal.pause()  # until the test kills this process
         """
     )
     namespaces_before = _network_namespaces_in_use()

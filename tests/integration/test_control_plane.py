@@ -90,13 +90,13 @@ def test_failed_start_leaves_no_process(control_plane_bin_dir: Path) -> None:
 def test_killed_parent_takes_its_control_plane_down(control_plane_bin_dir: Path, tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
-        import json, sys, time
+        import json, signal, sys
         from pathlib import Path
         from controlplane import LocalControlPlane
         plane = LocalControlPlane(Path({str(control_plane_bin_dir)!r}), work_dir=Path({str(tmp_path)!r}))
         plane.start()
         print(json.dumps(plane.pids()), flush=True)
-        time.sleep(600)
+        signal.pause()  # until the test kills this process
         """
     )
     parent = subprocess.Popen(

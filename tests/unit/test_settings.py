@@ -21,6 +21,11 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CONFIG_FILE_ENV, raising=False)
 
 
+def _set(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
 def test_a_config_file_is_read_and_the_environment_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,14 +54,16 @@ def test_an_unknown_key_in_the_config_file_is_named(tmp_path: Path) -> None:
 
 
 def test_every_cross_field_problem_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "OBJCOUNT_MIN_MIB": "512",
-        "OBJCOUNT_MAX_MIB": "256",
-        "OBJCOUNT_PLATFORM": "autopilot",
-        "OBJCOUNT_NO_CPU_LIMIT": "true",
-        "OBJCOUNT_NO_MEMORY_LIMIT": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
+    _set(
+        monkeypatch,
+        {
+            "OBJCOUNT_MIN_MIB": "512",
+            "OBJCOUNT_MAX_MIB": "256",
+            "OBJCOUNT_PLATFORM": "autopilot",
+            "OBJCOUNT_NO_CPU_LIMIT": "true",
+            "OBJCOUNT_NO_MEMORY_LIMIT": "true",
+        },
+    )
     with pytest.raises(SettingsError) as raised:
         load_settings()
     message = str(raised.value)
@@ -70,21 +77,23 @@ def test_every_cross_field_problem_is_reported_at_once(monkeypatch: pytest.Monke
 
 
 def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "OBJCOUNT_MODE": "cluster",
-        "OBJCOUNT_BASE_MIB": "100",
-        "OBJCOUNT_MIB_PER_OBJECT": "0.5",
-        "OBJCOUNT_STEP_MIB": "64",
-        "OBJCOUNT_MIN_MIB": "128",
-        "OBJCOUNT_CPU_M_PER_MIB": "2",
-        "OBJCOUNT_CPU_MIN_M": "10",
-        "OBJCOUNT_CPU_STEP_M": "5",
-        "OBJCOUNT_MEMORY_LIMIT_FACTOR": "2",
-        "OBJCOUNT_NO_CPU_LIMIT": "true",
-        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "30",
-        "OBJCOUNT_MAX_RESTARTS_PER_HOUR": "2",
-    }.items():
-        monkeypatch.setenv(name, value)
+    _set(
+        monkeypatch,
+        {
+            "OBJCOUNT_MODE": "cluster",
+            "OBJCOUNT_BASE_MIB": "100",
+            "OBJCOUNT_MIB_PER_OBJECT": "0.5",
+            "OBJCOUNT_STEP_MIB": "64",
+            "OBJCOUNT_MIN_MIB": "128",
+            "OBJCOUNT_CPU_M_PER_MIB": "2",
+            "OBJCOUNT_CPU_MIN_M": "10",
+            "OBJCOUNT_CPU_STEP_M": "5",
+            "OBJCOUNT_MEMORY_LIMIT_FACTOR": "2",
+            "OBJCOUNT_NO_CPU_LIMIT": "true",
+            "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "30",
+            "OBJCOUNT_MAX_RESTARTS_PER_HOUR": "2",
+        },
+    )
     settings = load_settings()
     # 100 objects: 100 + 0.5 x 100 = 150 -> 192 MiB (64 MiB steps); CPU 2 x 192 = 384 -> 385m (5m steps);
     # memory limit 2 x 192 = 384 MiB; no CPU limit.
