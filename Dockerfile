@@ -4,10 +4,9 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# The service only: the local control plane, the demo and the profiling tools stay in the checkout.
 COPY autoscaler autoscaler
 COPY inventory inventory
-COPY controlplane controlplane
-COPY profiles profiles
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

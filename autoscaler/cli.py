@@ -1,4 +1,9 @@
-"""Command line: `objcount run | status | recommend | demo | version`."""
+"""Command line: `objcount run | status | recommend | demo | stress | version`.
+
+Each command imports what it needs when it runs: `run` loads the service only, and the tooling
+(`demo`, `stress`: the local control plane, plots, progress bars) is the `[tools]` extra, which the
+image does not install.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
 
-import yaml
-
-from autoscaler import service
-from autoscaler.demo import run_demo
-from autoscaler.inject import InjectError, inject
-from autoscaler.policy import PLATFORMS, PRESETS, SizingError, explain
-from autoscaler.settings import Settings, SettingsError, load_settings
-from inventory import kubeapi
-from inventory.reader import read_status, render
-from profiles import stress
+from autoscaler.policy import PLATFORMS, PRESETS
 
 EXIT_BAD_SETTINGS = 2
 
@@ -42,12 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     injector.add_argument(
         "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
     )
-    stress_parser = commands.add_parser(
-        "stress", help="the profiling stress test (see python -m profiles.stress)"
+    stress = commands.add_parser(
+        "stress", help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)"
     )
-    stress.build_parser(stress_parser)
+    stress.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments of python -m profiles.stress")
     demo = commands.add_parser(
-        "demo", help="`make run`: a local control plane with a sample RootSync, driven"
+        "demo", help="`make run`: a local control plane with a sample RootSync, driven ([tools] extra)"
     )
     demo.add_argument(
         "--kubeconfig", help="run the service against this cluster instead (default: $KUBECONFIG)"
@@ -67,7 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tools(command: str) -> bool:
+    """Whether the tooling a command needs is installed (it is not in the image); says so when not."""
+    try:
+        import rich  # noqa: F401
+
+        import controlplane  # noqa: F401
+    except ImportError as error:
+        print(
+            f"objcount {command}: needs the tooling of a source checkout ({error.name} is missing): "
+            "pip install -e '.[tools]' there",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
 def run_status(args: argparse.Namespace) -> int:
+    from autoscaler.report import read_status, render
+    from inventory import kubeapi
+
     try:
         api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
     except kubeapi.ApiError as error:
@@ -86,6 +101,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_service(args: argparse.Namespace) -> int:
+    from autoscaler import service
+    from autoscaler.settings import SettingsError, load_settings
+
     try:
         settings = load_settings(args.config)
     except SettingsError as error:
@@ -95,6 +113,9 @@ def run_service(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from autoscaler.policy import SizingError, explain
+    from autoscaler.settings import Settings
+
     if args.objects < 0:
         print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -109,6 +130,10 @@ def run_recommend(args: argparse.Namespace) -> int:
 
 
 def run_inject(args: argparse.Namespace) -> int:
+    import yaml
+
+    from autoscaler.inject import InjectError, inject
+
     try:
         sys.stdout.write(inject(sys.stdin.read(), image=args.image))
     except (InjectError, yaml.YAMLError, KeyError, TypeError) as error:
@@ -118,8 +143,20 @@ def run_inject(args: argparse.Namespace) -> int:
 
 
 def run_stress(args: argparse.Namespace) -> int:
-    sys.stdout.write(stress.markdown(stress.run(args)))
+    if not _tools("stress"):
+        return 1
+    from profiles import stress
+
+    sys.stdout.write(stress.markdown(stress.run(stress.build_parser().parse_args(args.arguments))))
     return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if not _tools("demo"):
+        return 1
+    from controlplane.demo import run_demo
+
+    return run_demo(args.kubeconfig, once=args.once, live=not args.no_live)
 
 
 def run_version(args: argparse.Namespace) -> int:
@@ -133,7 +170,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "recommend": run_recommend,
     "inject-sidecar": run_inject,
     "stress": run_stress,
-    "demo": lambda args: run_demo(args.kubeconfig, once=args.once, live=not args.no_live),
+    "demo": run_demo,
     "version": run_version,
 }
 

@@ -30,3 +30,8 @@ APPLIED = Gauge(
     "Reconciler resources last applied (cpu in millicores, memory in MiB).",
     ["rsync", "resource"],
 )
+RECONCILE_ERRORS = Counter(
+    "objcount_reconcile_errors_total",
+    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash).",
+    ["stage"],
+)

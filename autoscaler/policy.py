@@ -122,11 +122,17 @@ class Platform:
     min_gib_per_vcpu: Fraction | None = None
     max_gib_per_vcpu: Fraction | None = None
     limits_equal_requests: bool = False
+    # Requests assumed for the pod's other containers (git-sync + otel-agent, DESIGN.md 2.4) where they
+    # are not read from the cluster.
+    others_cpu_m: int = 0
+    others_memory_mib: int = 0
 
     @property
     def has_pod_rules(self) -> bool:
         """Whether the pod total matters (minimums, rounding, ratios), so the other containers do."""
-        return self != Platform(self.name)
+        return self != Platform(
+            self.name, others_cpu_m=self.others_cpu_m, others_memory_mib=self.others_memory_mib
+        )
 
     def adjust(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
         """The pod total the platform would turn (cpu_m, memory_mib) into; a fixed point of its rules."""
@@ -145,9 +151,12 @@ class Platform:
         return ceil_to(cpu_m, self.pod_cpu_step_m), memory_mib
 
 
-STANDARD = Platform("standard")
+# The platforms settings, the CLI and the README know (`PLATFORMS`): adding one is a Platform here.
+STANDARD = Platform("standard", others_cpu_m=10 + 10, others_memory_mib=16 + 100)
 AUTOPILOT = Platform(
     "autopilot",
+    others_cpu_m=20 + 10,
+    others_memory_mib=32 + 64,
     pod_min_cpu_m=250,
     pod_min_memory_mib=512,
     pod_cpu_step_m=250,
@@ -252,12 +261,18 @@ def explain(objects: int, profile: Profile) -> str:
 
 # ----- decisions ----------------------------------------------------------------------------------------
 class Outcome(StrEnum):
-    UNCHANGED = "unchanged"
+    """How a reconcile ended (the `outcome` label of objcount_decisions_total)."""
+
+    UNCHANGED = "unchanged"  # sized as it should be
     SCALED_UP = "scaled_up"
     SCALED_DOWN = "scaled_down"
-    POSTPONED = "postponed"
-    DEFERRED_STARTUP = "deferred_startup"
-    ERROR = "error"
+    POSTPONED = "postponed"  # a change is due but waits (delay, prune, unknown count, restart cap)
+    DEFERRED_STARTUP = "deferred_startup"  # caches not synced yet
+    ERROR = "error"  # any stage failed: reading, sizing, applying, publishing, writing the counts
+    OPTED_OUT = "opted_out"  # objcount.dev/autoscale: "false": counts recorded, nothing sized
+    COUNTS_ONLY = "counts_only"  # the service runs without a target
+    HANDS_OFF = "hands_off"  # another writer keeps reverting our size: not applying for a while
+    GONE = "gone"  # the RSync was deleted: what we knew of it is forgotten
 
 
 @dataclass(frozen=True)
@@ -299,7 +314,11 @@ def decide(
     hysteresis: Hysteresis = Hysteresis(),
     causes_restart: bool = True,
 ) -> Decision:
-    """The next decision. `last.resources` is what the reconciler has (None when not known)."""
+    """The next decision. `last.resources` is what the reconciler has (None when not known).
+
+    `causes_restart`: a change of size restarts the reconciler, so it is recorded in `restarts` here.
+    Pass False when the caller records the restarts that really happened after applying (the
+    controller does: an in-place resize restarts only when it falls back to a template change)."""
     restarts = tuple(t for t in last.restarts if now - t < 3600)
     keep = replace(last, restarts=restarts, recommended=last.recommended)
     if not ready:
@@ -358,7 +377,9 @@ def _scale_down(
         return replace(
             waiting, reason=f"lower target held {held:.0f}s of {hysteresis.scale_down_delay_s:.0f}s"
         )
-    if causes_restart and len(base.restarts) >= hysteresis.max_restarts_per_hour:
+    # `restarts` holds only changes that restarted the reconciler, so targets that never restart it
+    # never reach the cap.
+    if len(base.restarts) >= hysteresis.max_restarts_per_hour:
         return replace(waiting, reason=f"restart cap reached ({len(base.restarts)} in the last hour)")
     return replace(
         base,

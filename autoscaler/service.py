@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
@@ -24,9 +24,10 @@ from autoscaler import logs
 from autoscaler.controller import Controller, Scope
 from autoscaler.leader import LeaderElector
 from autoscaler.settings import Settings
-from autoscaler.targets import DeploymentTarget, InPlaceTarget, RecommendTarget, RSyncOverrideTarget, Target
+from autoscaler.targets import TARGETS, Target
 from inventory import kubeapi
 from inventory.ids import RSyncKey
+from inventory.objects import RSync
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
 
@@ -36,21 +37,14 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
-    deployment = DeploymentTarget(api, namespace=settings.reconciler_namespace)
-    if settings.target == "deployment":
-        return deployment
-    if settings.target == "rsync-override":
-        return RSyncOverrideTarget(api)
-    if settings.target == "in-place":
-        return InPlaceTarget(api, deployment, namespace=settings.reconciler_namespace)
-    return RecommendTarget(api)
+    return TARGETS[settings.target].build(api, settings.reconciler_namespace)
 
 
-def sync_dir_of(rsync: dict[str, Any]) -> str:
+def sync_dir_of(rsync: RSync) -> str:
     """The directory of the manifests inside the source, as the RSync names it."""
     spec = rsync.get("spec") or {}
-    for source in ("git", "oci"):
-        directory = (spec.get(source) or {}).get("dir")
+    for source in (spec.get("git"), spec.get("oci")):
+        directory = (source or {}).get("dir")
         if directory:
             return str(directory).strip("/").removeprefix("./")
     return ""
@@ -62,7 +56,7 @@ def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Eve
     key = settings.rsync
     while True:  # the RSync may be created after its reconciler's sidecar starts
         try:
-            rsync = api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+            rsync = cast(RSync, api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
             return SourceLayout(settings.source_root, sync_dir_of(rsync))
         except (kubeapi.NotFound, kubeapi.Transient) as error:
             log.warning("waiting for %s to read its sync directory: %s", key, error)
@@ -88,9 +82,10 @@ def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.E
         target=build_target(settings, api),
         profile=settings.profile(),
         hysteresis=settings.hysteresis(),
-        workers=settings.workers,
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
         reconciler_namespace=settings.reconciler_namespace,
+        # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.
+        workers=1 if settings.mode == "sidecar" else settings.workers,
     )
     if controller.source_watcher is not None:
         controller.source_watcher.interval = settings.source_poll_seconds

@@ -9,11 +9,12 @@ Built in `main()`, never at import. Invalid settings are reported all at once (e
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,17 +23,27 @@ from pydantic_settings import (
 )
 
 from autoscaler.policy import PLATFORMS, PRESETS, Hysteresis, Profile, Sizing
+from autoscaler.targets import TARGETS
 from inventory.ids import RECONCILER_NAMESPACE, ROOT_SYNC_NAMESPACE, RSyncKey
 
 ENV_PREFIX = "OBJCOUNT_"
 CONFIG_FILE_ENV = "OBJCOUNT_CONFIG_FILE"
 
-# Requests of the other containers of a git reconciler pod (git-sync + otel-agent), DESIGN.md 2.4.
-OTHER_CONTAINERS = {
-    "standard": (10 + 10, 16 + 100),
-    "autopilot": (20 + 10, 32 + 64),
-    "autopilot-bursting": (20 + 10, 32 + 64),
-}
+
+def _one_of(registry: Mapping[str, object], what: str) -> AfterValidator:
+    """A name that must be in `registry` (settings, the CLI and the README take their choices from the
+    registries, so adding an entry there is all it takes)."""
+
+    def check(value: str) -> str:
+        if value not in registry:
+            raise ValueError(f"unknown {what} {value!r} (known: {', '.join(registry)})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _choices(registry: Mapping[str, object]) -> dict[str, Any]:
+    return {"choices": list(registry)}
 
 
 class Settings(BaseSettings):
@@ -61,16 +72,21 @@ class Settings(BaseSettings):
         RECONCILER_NAMESPACE, description="Namespace of the reconciler Deployments and pods."
     )
     # ----- how to apply -----------------------------------------------------------------------------
-    target: Literal["rsync-override", "deployment", "in-place", "recommend"] = Field(
+    target: Annotated[str, _one_of(TARGETS, "target")] = Field(
         "rsync-override",
-        description="How a decision is applied: the RSync's `spec.override.resources`, the reconciler Deployment's template, an in-place pod resize, or nothing (publish only).",
+        description="How a decision is applied: "
+        + "; ".join(f"`{name}`: {kind.description}" for name, kind in TARGETS.items())
+        + ".",
+        json_schema_extra=_choices(TARGETS),
     )
-    platform: Literal["standard", "autopilot", "autopilot-bursting"] = Field(
+    platform: Annotated[str, _one_of(PLATFORMS, "platform")] = Field(
         "standard",
         description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting.",
+        json_schema_extra=_choices(PLATFORMS),
     )
-    preset: Literal["fitted", "prototype"] = Field(
+    preset: Annotated[str, _one_of(PRESETS, "preset")] = Field(
         "fitted",
+        json_schema_extra=_choices(PRESETS),
         description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to measured usage with a margin) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )
     base_mib: float | None = Field(
@@ -125,7 +141,10 @@ class Settings(BaseSettings):
         300, ge=5, le=86400, description="Every RSync is reconciled at least this often."
     )
     workers: int = Field(
-        4, ge=1, le=64, description="Reconciles run in parallel (never two for the same RSync)."
+        4,
+        ge=1,
+        le=64,
+        description="Cluster mode: reconciles run in parallel (never two for the same RSync; a sidecar runs one).",
     )
     misfire_grace_seconds: float = Field(
         30,
@@ -232,12 +251,12 @@ class Settings(BaseSettings):
         if self.no_memory_limit:
             overrides["memory_limit_factor"] = None
         sizing = Sizing(**{**preset.__dict__, **overrides})
-        default_cpu, default_memory = OTHER_CONTAINERS[self.platform]
+        platform = PLATFORMS[self.platform]
         return Profile(
             sizing,
-            PLATFORMS[self.platform],
-            default_cpu if self.others_cpu_m is None else self.others_cpu_m,
-            default_memory if self.others_memory_mib is None else self.others_memory_mib,
+            platform,
+            platform.others_cpu_m if self.others_cpu_m is None else self.others_cpu_m,
+            platform.others_memory_mib if self.others_memory_mib is None else self.others_memory_mib,
         )
 
     def hysteresis(self) -> Hysteresis:
@@ -278,6 +297,10 @@ def markdown_table() -> str:
     for name, field in Settings.model_fields.items():
         annotation = str(field.annotation).replace("typing.", "").replace("pathlib.", "").replace("|", "or")
         annotation = annotation.replace("<class '", "").replace("'>", "")
+        extra = field.json_schema_extra
+        choices = extra.get("choices") if isinstance(extra, dict) else None
+        if isinstance(choices, list):
+            annotation = " or ".join(f"`{choice}`" for choice in choices)
         default = "(none)" if field.default in (None, "") else f"`{field.default}`"
         description = (field.description or "").replace("|", "\\|")
         rows.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | {annotation} | {default} | {description} |")

@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from inventory.backoff import exponential
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -63,7 +65,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay: float = min(self._retry_max, self._retry_initial * 2.0**failures)
+        delay = exponential(failures, self._retry_initial, self._retry_max)
         self.add_after(key, delay)
         return delay
 

@@ -30,6 +30,7 @@ from controlplane.node import NodeHarness
 from controlplane.seed import JSON, install_crds, manifests_in, write_commit
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
+from inventory.objects import Pod
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
 NAMESPACE = "config-management-system"
@@ -193,7 +194,7 @@ class ConfigSyncStack:
         pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
-    def reconciler_pod(self, key: RSyncKey) -> JSON | None:
+    def reconciler_pod(self, key: RSyncKey) -> Pod | None:
         """The reconciler Pod of an RSync (None while there is none)."""
         assert self.api is not None, "the stack is not started"
         return reconciler_pod(self.api, NAMESPACE, key)

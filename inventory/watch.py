@@ -10,7 +10,6 @@ cache holds counts, not objects.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import orjson
 import simdjson
 
 from inventory import kubeapi
+from inventory.backoff import Backoff
 from inventory.inventory_count import InventoryCounter, InventorySummary
 from inventory.metrics import CACHE_SYNCED, MALFORMED_INVENTORIES, WATCH_RESTARTS
 
@@ -153,25 +153,6 @@ class WatchSettings:
     backoff_max: float = 30.0
 
 
-@dataclass
-class Backoff:
-    """Exponential backoff with full jitter; `random` is injected so tests are deterministic."""
-
-    initial: float
-    maximum: float
-    random: Callable[[], float] = random.random
-    attempt: int = 0
-
-    def next_delay(self) -> float:
-        ceiling = min(self.maximum, self.initial * (2.0**self.attempt))
-        self.attempt += 1
-        delay: float = ceiling * self.random()
-        return delay
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
 Handler = Callable[[str, Key, Any], None]
 
 
@@ -192,6 +173,8 @@ class Reflector(Generic[T]):
     field_selector: str = ""
     settings: WatchSettings = field(default_factory=WatchSettings)
     store: dict[Key, T] = field(default_factory=dict)
+    # How a new version of an object is stored over the one cached (default: it replaces it).
+    keep: Callable[[T | None, T], T] = field(default=lambda cached, new: new)
     synced: threading.Event = field(default_factory=threading.Event)
     stopping: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -298,7 +281,7 @@ class Reflector(Generic[T]):
                 self.store.pop(key, None)
                 self.on_change("DELETED", key, None)
             elif event.type in ("ADDED", "MODIFIED"):
-                self.store[key] = event.obj
+                self.store[key] = self.keep(self.store.get(key), event.obj)
                 self.on_change(event.type, key, event.obj)
         return event.resource_version
 
@@ -326,7 +309,7 @@ class Reflector(Generic[T]):
             self.on_change("DELETED", key, None)
         for key, item in fresh.items():
             change = "MODIFIED" if key in self.store else "ADDED"
-            self.store[key] = item
+            self.store[key] = self.keep(self.store.get(key), item)
             self.on_change(change, key, item)
         if not self.synced.is_set():
             self.synced.set()

@@ -20,15 +20,10 @@ from collections.abc import Callable
 
 import orjson
 
+from autoscaler.codecs import resources_of, resources_of_override
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import STANDARD, Hysteresis, Profile, Sizing, size
-from autoscaler.targets import (
-    DeploymentTarget,
-    RSyncOverrideTarget,
-    Target,
-    resources_of,
-    resources_of_override,
-)
+from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget, Target
 from controlplane import running_control_plane
 from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi

@@ -25,11 +25,11 @@ import urllib.request
 
 import orjson
 
+from autoscaler.annotations import RECOMMENDED_ANNOTATION
 from controlplane import running_control_plane
 from controlplane.launcher import free_port
 from controlplane.seed import ensure_namespace, install_crds, resourcegroup, rsync
 from inventory import kubeapi
-from inventory.counts import RECOMMENDED_ANNOTATION
 from inventory.ids import RSyncKey
 from profiles.bench_latency import percentile
 from profiles.bench_service import cpu_seconds, memory_mib

@@ -36,12 +36,16 @@ import orjson
 from tqdm import tqdm
 
 from autoscaler import quantity
-from autoscaler.demo import publish_commit, start_service
-from autoscaler.targets import parse_resources_annotation
+from autoscaler.annotations import (
+    APPLIED_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    parse_resources_annotation,
+    status_counts,
+)
 from controlplane import LocalControlPlane, build_binaries
+from controlplane.demo import publish_commit, start_service
 from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
-from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, status_counts
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
 from profiles.fit import read_points
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
 from controlplane.configsync import (
     NAMESPACE,
     ConfigSyncStack,
@@ -36,7 +37,6 @@ from controlplane.configsync import (
 from controlplane.node import MemoryCgroup
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
-from inventory.counts import SOURCE_ANNOTATION, SYNC_ANNOTATION
 from inventory.ids import RSyncKey, reconciler_name
 from tests.helpers import Service, wait_for
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.annotations import status_counts
+from autoscaler.codecs import resources_of
 from autoscaler.controller import Controller, Scope
-from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane, running_control_plane
 from controlplane.seed import (
     configmaps_yaml,
@@ -20,7 +21,7 @@ from controlplane.seed import (
     write_commit,
 )
 from inventory import kubeapi
-from inventory.counts import ObjectCounts, status_counts
+from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings

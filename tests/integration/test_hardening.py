@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from autoscaler.codecs import resources_of
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import AUTOPILOT, FITTED, Hysteresis, Outcome, Profile, Resources
 from autoscaler.settings import Settings
-from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget, resources_of
+from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget
 from controlplane.seed import rsync
 from inventory import kubeapi
 from inventory.ids import reconciler_name

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from autoscaler.annotations import annotation_counts, status_counts
 from autoscaler.controller import Controller, Scope
+from autoscaler.count_writer import CountWriter, read_counts
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
 from inventory import kubeapi
-from inventory.counts import ObjectCounts, annotation_counts, status_counts
+from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, own_inventory_selector
 from inventory.source_watch import SourceLayout
-from inventory.status import CountWriter, read_counts
 from inventory.watch import InventoryCodec, Reflector, WatchSettings
 from tests.helpers import Sampler, wait_for
 

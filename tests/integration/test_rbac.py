@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.targets import resources_of
+from autoscaler.codecs import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi

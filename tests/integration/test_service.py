@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autoscaler.targets import resources_of
+from autoscaler.codecs import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi

@@ -11,22 +11,27 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.controller import AUTOSCALE_ANNOTATION, PLATFORM_ANNOTATION, Controller, Scope
+from autoscaler.annotations import (
+    APPLIED_ANNOTATION,
+    AUTOSCALE_ANNOTATION,
+    PLATFORM_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    parse_resources_annotation,
+)
+from autoscaler.codecs import resources_json, resources_of
+from autoscaler.controller import Controller, Scope
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
 from autoscaler.targets import (
+    Applied,
     ApplyError,
     DeploymentTarget,
     InPlaceTarget,
     RecommendTarget,
     RSyncOverrideTarget,
     Target,
-    parse_resources_annotation,
-    resources_json,
-    resources_of,
 )
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi
-from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
@@ -236,7 +241,8 @@ class RacingApi(kubeapi.KubeApi):
 
 def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) -> None:
     target = RSyncOverrideTarget(RacingApi(rig.api, races=3), sleep=lambda _: None)
-    assert target.apply(rig.key, at(3000)) == at(3000)
+    applied = target.apply(rig.key, at(3000))
+    assert (applied.resources, applied.restarted) == (at(3000), True)
     assert target.conflicts == 3
     labels = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["labels"]
     assert labels["raced"] == "0", "the other writer's change survived"
@@ -255,12 +261,13 @@ def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig)
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
+    restarts = _metric("objcount_restarts_caused_total")
     rig.start(target)
     rig.grow_then_shrink(lambda: target.current(rig.key))
     deployment = rig.deployment()
     assert deployment["spec"]["template"] == template_before, "an in-place resize must not roll the pod out"
     assert parse_resources_annotation(deployment["metadata"]["annotations"][APPLIED_ANNOTATION]) == at(100)
-    assert not target.fell_back
+    assert _metric("objcount_restarts_caused_total") == restarts, "no resize fell back to a restart"
 
 
 def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: Rig) -> None:
@@ -282,8 +289,7 @@ def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: 
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
-    assert target.apply(rig.key, at(5000)) == at(5000)
-    assert target.fell_back
+    assert target.apply(rig.key, at(5000)) == Applied(at(5000), restarted=True)
     assert rig.template_resources() == at(5000)
 
 
@@ -390,7 +396,7 @@ def test_per_rsync_opt_out_and_platform_annotations(rig: Rig) -> None:
         ),
         what="counts still recorded",
     )
-    assert controller.reconcile(rig.key) == Outcome.UNCHANGED
+    assert controller.reconcile(rig.key) == Outcome.OPTED_OUT
     assert rig.deployment()["spec"]["template"] == template_before
 
     rig.api.patch(
@@ -441,7 +447,7 @@ def test_deployment_target_with_a_concurrent_writer_on_the_deployment(rig: Rig) 
     try:
         for step in range(1, 21):  # 20 applies racing the other manager
             wanted = Resources(100 * step, 128 * step, 100 * step, 128 * step)
-            assert target.apply(rig.key, wanted) == wanted
+            assert target.apply(rig.key, wanted).resources == wanted
     finally:
         stop.set()
         writer.join()

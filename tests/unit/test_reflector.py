@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 
 from inventory import kubeapi
-from inventory.watch import Backoff, ObjectCodec, Reflector, WatchSettings
+from inventory.backoff import Backoff
+from inventory.watch import ObjectCodec, Reflector, WatchSettings
 
 
 def obj(name: str, rv: str) -> dict[str, Any]:

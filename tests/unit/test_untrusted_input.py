@@ -13,9 +13,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autoscaler import quantity
+from autoscaler.annotations import (
+    SOURCE_ANNOTATION,
+    SYNC_ANNOTATION,
+    annotation_counts,
+    parse_resources_annotation,
+)
+from autoscaler.codecs import resources_of
 from autoscaler.policy import FITTED, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
-from autoscaler.targets import ApplyError, _reconciler_override, parse_resources_annotation, resources_of
-from inventory.counts import SOURCE_ANNOTATION, SYNC_ANNOTATION, ObjectCounts, annotation_counts
+from autoscaler.targets import ApplyError, _reconciler_override
+from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, key_from_inventory_labels
 from inventory.inventory_count import InventoryCounter
 

@@ -7,15 +7,22 @@ and from Python: `read_status(api, namespace=None)`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 import yaml
 
-from autoscaler.targets import parse_resources_annotation
+from autoscaler.annotations import (
+    APPLIED_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    annotation_counts,
+    parse_resources_annotation,
+    status_counts,
+)
 from inventory import kubeapi
-from inventory.counts import APPLIED_ANNOTATION, RECOMMENDED_ANNOTATION, annotation_counts, status_counts
+from inventory.objects import RSync, annotations_of
 
 Output = Literal["table", "json", "yaml"]
 UNKNOWN = "<unknown>"
@@ -33,14 +40,14 @@ class RSyncRecord:
     applied: str | None = None
 
 
-def _resources_text(annotations: dict[str, Any], key: str) -> str | None:
+def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
     """`<cpu>m/<memory>Mi` requests from a published resources annotation; None when absent or unreadable
     (a hand-edited annotation is never shown as if it were a size)."""
     resources = parse_resources_annotation(annotations.get(key))
     return None if resources is None else f"{resources.cpu_request_m}m/{resources.memory_request_mib}Mi"
 
 
-def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:
+def record_of(kind: str, rsync: RSync) -> RSyncRecord:
     metadata = rsync.get("metadata") or {}
     in_status, in_annotations = status_counts(rsync), annotation_counts(rsync)
     if in_status.source is not None or in_status.sync is not None:
@@ -49,7 +56,7 @@ def record_of(kind: str, rsync: dict[str, Any]) -> RSyncRecord:
         counts, where = in_annotations, "annotations"
     else:
         counts, where = in_status, "none"
-    annotations = metadata.get("annotations") or {}
+    annotations = annotations_of(rsync)
     return RSyncRecord(
         kind,
         metadata.get("namespace", ""),

@@ -1,35 +1,38 @@
-"""Write object counts to an RSync: its status subresource, or annotations where the CRD prunes them.
+"""Write object counts to an RSync: its status subresource, or our annotations where the CRD prunes
+the status fields.
 
 Only `status.source.objectCount` and `status.sync.objectCount` are ever sent (a merge patch on the status
 subresource), so no other writer's fields are touched. A write that the server drops (a structural
-schema without those fields) is detected from the response, reported once, and from then on that RSync's
-counts go to annotations.
+schema without those fields) is detected from the response and reported as `fell_back`: the counts went
+to annotations, and the caller keeps writing them there for that RSync.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal, cast
 
-from inventory import kubeapi
-from inventory.counts import (
-    ObjectCounts,
+from autoscaler.annotations import (
     annotation_counts,
     annotation_patch,
+    count_annotations,
     restored_counts,
     status_counts,
     status_patch,
 )
+from inventory import kubeapi
+from inventory.backoff import with_retries
+from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey
 from inventory.metrics import PRUNED_STATUS_FALLBACKS, STATUS_WRITE_ERRORS, STATUS_WRITES
+from inventory.objects import RSync
 
 log = logging.getLogger(__name__)
 
-WriteOutcome = Literal["unchanged", "status", "annotations", "gone"]
+WriteOutcome = Literal["unchanged", "status", "annotations", "fell_back", "gone"]
 
 
 @dataclass
@@ -37,16 +40,17 @@ class CountWriter:
     api: kubeapi.KubeApi
     attempts: int = 5
     sleep: Callable[[float], None] = time.sleep
-    _annotation_mode: set[RSyncKey] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def uses_annotations(self, key: RSyncKey) -> bool:
-        with self._lock:
-            return key in self._annotation_mode
-
-    def write(self, key: RSyncKey, rsync: Mapping[str, Any], desired: ObjectCounts) -> WriteOutcome:
+    def write(
+        self,
+        key: RSyncKey,
+        rsync: Mapping[str, object],
+        desired: ObjectCounts,
+        *,
+        in_annotations: bool = False,
+    ) -> WriteOutcome:
         """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
-        if self.uses_annotations(key):
+        if in_annotations:
             return self._write_annotations(key, rsync, desired)
         if not desired.differs_where_known(status_counts(rsync)):
             return "unchanged"
@@ -54,15 +58,15 @@ class CountWriter:
         if written is None:
             return "gone"
         if desired.differs_where_known(status_counts(written)):
-            self._fall_back_to_annotations(key)
-            return self._write_annotations(key, written, desired)
+            self._report_fallback(key)
+            outcome = self._write_annotations(key, written, desired)
+            return "fell_back" if outcome != "gone" else outcome
         STATUS_WRITES.labels("status").inc()
         log.info("%s: counts written to status: source=%s sync=%s", key, desired.source, desired.sync)
         return "status"
 
-    def _fall_back_to_annotations(self, key: RSyncKey) -> None:
-        with self._lock:
-            self._annotation_mode.add(key)
+    @staticmethod
+    def _report_fallback(key: RSyncKey) -> None:
         PRUNED_STATUS_FALLBACKS.inc()
         log.warning(
             "%s: the API server pruned status.*.objectCount (its CRD does not define them); "
@@ -73,35 +77,46 @@ class CountWriter:
         )
 
     def _write_annotations(
-        self, key: RSyncKey, rsync: Mapping[str, Any], desired: ObjectCounts
+        self, key: RSyncKey, rsync: Mapping[str, object], desired: ObjectCounts
     ) -> WriteOutcome:
         if not desired.differs_where_known(annotation_counts(rsync)):
             return "unchanged"
-        if self._patch(key, annotation_patch(desired)) is None:
+        if self._patch(key, annotation_patch(count_annotations(desired))) is None:
             return "gone"
         STATUS_WRITES.labels("annotations").inc()
         log.info("%s: counts written to annotations: source=%s sync=%s", key, desired.source, desired.sync)
         return "annotations"
 
     def _patch(
-        self, key: RSyncKey, body: dict[str, Any], subresource: str | None = None
-    ) -> dict[str, Any] | None:
+        self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
+    ) -> RSync | None:
         """Merge-patch with retries on conflicts and transient errors; None when the RSync is gone."""
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
-        for attempt in range(self.attempts):
+
+        def count_error(error: Exception) -> None:
+            STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
+
+        def patch() -> RSync:
             try:
-                return self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
-            except kubeapi.NotFound:
-                return None
-            except (kubeapi.Conflict, kubeapi.Transient) as error:
-                STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
-                if attempt + 1 == self.attempts:
-                    raise
-                self.sleep(min(0.05 * 2**attempt, 2.0))
+                written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
             except kubeapi.ApiError as error:
-                STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
+                if not isinstance(error, (kubeapi.Conflict, kubeapi.Transient, kubeapi.NotFound)):
+                    count_error(error)  # retried errors are counted by on_retry, a gone RSync is no error
                 raise
-        raise AssertionError("unreachable")
+            return cast(RSync, written)
+
+        try:
+            return with_retries(
+                patch,
+                retry_on=(kubeapi.Conflict, kubeapi.Transient),
+                attempts=self.attempts,
+                initial=0.05,
+                maximum=2.0,
+                sleep=self.sleep,
+                on_retry=count_error,
+            )
+        except kubeapi.NotFound:
+            return None
 
 
 def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:

@@ -20,14 +20,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import cast
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from autoscaler import service
+from autoscaler.annotations import RECOMMENDED_ANNOTATION, status_counts
+from autoscaler.codecs import resources_of
+from autoscaler.report import record_of
 from autoscaler.settings import SettingsError, load_settings
-from autoscaler.targets import resources_of
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.launcher import free_port
 from controlplane.seed import (
@@ -40,9 +43,8 @@ from controlplane.seed import (
     write_commit,
 )
 from inventory import kubeapi
-from inventory.counts import RECOMMENDED_ANNOTATION, status_counts
 from inventory.ids import ROOT_SYNC_NAMESPACE, RSyncKey, reconciler_name
-from inventory.reader import record_of
+from inventory.objects import RSync
 
 SAMPLE = RSyncKey("RootSync", ROOT_SYNC_NAMESPACE, "root-sync")
 SCALE_DOWN_DELAY = 15  # seconds; shortened so the demo shows a scale-down (the default is 600)
@@ -76,7 +78,7 @@ class Row:
 
 def observe(api: kubeapi.KubeApi, started: float, phase: str) -> Row:
     body = api.get(kubeapi.ROOTSYNC, SAMPLE.namespace, SAMPLE.name)
-    counts, record = status_counts(body), record_of("RootSync", body)
+    counts, record = status_counts(body), record_of("RootSync", cast(RSync, body))
     containers = api.get(kubeapi.DEPLOYMENT, ROOT_SYNC_NAMESPACE, reconciler_name(SAMPLE))["spec"][
         "template"
     ]["spec"]["containers"]

@@ -1,0 +1,140 @@
+"""What the service reads and writes on an RSync, in one place: our annotations (`objcount.dev/*`) and
+the optional status count fields, with their codecs. Pure: plain data in, plain data out.
+
+Values are read as untrusted: anyone who can edit the RSync can write them. A count that is not a
+plain decimal number, or a resources annotation that does not parse, reads as unknown (None), never as
+zero.
+
+| annotation | written by | meaning |
+|---|---|---|
+| `objcount.dev/source-object-count` | us | objects in the source commit last parsed |
+| `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
+| `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
+| `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
+| `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
+| `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import orjson
+
+from autoscaler import quantity
+from autoscaler.codecs import resources_json, resources_of
+from autoscaler.policy import Resources
+from inventory.counts import ObjectCounts
+from inventory.objects import annotations_of
+
+SOURCE_ANNOTATION = "objcount.dev/source-object-count"
+SYNC_ANNOTATION = "objcount.dev/sync-object-count"
+RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
+APPLIED_ANNOTATION = "objcount.dev/applied-resources"
+AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"
+PLATFORM_ANNOTATION = "objcount.dev/platform"
+
+
+# ----- per-RSync settings (written by users) ------------------------------------------------------------
+def autoscale_enabled(rsync: Mapping[str, object]) -> bool:
+    """False when the RSync opted out: its counts are still recorded, nothing is sized."""
+    return str(annotations_of(rsync).get(AUTOSCALE_ANNOTATION, "true")).lower() != "false"
+
+
+def platform_asked(rsync: Mapping[str, object]) -> str | None:
+    """The platform the RSync asks for (None: the service's)."""
+    value = annotations_of(rsync).get(PLATFORM_ANNOTATION)
+    return None if value is None else str(value)
+
+
+# ----- object counts ---------------------------------------------------------------------------------
+# A stored count is a decimal string of ASCII digits in annotations (`str.isdigit` also accepts "²" and
+# other digits `int` refuses); more than 12 digits is no real inventory and is refused as unreadable.
+_COUNT_TEXT = re.compile(r"[0-9]{1,12}")
+_MAX_COUNT = 10**12 - 1
+
+
+def _count(value: object) -> int | None:
+    """A stored count: a non-negative integer (annotations hold it as a decimal string); None when the
+    value is not one (unknown, never zero)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and _COUNT_TEXT.fullmatch(value):
+        return int(value)
+    if isinstance(value, int) and 0 <= value <= _MAX_COUNT:
+        return value
+    return None
+
+
+def _block(mapping: Mapping[str, object] | None, name: str) -> Mapping[str, object]:
+    value = (mapping or {}).get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def status_counts(rsync: Mapping[str, object]) -> ObjectCounts:
+    status = _block(rsync, "status")
+    return ObjectCounts(
+        _count(_block(status, "source").get("objectCount")), _count(_block(status, "sync").get("objectCount"))
+    )
+
+
+def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
+    annotations = annotations_of(rsync)
+    return ObjectCounts(_count(annotations.get(SOURCE_ANNOTATION)), _count(annotations.get(SYNC_ANNOTATION)))
+
+
+def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
+    """What a restarted service starts from: the status counts, else the annotation fallback."""
+    return status_counts(rsync).over(annotation_counts(rsync))
+
+
+def status_patch(counts: ObjectCounts) -> dict[str, dict[str, dict[str, int]]]:
+    """A merge patch for the status subresource that sets only the known objectCount fields."""
+    status: dict[str, dict[str, int]] = {}
+    if counts.source is not None:
+        status["source"] = {"objectCount": counts.source}
+    if counts.sync is not None:
+        status["sync"] = {"objectCount": counts.sync}
+    return {"status": status}
+
+
+def annotation_patch(annotations: Mapping[str, str]) -> dict[str, dict[str, dict[str, str]]]:
+    """A merge patch that sets these annotations and nothing else."""
+    return {"metadata": {"annotations": dict(annotations)}}
+
+
+def count_annotations(counts: ObjectCounts) -> dict[str, str]:
+    annotations: dict[str, str] = {}
+    if counts.source is not None:
+        annotations[SOURCE_ANNOTATION] = str(counts.source)
+    if counts.sync is not None:
+        annotations[SYNC_ANNOTATION] = str(counts.sync)
+    return annotations
+
+
+# ----- recommended and applied resources ---------------------------------------------------------------
+def resources_annotation(resources: Resources) -> str:
+    return orjson.dumps(resources_json(resources)).decode()
+
+
+def parse_resources_annotation(text: object) -> Resources | None:
+    """Our published resources annotation; None when absent or unreadable (we only ever rewrite it)."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        return resources_of(orjson.loads(text))
+    except (orjson.JSONDecodeError, quantity.QuantityError):
+        return None
+
+
+def published(recommended: Resources | None, applied: Resources | None) -> dict[str, str]:
+    """The recommended and applied annotations for these sizes (those that are known)."""
+    values = {RECOMMENDED_ANNOTATION: recommended, APPLIED_ANNOTATION: applied}
+    return {name: resources_annotation(value) for name, value in values.items() if value is not None}
+
+
+def changed(rsync: Mapping[str, object], wanted: Mapping[str, str]) -> dict[str, str]:
+    """The annotations of `wanted` the RSync does not hold yet."""
+    current = annotations_of(rsync)
+    return {name: value for name, value in wanted.items() if current.get(name) != value}

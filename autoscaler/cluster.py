@@ -1,0 +1,85 @@
+"""The cluster operations a reconcile performs, as a small protocol, and their implementation on the
+Kubernetes API (the target for the reconciler's size, the count writer for the counts). Tests of the
+reconcile logic use an in-memory fake of `Cluster`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from autoscaler.annotations import annotation_patch
+from autoscaler.count_writer import CountWriter, WriteOutcome
+from autoscaler.policy import Resources
+from autoscaler.targets import Applied, Target, other_containers_requests
+from inventory import kubeapi
+from inventory.counts import ObjectCounts
+from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
+from inventory.objects import RSync
+
+
+class Cluster(Protocol):
+    """Errors: ApplyError from reading and applying a size, kubeapi.ApiError from the rest."""
+
+    @property
+    def target_name(self) -> str: ...
+
+    def current(self, key: RSyncKey) -> Resources | None:
+        """What the reconciler has now, as the target keeps it."""
+        ...
+
+    def others(self, key: RSyncKey) -> tuple[int, int] | None:
+        """Requests of the reconciler pod's other containers (CPU m, MiB); None when there is no pod."""
+        ...
+
+    def declared(self, rsync: RSync) -> Resources | None:
+        """The size the target keeps in the RSync itself (no I/O)."""
+        ...
+
+    def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
+
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
+        """Set these annotations on the RSync."""
+        ...
+
+    def write_counts(
+        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+    ) -> WriteOutcome: ...
+
+
+@dataclass
+class KubeCluster:
+    api: kubeapi.KubeApi
+    target: Target
+    reconciler_namespace: str = RECONCILER_NAMESPACE
+    writer: CountWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.writer = CountWriter(self.api)
+
+    @property
+    def target_name(self) -> str:
+        return self.target.name
+
+    def current(self, key: RSyncKey) -> Resources | None:
+        return self.target.current(key)
+
+    def others(self, key: RSyncKey) -> tuple[int, int] | None:
+        return other_containers_requests(self.api, self.reconciler_namespace, key)
+
+    def declared(self, rsync: RSync) -> Resources | None:
+        return self.target.declared(rsync)
+
+    def apply(self, key: RSyncKey, resources: Resources) -> Applied:
+        return self.target.apply(key, resources)
+
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
+        self.api.patch(
+            kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, annotation_patch(annotations)
+        )
+
+    def write_counts(
+        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+    ) -> WriteOutcome:
+        return self.writer.write(key, rsync, counts, in_annotations=in_annotations)

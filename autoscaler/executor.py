@@ -1,0 +1,190 @@
+"""The executor: reads what a step needs, runs the pure step, performs its actions through the
+cluster operations, and counts every outcome. It keeps each RSync's state between reconciles.
+
+Order of the actions: the size first (a scale-up should not wait for a counts write), then the
+published annotations, then the counts, then the re-evaluation of a held scale-down. Any error ends
+the reconcile as `Outcome.ERROR`, counted with the stage it came from; the counts are still recorded
+when the sizing failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from prometheus_client import Gauge
+
+from autoscaler.cluster import Cluster
+from autoscaler.metrics import (
+    APPLIED,
+    APPLY_ERRORS,
+    DECISIONS,
+    OBJECTS,
+    RECOMMENDED,
+    RECONCILE_ERRORS,
+    RECONCILE_SECONDS,
+    RESTARTS_CAUSED,
+)
+from autoscaler.policy import Outcome, Resources
+from autoscaler.step import Plan, RSyncState, Seen, StepConfig, needs_current, needs_others, settled, step
+from autoscaler.targets import ApplyError
+from inventory import kubeapi
+from inventory.counts import ObjectCounts
+from inventory.ids import RSyncKey
+from inventory.objects import RSync
+
+log = logging.getLogger(__name__)
+
+
+class _Failed(Exception):
+    """A stage failed; already logged and counted."""
+
+
+@dataclass
+class Executor:
+    cluster: Cluster
+    config: StepConfig
+    clock: Callable[[], float]
+    schedule_after: Callable[[RSyncKey, float], None]
+    states: dict[RSyncKey, RSyncState] = field(default_factory=dict)
+
+    def reconcile(self, key: RSyncKey, rsync: RSync | None, observed: ObjectCounts) -> Outcome:
+        """One reconcile of `key`, from its cached RSync (None: deleted) and the counts seen."""
+        with RECONCILE_SECONDS.time():
+            try:
+                outcome = self._reconcile(key, rsync, observed)
+            except Exception:
+                RECONCILE_ERRORS.labels("crash").inc()
+                log.exception("%s: reconcile crashed", key)
+                outcome = Outcome.ERROR
+        DECISIONS.labels(outcome).inc()
+        return outcome
+
+    def _reconcile(self, key: RSyncKey, rsync: RSync | None, observed: ObjectCounts) -> Outcome:
+        if rsync is None:
+            self.forget(key)
+            return Outcome.GONE
+        state = self.states.get(key, RSyncState())
+        try:
+            outcome = self._size(key, rsync, observed, state)
+        except _Failed:
+            outcome = Outcome.ERROR
+        try:
+            self._write_counts(key, rsync, observed)
+        except kubeapi.ApiError as error:
+            RECONCILE_ERRORS.labels("counts").inc()
+            log.warning("%s: could not record the counts: %s", key, error)
+            return Outcome.ERROR
+        return outcome
+
+    # ----- the size ------------------------------------------------------------------------------------
+    def _size(self, key: RSyncKey, rsync: RSync, observed: ObjectCounts, state: RSyncState) -> Outcome:
+        plan = step(self._seen(key, rsync, observed, state), state, self.config)
+        for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
+            if value is not None:
+                OBJECTS.labels(str(key), name).set(value)
+        if plan.reverted_to is not None:
+            self._reverted(key, plan)
+        if plan.outcome == Outcome.ERROR:
+            RECONCILE_ERRORS.labels("decide").inc()
+        if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF):
+            log.log(plan.log_level, "%s: %s: %s", key, plan.outcome, plan.reason)
+        new_state = self._apply(key, plan, state)
+        self.states[key] = new_state
+        self._publish(key, plan)
+        if plan.recheck_after is not None:
+            self.schedule_after(key, plan.recheck_after)
+        return plan.outcome
+
+    def _seen(self, key: RSyncKey, rsync: RSync, observed: ObjectCounts, state: RSyncState) -> Seen:
+        current = others = None
+        try:
+            if self.config.sizes and needs_current(state):
+                current = self.cluster.current(key)
+            if needs_others(rsync, self.config):
+                others = self.cluster.others(key)
+        except ApplyError as error:
+            self._apply_error(key, error, "read")
+            log.error("%s: cannot read the reconciler's resources: %s", key, error)
+            raise _Failed from error
+        return Seen(rsync, observed, self.clock(), current, self.cluster.declared(rsync), others)
+
+    def _apply(self, key: RSyncKey, plan: Plan, state: RSyncState) -> RSyncState:
+        if plan.apply is None:
+            return plan.state
+        try:
+            applied = self.cluster.apply(key, plan.apply)
+        except ApplyError as error:
+            self._apply_error(key, error, "apply")
+            log.error("%s: %s failed: %s", key, plan.outcome, error)
+            # What the other writers did is kept; the decision is made again next time.
+            self.states[key] = replace(
+                state, reverts=plan.state.reverts, hands_off_until=plan.state.hands_off_until
+            )
+            raise _Failed from error
+        if applied.restarted:
+            RESTARTS_CAUSED.inc()
+        log.info(
+            "%s: %s via %s%s: %s",
+            key,
+            plan.outcome,
+            self.cluster.target_name,
+            " (restarts the reconciler)" if applied.restarted else "",
+            plan.reason,
+        )
+        return settled(plan, applied.restarted, applied.rsync_generation, self.clock())
+
+    def _apply_error(self, key: RSyncKey, error: ApplyError, stage: str) -> None:
+        APPLY_ERRORS.labels(self.cluster.target_name, error.reason).inc()
+        RECONCILE_ERRORS.labels(stage).inc()
+
+    def _reverted(self, key: RSyncKey, plan: Plan) -> None:
+        APPLY_ERRORS.labels(self.cluster.target_name, "reverted").inc()
+        if plan.outcome != Outcome.HANDS_OFF:
+            log.warning(
+                "%s: another writer replaced the reconciler's size with %s; applying ours again",
+                key,
+                plan.reverted_to,
+            )
+
+    def _publish(self, key: RSyncKey, plan: Plan) -> None:
+        """Recommended and applied resources: metrics, and annotations on the RSync for `status`."""
+        decision = plan.state.decision
+        if decision is None or plan.outcome in (Outcome.HANDS_OFF, Outcome.OPTED_OUT, Outcome.COUNTS_ONLY):
+            return
+        _set_gauges(RECOMMENDED, key, decision.recommended)
+        _set_gauges(APPLIED, key, decision.resources)
+        if plan.publish:
+            try:
+                self.cluster.publish(key, plan.publish)
+            except kubeapi.ApiError as error:
+                log.warning("%s: could not publish the recommendation: %s", key, error)
+
+    # ----- the counts ----------------------------------------------------------------------------------
+    def _write_counts(self, key: RSyncKey, rsync: RSync, observed: ObjectCounts) -> None:
+        state = self.states.get(key, RSyncState())
+        written = self.cluster.write_counts(key, rsync, observed, in_annotations=state.counts_in_annotations)
+        if written == "fell_back":
+            self.states[key] = replace(state, counts_in_annotations=True)
+
+    def forget(self, key: RSyncKey) -> None:
+        """The RSync is gone: drop what we knew of it and its metric series. A new RSync of the same
+        name starts from what it has, not from the old one's decisions."""
+        self.states.pop(key, None)
+        for gauge, labels in (
+            (OBJECTS, ("source", "sync")),
+            (RECOMMENDED, ("cpu_millicores", "memory_mib")),
+            (APPLIED, ("cpu_millicores", "memory_mib")),
+        ):
+            for label in labels:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(str(key), label)
+
+
+def _set_gauges(gauge: Gauge, key: RSyncKey, resources: Resources | None) -> None:
+    if resources is None:
+        return
+    gauge.labels(str(key), "cpu_millicores").set(resources.cpu_request_m)
+    gauge.labels(str(key), "memory_mib").set(resources.memory_request_mib)

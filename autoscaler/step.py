@@ -1,0 +1,193 @@
+"""One reconcile of one RSync as a pure function: what was read, and what we remember of the RSync,
+give the decision and the actions to take. No I/O, no clock (time is passed in).
+
+    plan = step(seen, state, config)      # what to apply, publish and record, and when to look again
+    state = settled(plan, applied, now)   # after the apply: the restart it really caused, our write
+
+The executor (autoscaler.executor) reads the inputs, performs the plan's actions through the cluster
+operations, and keeps the state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from autoscaler.annotations import autoscale_enabled, changed, platform_asked, published, restored_counts
+from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
+from inventory.counts import ObjectCounts
+from inventory.objects import RSync, generation_of
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class RSyncState:
+    """What the service remembers about one RSync between reconciles."""
+
+    decision: Decision | None = None  # None: start from what the reconciler has now
+    # The RSync's generation after our last write of the size into it, and that size: a later
+    # generation declaring another size is another writer's.
+    written: tuple[int, Resources] | None = None
+    reverts: tuple[float, ...] = ()  # when another writer replaced our size, over the last hour
+    hands_off_until: float | None = None
+    counts_in_annotations: bool = False  # the CRD prunes the status fields
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """The service-wide settings of a step."""
+
+    profile: Profile
+    hysteresis: Hysteresis = field(default_factory=Hysteresis)
+    max_reverts_per_hour: int = 3
+    sizes: bool = True  # False: the service runs without a target and only records counts
+    measure_others: bool = False  # read the other containers' requests where the platform needs them
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What was read for this reconcile."""
+
+    rsync: RSync
+    observed: ObjectCounts  # counts seen this run (None where not seen yet or not valid)
+    now: float
+    current: Resources | None = None  # what the reconciler has; read only while state.decision is None
+    declared: Resources | None = None  # the size the target keeps in the RSync, as the RSync shows it
+    others: tuple[int, int] | None = None  # measured requests of the other containers (CPU m, MiB)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decision and the actions that follow from it."""
+
+    outcome: Outcome
+    reason: str
+    state: RSyncState  # to keep once the actions succeeded
+    counts: ObjectCounts  # what the decision used: observed over stored
+    apply: Resources | None = None
+    publish: Mapping[str, str] = field(default_factory=dict)  # annotations the RSync lacks
+    recheck_after: float | None = None  # seconds until the held scale-down is due
+    reverted_to: Resources | None = None  # another writer's size, found in the RSync
+    log_level: int = logging.DEBUG  # said once when a postponement or an error starts
+
+
+def profile_for(rsync: RSync, profile: Profile) -> Profile | str:
+    """The service's profile, or the one the RSync asks for with its platform annotation; the error
+    when it asks for a platform that does not exist."""
+    platform = platform_asked(rsync)
+    if platform is None or platform == profile.platform.name:
+        return profile
+    if platform not in PLATFORMS:
+        return (
+            f"unknown objcount.dev/platform {platform!r} (known: {', '.join(sorted(PLATFORMS))}); not sized"
+        )
+    return replace(profile, platform=PLATFORMS[platform])
+
+
+def needs_others(rsync: RSync, config: StepConfig) -> bool:
+    """Whether the step wants the other containers' requests read from the cluster."""
+    profile = profile_for(rsync, config.profile)
+    return (
+        config.sizes
+        and config.measure_others
+        and isinstance(profile, Profile)
+        and profile.platform.has_pod_rules
+    )
+
+
+def needs_current(state: RSyncState) -> bool:
+    return state.decision is None
+
+
+def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
+    counts = seen.observed.over(restored_counts(seen.rsync))
+    if not config.sizes:
+        return Plan(Outcome.COUNTS_ONLY, "no target: counts recorded", state, counts)
+    if not autoscale_enabled(seen.rsync):
+        return Plan(Outcome.OPTED_OUT, "objcount.dev/autoscale is false: counts recorded", state, counts)
+    profile = profile_for(seen.rsync, config.profile)
+    if isinstance(profile, str):
+        return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
+    if seen.others is not None:
+        profile = replace(profile, others_cpu_m=seen.others[0], others_memory_mib=seen.others[1])
+    last = state.decision or initial(seen.current)
+    if state.hands_off_until is not None and state.hands_off_until > seen.now:
+        return Plan(Outcome.HANDS_OFF, "another writer keeps reverting our size", state, counts)
+    foreign = _foreign_size(seen, state)
+    if foreign is not None and foreign != last.resources:
+        return _reverted(
+            seen, replace(state, decision=replace(last, resources=foreign)), config, counts, profile
+        )
+    return _decided(seen, replace(state, decision=last), config, counts, profile)
+
+
+def _foreign_size(seen: Seen, state: RSyncState) -> Resources | None:
+    """The size another writer put in the RSync after our last write of it; None when there is none."""
+    if state.written is None or seen.declared is None:
+        return None
+    generation, ours = state.written
+    if generation_of(seen.rsync) <= generation or seen.declared == ours:
+        return None
+    return seen.declared
+
+
+def _reverted(
+    seen: Seen, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    """Another writer replaced our size: take it as what the reconciler has and size again from it,
+    unless it did so too often in the last hour (then hands off for an hour: no fight)."""
+    assert state.decision is not None
+    theirs = state.decision.resources
+    assert theirs is not None
+    reverts = (*[t for t in state.reverts if seen.now - t < HOUR], seen.now)
+    state = replace(state, reverts=reverts)
+    if len(reverts) > config.max_reverts_per_hour:
+        return Plan(
+            Outcome.HANDS_OFF,
+            f"another writer reverted the reconciler's size {len(reverts)} times in an hour (now "
+            f"{theirs}); not applying for an hour (check admission webhooks and other "
+            "managers of the target)",
+            replace(state, hands_off_until=seen.now + HOUR),
+            counts,
+            reverted_to=theirs,
+            log_level=logging.ERROR,
+        )
+    plan = _decided(seen, state, config, counts, profile)
+    return replace(plan, reverted_to=theirs)
+
+
+def _decided(
+    seen: Seen, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    last = state.decision
+    assert last is not None
+    # Restarts are recorded by `settled` from what the apply did, not predicted here.
+    decision = decide(counts, profile, last, now=seen.now, hysteresis=config.hysteresis, causes_restart=False)
+    recheck = None
+    if decision.lower_since is not None:
+        remaining = decision.lower_since + config.hysteresis.scale_down_delay_s - seen.now
+        recheck = max(remaining, 0.0) + 0.01
+    starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
+    return Plan(
+        decision.outcome,
+        decision.reason,
+        replace(state, decision=decision),
+        counts,
+        apply=decision.resources if decision.changes else None,
+        publish=changed(seen.rsync, published(decision.recommended, decision.resources)),
+        recheck_after=recheck,
+        log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
+def settled(plan: Plan, restarted: bool, rsync_generation: int | None, now: float) -> RSyncState:
+    """The state after the plan's apply succeeded: a restart it really caused counts toward the cap;
+    a write into the RSync is remembered to tell it from another writer's."""
+    state = plan.state
+    if restarted and state.decision is not None:
+        state = replace(state, decision=replace(state.decision, restarts=(*state.decision.restarts, now)))
+    if rsync_generation is not None and plan.apply is not None:
+        state = replace(state, written=(rsync_generation, plan.apply))
+    return state

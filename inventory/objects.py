@@ -1,0 +1,114 @@
+"""Typed views of the raw JSON objects the service reads: RSyncs, Deployments and Pods.
+
+They describe the fields we use, as the API server sends them; nothing checks them on arrival, so a
+value that comes from users (annotations, the override) is still checked where it is read. Every
+TypedDict is `total=False`: a field may be missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypedDict
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    generation: int
+    resourceVersion: str
+    creationTimestamp: str
+    deletionTimestamp: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class ResourcesBlock(TypedDict, total=False):
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+class Container(TypedDict, total=False):
+    name: str
+    resources: ResourcesBlock
+
+
+class PodSpec(TypedDict, total=False):
+    containers: list[Container]
+
+
+class Condition(TypedDict, total=False):
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class PodStatus(TypedDict, total=False):
+    conditions: list[Condition]
+
+
+class Pod(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: PodSpec
+    status: PodStatus
+
+
+class PodTemplate(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: PodSpec
+
+
+class DeploymentSpec(TypedDict, total=False):
+    template: PodTemplate
+
+
+class Deployment(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+
+
+class OverrideEntry(TypedDict, total=False):
+    containerName: str
+    cpuRequest: str
+    memoryRequest: str
+    cpuLimit: str
+    memoryLimit: str
+
+
+class Override(TypedDict, total=False):
+    resources: list[OverrideEntry]
+
+
+class SourceSpec(TypedDict, total=False):
+    repo: str
+    dir: str
+
+
+class RSyncSpec(TypedDict, total=False):
+    sourceType: str
+    git: SourceSpec
+    oci: SourceSpec
+    override: Override
+
+
+class RSync(TypedDict, total=False):
+    """A RootSync or RepoSync."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: RSyncSpec
+    status: dict[str, object]
+
+
+def annotations_of(obj: Mapping[str, object]) -> Mapping[str, str]:
+    """The object's annotations; empty when it has none (or they are not a mapping)."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def generation_of(obj: Mapping[str, object]) -> int:
+    metadata = obj.get("metadata")
+    generation = metadata.get("generation", 0) if isinstance(metadata, Mapping) else 0
+    return generation if isinstance(generation, int) else 0
