@@ -4,12 +4,16 @@ settings reaching the profile; the CLI commands that need no cluster. Expected v
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
+from pydantic import ValidationError
 
 from autoscaler.cli import main
-from autoscaler.policy import Resources, size
-from autoscaler.settings import CONFIG_FILE_ENV, SettingsError, load_settings
+from autoscaler.policy import PLATFORMS, Resources, size
+from autoscaler.settings import CONFIG_FILE_ENV, Settings, SettingsError, load_settings, markdown_table
+from autoscaler.targets import TARGETS
+from inventory import kubeapi
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +126,33 @@ def test_cli_recommend_refuses_a_negative_count(capsys: pytest.CaptureFixture[st
 def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out == "0.1.0\n"
+
+
+# ----- the registries: a new target or platform is covered by being in them ---------------------------------
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_every_target_in_the_registry_is_a_setting_and_builds_itself(name: str) -> None:
+    settings = Settings(mode="cluster", target=name)
+    target = TARGETS[settings.target].build(cast(kubeapi.KubeApi, object()), "config-management-system")
+    assert target.name == name
+    assert target.declared({"metadata": {"name": "root-sync"}}) is None, "an RSync without an override"
+    assert f"`{name}`" in markdown_table()
+
+
+@pytest.mark.parametrize("name", list(PLATFORMS))
+def test_every_platform_in_the_registry_is_a_setting_and_a_cli_choice(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = Settings(mode="cluster", platform=name).profile()
+    assert profile.platform is PLATFORMS[name]
+    assert (profile.others_cpu_m, profile.others_memory_mib) == (
+        PLATFORMS[name].others_cpu_m,
+        PLATFORMS[name].others_memory_mib,
+    )
+    assert main(["recommend", "--objects", "100", "--profile", name]) == 0
+    assert f"/{name}: 100 objects" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("field", ["target", "platform", "preset"])
+def test_a_name_outside_the_registry_is_refused_with_the_known_ones(field: str) -> None:
+    with pytest.raises(ValidationError, match="known: "):
+        Settings(mode="cluster", **{field: "mainframe"})  # type: ignore[arg-type]

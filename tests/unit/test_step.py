@@ -1,0 +1,295 @@
+"""The reconcile step and its executor, without a cluster: an in-memory fake of the Cluster protocol.
+
+Sizes are worked by hand for the prototype preset on Standard, no other containers:
+memory = ceil((128 + 0.2 x objects) / 32) x 32 MiB, CPU = ceil(memory x 1000 / 1024) m, limits = requests.
+  100 objects -> 148 -> 160 MiB, 157 m;  1,000 -> 328 -> 352 MiB, 344 m;  5,000 -> 1,128 -> 1,152 MiB, 1,125 m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+from prometheus_client import REGISTRY
+
+from autoscaler.annotations import (
+    APPLIED_ANNOTATION,
+    AUTOSCALE_ANNOTATION,
+    PLATFORM_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+)
+from autoscaler.count_writer import WriteOutcome
+from autoscaler.executor import Executor
+from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
+from autoscaler.step import RSyncState, StepConfig
+from autoscaler.targets import Applied, ApplyError
+from inventory import kubeapi
+from inventory.counts import ObjectCounts
+from inventory.ids import RSyncKey
+from inventory.objects import RSync
+
+KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
+AT_100 = Resources(157, 160, 157, 160)
+AT_1000 = Resources(344, 352, 344, 352)
+AT_5000 = Resources(1125, 1152, 1125, 1152)
+DELAY = 600.0
+
+
+@dataclass
+class FakeCluster:
+    """The cluster operations in memory: the reconciler's size, what was applied, published, recorded."""
+
+    size: Resources | None = AT_100
+    restarts: bool = True  # what an apply reports
+    generation_after_apply: int | None = None
+    in_rsync: Resources | None = None  # the size the RSync declares (rsync-override)
+    failing: set[str] = field(default_factory=set)
+    count_write: WriteOutcome = "status"
+    target_name: str = "fake"
+    applied: list[Resources] = field(default_factory=list)
+    published: list[dict[str, str]] = field(default_factory=list)
+    counts: list[tuple[ObjectCounts, bool]] = field(default_factory=list)
+
+    def current(self, key: RSyncKey) -> Resources | None:
+        if "current" in self.failing:
+            raise ApplyError("forbidden", "reading the size: forbidden")
+        return self.size
+
+    def others(self, key: RSyncKey) -> tuple[int, int] | None:
+        return None
+
+    def declared(self, rsync: RSync) -> Resources | None:
+        return self.in_rsync
+
+    def apply(self, key: RSyncKey, resources: Resources) -> Applied:
+        if "apply" in self.failing:
+            raise ApplyError("rejected", "apply: rejected")
+        self.size = resources
+        self.applied.append(resources)
+        return Applied(resources, self.restarts, self.generation_after_apply)
+
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
+        self.published.append(dict(annotations))
+
+    def write_counts(
+        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+    ) -> WriteOutcome:
+        if "counts" in self.failing:
+            raise kubeapi.Transient("counts: 503")
+        self.counts.append((counts, in_annotations))
+        return self.count_write
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    cluster: FakeCluster
+    clock: Clock
+    executor: Executor
+    rechecks: list[float]
+
+    def reconcile(self, observed: ObjectCounts, rsync: RSync | None = None) -> Outcome:
+        body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
+        return self.executor.reconcile(KEY, body if rsync is None else rsync, observed)
+
+
+def rig(cluster: FakeCluster | None = None, *, sizes: bool = True, max_restarts: int = 100) -> Rig:
+    cluster = cluster or FakeCluster()
+    clock, rechecks = Clock(), []
+    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, max_restarts), 3, sizes=sizes)
+    executor = Executor(cluster, config, clock, lambda key, delay: rechecks.append(delay))
+    return Rig(cluster, clock, executor, rechecks)
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def annotated(annotations: dict[str, str], generation: int = 1) -> RSync:
+    return {"metadata": {"name": KEY.name, "generation": generation, "annotations": annotations}}
+
+
+# ----- one reconcile: named cases ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    observed: ObjectCounts
+    outcome: Outcome
+    applied: list[Resources]
+    rsync: RSync | None = None
+    sizes: bool = True
+    failing: frozenset[str] = frozenset()
+    counts_recorded: bool = True
+
+
+CASES = {
+    "more objects: scale up at once": Case(ObjectCounts(5000, 5000), Outcome.SCALED_UP, [AT_5000]),
+    "only the inventory known: scale up anyway": Case(ObjectCounts(None, 5000), Outcome.SCALED_UP, [AT_5000]),
+    "already sized": Case(ObjectCounts(100, 100), Outcome.UNCHANGED, []),
+    "both counts unknown: postponed": Case(ObjectCounts(), Outcome.POSTPONED, []),
+    "prune pending: no scale-down": Case(ObjectCounts(10, 100), Outcome.UNCHANGED, []),
+    "opted out: counts only": Case(
+        ObjectCounts(5000, 5000), Outcome.OPTED_OUT, [], rsync=annotated({AUTOSCALE_ANNOTATION: "False"})
+    ),
+    "unknown platform: error, nothing applied": Case(
+        ObjectCounts(5000, 5000), Outcome.ERROR, [], rsync=annotated({PLATFORM_ANNOTATION: "mainframe"})
+    ),
+    "no target: counts only": Case(ObjectCounts(5000, 5000), Outcome.COUNTS_ONLY, [], sizes=False),
+    "size unreadable: error, counts still recorded": Case(
+        ObjectCounts(5000, 5000), Outcome.ERROR, [], failing=frozenset({"current"})
+    ),
+    "apply refused: error, counts still recorded": Case(
+        ObjectCounts(5000, 5000), Outcome.ERROR, [], failing=frozenset({"apply"})
+    ),
+    "counts write failed: error after the size was applied": Case(
+        ObjectCounts(5000, 5000),
+        Outcome.ERROR,
+        [AT_5000],
+        failing=frozenset({"counts"}),
+        counts_recorded=False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_reconcile(name: str) -> None:
+    case = CASES[name]
+    r = rig(FakeCluster(failing=set(case.failing)), sizes=case.sizes)
+    decisions = metric("objcount_decisions_total", outcome=case.outcome)
+    assert r.reconcile(case.observed, case.rsync) == case.outcome
+    assert r.cluster.applied == case.applied
+    assert r.cluster.counts == ([(case.observed, False)] if case.counts_recorded else [])
+    assert metric("objcount_decisions_total", outcome=case.outcome) == decisions + 1, (
+        "every outcome is counted"
+    )
+
+
+def test_prune_pending_is_said_in_the_decision() -> None:
+    r = rig()
+    assert r.reconcile(ObjectCounts(10, 100)) == Outcome.UNCHANGED  # 100 objects: sized for the inventory
+    assert r.executor.states[KEY].decision is not None
+    r.cluster.size = AT_1000
+    r.executor.states.clear()
+    assert r.reconcile(ObjectCounts(10, 100)) == Outcome.POSTPONED
+    assert "prune pending" in r.executor.states[KEY].decision.reason  # type: ignore[union-attr]
+    assert r.cluster.applied == []
+
+
+def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
+    r = rig()
+    r.reconcile(ObjectCounts(5000, 5000))
+    assert r.cluster.published == [
+        {
+            RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
+            APPLIED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
+        }
+    ]
+
+
+def test_a_lower_target_waits_for_the_delay_then_comes_down() -> None:
+    r = rig(FakeCluster(size=AT_5000))
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED
+    assert r.rechecks == [DELAY + 0.01], "the held scale-down is looked at again when it is due"
+    r.clock.now += DELAY - 1
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED
+    r.clock.now += 1
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+    assert r.cluster.applied == [AT_100]
+
+
+def test_the_restart_is_counted_when_the_in_place_target_falls_back_to_the_template() -> None:
+    r = rig(FakeCluster(restarts=False))
+    restarts = metric("objcount_restarts_caused_total")
+    assert r.reconcile(ObjectCounts(1000, 1000)) == Outcome.SCALED_UP  # resized in place
+    assert metric("objcount_restarts_caused_total") == restarts
+    assert r.executor.states[KEY].decision.restarts == ()  # type: ignore[union-attr]
+    r.cluster.restarts = True  # the resize is infeasible: the template changes, the pod restarts
+    r.clock.now = 2000.0
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert metric("objcount_restarts_caused_total") == restarts + 1
+    assert r.executor.states[KEY].decision.restarts == (2000.0,)  # type: ignore[union-attr]
+
+
+def test_restarts_that_happened_hold_scale_downs_at_the_cap() -> None:
+    r = rig(FakeCluster(restarts=True), max_restarts=1)
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    r.reconcile(ObjectCounts(100, 100))
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED
+    assert "restart cap" in r.executor.states[KEY].decision.reason  # type: ignore[union-attr]
+
+
+def test_resizes_that_did_not_restart_never_reach_the_cap() -> None:
+    r = rig(FakeCluster(restarts=False), max_restarts=1)
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    r.reconcile(ObjectCounts(100, 100))
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+
+
+def test_another_writers_size_is_reported_reapplied_then_left_alone() -> None:
+    theirs = Resources(50, 64, 50, 64)
+    r = rig(FakeCluster(generation_after_apply=2))
+    r.reconcile(ObjectCounts(1000, 1000))
+    assert r.executor.states[KEY].written == (2, AT_1000)
+    reverted = metric("objcount_apply_errors_total", target="fake", reason="reverted")
+    r.cluster.in_rsync = theirs
+    for generation in (3, 4, 5):  # three reverts in the hour are fought back
+        r.cluster.generation_after_apply = generation
+        assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, generation)) == Outcome.SCALED_UP
+        r.clock.now += 60
+    assert r.cluster.applied == [AT_1000] * 4
+    assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, 6)) == Outcome.HANDS_OFF
+    assert r.cluster.applied == [AT_1000] * 4, "the fourth revert in the hour is not fought"
+    assert r.executor.states[KEY].decision.resources == theirs  # type: ignore[union-attr]
+    assert metric("objcount_apply_errors_total", target="fake", reason="reverted") == reverted + 4
+    r.clock.now += 3600
+    assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, 6)) == Outcome.SCALED_UP
+
+
+def test_our_own_write_seen_in_a_stale_cache_is_no_revert() -> None:
+    r = rig(FakeCluster(generation_after_apply=2))
+    r.reconcile(ObjectCounts(1000, 1000))
+    r.cluster.in_rsync = AT_100  # the cache still shows the size before our write
+    assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, 2)) == Outcome.UNCHANGED
+    assert r.cluster.applied == [AT_1000]
+
+
+def test_pruned_status_fields_move_the_counts_to_annotations_from_then_on() -> None:
+    r = rig(FakeCluster(count_write="fell_back"))
+    r.reconcile(ObjectCounts(100, 100))
+    r.cluster.count_write = "annotations"
+    r.reconcile(ObjectCounts(100, 120))
+    assert [in_annotations for _, in_annotations in r.cluster.counts] == [False, True]
+
+
+def test_a_deleted_rsync_is_forgotten() -> None:
+    r = rig()
+    r.reconcile(ObjectCounts(5000, 5000))
+    assert r.executor.reconcile(KEY, None, ObjectCounts()) == Outcome.GONE
+    assert KEY not in r.executor.states
+    assert REGISTRY.get_sample_value("objcount_objects", {"rsync": str(KEY), "count": "sync"}) is None
+
+
+def test_a_crash_in_any_stage_is_an_error_outcome() -> None:
+    r = rig()
+    errors = metric("objcount_reconcile_errors_total", stage="crash")
+    assert r.executor.reconcile(KEY, "not an object", ObjectCounts(5000, 5000)) == Outcome.ERROR  # type: ignore[arg-type]
+    assert metric("objcount_reconcile_errors_total", stage="crash") == errors + 1
+
+
+def test_an_error_keeps_the_state_it_had() -> None:
+    r = rig()
+    r.reconcile(ObjectCounts(1000, 1000))
+    before = r.executor.states[KEY]
+    r.cluster.failing.add("apply")
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
+    assert r.executor.states[KEY] == before
+    assert isinstance(before, RSyncState)
