@@ -38,10 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     injector.add_argument(
         "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
     )
-    stress = commands.add_parser(
-        "stress", help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)"
+    commands.add_parser(
+        "stress",
+        help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)",
+        add_help=False,  # --help is the stress test's own
     )
-    stress.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments of python -m profiles.stress")
     demo = commands.add_parser(
         "demo", help="`make run`: a local control plane with a sample RootSync, driven ([tools] extra)"
     )
@@ -176,7 +177,13 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # `stress` takes the arguments of profiles.stress, parsed there (its tooling loads only then).
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "stress":
+        args.arguments = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return COMMANDS[args.command](args)
 
 
