@@ -25,7 +25,6 @@ from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
 from inventory.counts import ObjectCounts
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
-from inventory.objects import RSync
 from inventory.observer import Observer, Scope
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
@@ -116,9 +115,6 @@ class Controller:
 
     def observed(self, key: RSyncKey) -> ObjectCounts:
         return self.observer.observed(key)
-
-    def rsync_body(self, key: RSyncKey) -> RSync | None:
-        return self.observer.rsync(key)
 
     # ----- reconcile ---------------------------------------------------------------------------------
     def reconcile(self, key: RSyncKey) -> Outcome:

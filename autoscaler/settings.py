@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import (
@@ -218,7 +218,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        config_file = os.environ.get(CONFIG_FILE_ENV)
+        # A file given to load_settings is in the model config; the environment's is read here.
+        config_file = settings_cls.model_config.get("yaml_file") or os.environ.get(CONFIG_FILE_ENV)
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if config_file:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
@@ -268,12 +269,16 @@ class SettingsError(Exception):
 
 
 def load_settings(config_file: str | None = None) -> Settings:
+    """The settings, from `config_file` (else $OBJCOUNT_CONFIG_FILE) and the environment; the process
+    environment is left as it is."""
+    settings_cls: type[Settings] = Settings
     if config_file:
         if not Path(config_file).is_file():
             raise SettingsError(f"config file {config_file}: not found")
-        os.environ[CONFIG_FILE_ENV] = config_file
+        config = SettingsConfigDict(**{**Settings.model_config, "yaml_file": config_file})
+        settings_cls = cast(type[Settings], type("Settings", (Settings,), {"model_config": config}))
     try:
-        return Settings()
+        return settings_cls()
     except ValidationError as error:
         raise SettingsError(describe(error)) from None
 

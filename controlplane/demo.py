@@ -44,7 +44,7 @@ from controlplane.seed import (
 )
 from inventory import kubeapi
 from inventory.ids import ROOT_SYNC_NAMESPACE, RSyncKey, reconciler_name
-from inventory.objects import RSync
+from inventory.objects import RSync, annotations_of
 
 SAMPLE = RSyncKey("RootSync", ROOT_SYNC_NAMESPACE, "root-sync")
 SCALE_DOWN_DELAY = 15  # seconds; shortened so the demo shows a scale-down (the default is 600)
@@ -83,9 +83,7 @@ def observe(api: kubeapi.KubeApi, started: float, phase: str) -> Row:
         "template"
     ]["spec"]["containers"]
     applied = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
-    recommended = (
-        record.recommended if RECOMMENDED_ANNOTATION in (body["metadata"].get("annotations") or {}) else None
-    )
+    recommended = record.recommended if RECOMMENDED_ANNOTATION in annotations_of(body) else None
     return Row(
         time.monotonic() - started,
         phase,

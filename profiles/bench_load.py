@@ -31,6 +31,7 @@ from controlplane.launcher import free_port
 from controlplane.seed import ensure_namespace, install_crds, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
+from inventory.objects import annotations_of
 from profiles.bench_latency import percentile
 from profiles.bench_service import cpu_seconds, memory_mib
 
@@ -77,7 +78,7 @@ class StatusWatch:
             if isinstance(count, int):
                 self.first_seen.setdefault((name, count), now)
                 self.counted.add(name)
-            if RECOMMENDED_ANNOTATION in (metadata.get("annotations") or {}):
+            if RECOMMENDED_ANNOTATION in annotations_of(obj):
                 self.recommended.add(name)
 
 

@@ -47,6 +47,7 @@ from controlplane.demo import publish_commit, start_service
 from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
+from inventory.objects import annotations_of
 from profiles.fit import read_points
 
 PODMETRICS = kubeapi.Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
@@ -123,7 +124,7 @@ def measure_step(
     while True:
         body = api.get(resource, key.namespace, key.name)
         counts = status_counts(body)
-        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        annotations = annotations_of(body)
         recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
         applied = parse_resources_annotation(annotations.get(APPLIED_ANNOTATION))
         counted = counts.sync == objects and (counts.source == objects or not source_too)

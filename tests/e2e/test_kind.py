@@ -8,15 +8,16 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory.ids import RSyncKey
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "objcount-e2e"
@@ -76,9 +77,8 @@ def test_cluster_mode_sizes_a_reconciler_on_kind(cluster: None) -> None:
         "deployment/objcount-autoscaler",
         "--timeout=180s",
     )
-    deadline = time.monotonic() + 180
-    entries: list[dict[str, str]] = []
-    while time.monotonic() < deadline and not entries:
+
+    def reconciler_override() -> tuple[dict[str, Any], list[dict[str, str]]] | None:
         body = json.loads(
             kubectl("-n", "config-management-system", "get", "rootsync", "root-sync", "-o", "json")
         )
@@ -87,8 +87,11 @@ def test_cluster_mode_sizes_a_reconciler_on_kind(cluster: None) -> None:
             for e in (body["spec"].get("override") or {}).get("resources") or []
             if e["containerName"] == "reconciler"
         ]
-        time.sleep(2)
-    assert entries, "the service never wrote the reconciler override"
+        return (body, entries) if entries else None
+
+    body, entries = wait_for(
+        reconciler_override, timeout=180, interval=2, what="the service to write the reconciler override"
+    )
     expected = 736  # the default (fitted) preset, 3,000 objects: 198 + 0.174 x 3000 = 720 -> 736 MiB
     assert entries[0]["memoryRequest"] == f"{expected}Mi"
     assert body["status"]["sync"]["objectCount"] == 3000
