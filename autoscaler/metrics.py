@@ -7,7 +7,8 @@ from prometheus_client import Counter, Gauge, Histogram
 DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
 APPLY_ERRORS = Counter(
     "objcount_apply_errors_total",
-    "Failed applies, by reason (conflict, rejected, forbidden, not_found, infeasible, reverted, transient).",
+    "Failed or refused applies, by reason (conflict, rejected, forbidden, not_found, infeasible, reverted,"
+    " transient, owned).",
     ["target", "reason"],
 )
 RESTARTS_CAUSED = Counter(

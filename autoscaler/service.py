@@ -20,11 +20,12 @@ from typing import Any, cast
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
-from autoscaler import logs
+from autoscaler import allocator, logs
 from autoscaler.controller import Controller, Scope
 from autoscaler.leader import LeaderElector
+from autoscaler.metrics import APPLY_ERRORS
 from autoscaler.settings import Settings
-from autoscaler.targets import TARGETS, Target
+from autoscaler.targets import TARGETS, ApplyError, DeploymentTarget, Target
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from inventory.objects import RSync
@@ -64,7 +65,9 @@ def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Eve
                 return SourceLayout(settings.source_root, "")
 
 
-def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.Event) -> Controller:
+def build_controller(
+    settings: Settings, api: kubeapi.KubeApi, target: Target, stop: threading.Event
+) -> Controller:
     watch = WatchSettings(
         server_timeout=settings.watch_timeout_seconds, inactivity_timeout=settings.watch_inactivity_seconds
     )
@@ -79,7 +82,7 @@ def build_controller(settings: Settings, api: kubeapi.KubeApi, stop: threading.E
         scope,
         source_layout=layout,
         watch_settings=watch,
-        target=build_target(settings, api),
+        target=target,
         profile=settings.profile(),
         hysteresis=settings.hysteresis(),
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
@@ -216,12 +219,25 @@ def _elect(
     return elector
 
 
+def refusal_at_start(settings: Settings, target: Target) -> str | None:
+    """Why a sidecar must not run with its target (someone else owns what it writes), or None. Every
+    apply checks again; this makes a wrong install fail at once instead of on the first scale change."""
+    if settings.mode != "sidecar" or not isinstance(target, DeploymentTarget):
+        return None
+    try:
+        return target.refusal(settings.rsync)
+    except ApplyError as error:
+        log.warning("cannot tell yet who manages the reconciler Deployment (%s); each apply checks", error)
+        return None
+
+
 def run(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); the exit code."""
     stop = stop or threading.Event()
     logs.configure(
         settings.log_level, settings.log_format, str(settings.rsync) if settings.mode == "sidecar" else ""
     )
+    allocator.tune_for_large_events()
     failed = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -243,7 +259,14 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         settings.target,
         settings.profile().name,
     )
-    controller = build_controller(settings, api, stop)
+    target = build_target(settings, api)
+    refusal = refusal_at_start(settings, target)
+    if refusal is not None:
+        APPLY_ERRORS.labels(settings.target, "owned").inc()
+        log.error("refusing to start: %s", refusal)
+        api.close()
+        return EXIT_FAILED
+    controller = build_controller(settings, api, target, stop)
     leading = threading.Event()
     threads: dict[str, Callable[[], bool]] = {}
     servers = start_endpoints(settings, controller, leading, threads)

@@ -4,7 +4,7 @@ resize, or nowhere (recommend only).
 Every target reads what the reconciler has now (`current`), writes only when that differs, and returns
 what the API server accepted and whether that restarts the reconciler (`Applied`). Errors are raised
 as `ApplyError` with a short, bounded `reason` for the metric: conflict, rejected, forbidden,
-not_found, infeasible, reverted, transient, unreadable, no-container.
+not_found, infeasible, reverted, transient, unreadable, no-container, owned.
 
 Adding a target is this file only: a class with `name`, `current`, `apply` and `declared`, and an entry
 in `TARGETS` (settings, the CLI and the README's table are derived from it).
@@ -31,12 +31,19 @@ from autoscaler.codecs import override_entry, resources_json, resources_of, reso
 from autoscaler.policy import Resources
 from inventory import kubeapi
 from inventory.backoff import with_retries
-from inventory.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
+from inventory.ids import (
+    RECONCILER_CONTAINER,
+    RECONCILER_NAMESPACE,
+    SYNC_KIND_LABEL,
+    RSyncKey,
+    reconciler_name,
+)
 from inventory.objects import Container, Deployment, OverrideEntry, Pod, RSync, annotations_of, generation_of
 
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "objcount-autoscaler"
+RECONCILER_MANAGER = "reconciler-manager"  # Config Sync's field manager for the reconciler Deployments
 _REASONS: dict[type[kubeapi.ApiError], str] = {
     kubeapi.Conflict: "conflict",
     kubeapi.Invalid: "rejected",
@@ -125,12 +132,24 @@ def _template_containers(deployment: Deployment) -> object:
 
 
 # ----- deployment ------------------------------------------------------------------------------------------
+def reconciler_manager_owns(deployment: Deployment) -> bool:
+    """Config Sync's reconciler-manager applies the Deployment (its field manager) or labelled it as
+    the reconciler of an RSync: it rewrites the template from the RSync on every reconcile."""
+    metadata = deployment.get("metadata") or {}
+    if SYNC_KIND_LABEL in (metadata.get("labels") or {}):
+        return True
+    return any(entry.get("manager") == RECONCILER_MANAGER for entry in metadata.get("managedFields") or [])
+
+
 @dataclass
 class DeploymentTarget(_NothingInTheRSync):
-    """Server-side apply of the reconciler container's resources in the Deployment's pod template.
+    """Server-side apply of the reconciler container's resources in the Deployment's pod template, for
+    reconcilers nobody else manages.
 
     Our field manager owns those fields only; every other container and field stays as it is. Forced,
-    because the reconciler manager that created the Deployment owns them at first.
+    because whoever created the Deployment (kubectl, a Helm chart) owns them at first. A Deployment of
+    Config Sync's reconciler-manager is refused (`owned`): it would put its own values back, and each
+    round trip rolls the reconciler out; `rsync-override` and `in-place` work with it.
     """
 
     api: kubeapi.KubeApi
@@ -148,7 +167,20 @@ class DeploymentTarget(_NothingInTheRSync):
             _template_containers(self._deployment(key)), f"Deployment {reconciler_name(key)}"
         )
 
+    def refusal(self, key: RSyncKey) -> str | None:
+        """Why this target must not write the reconciler Deployment of `key`, or None."""
+        if not reconciler_manager_owns(self._deployment(key)):
+            return None
+        return (
+            f"Deployment {self.namespace}/{reconciler_name(key)} is managed by Config Sync's "
+            f"{RECONCILER_MANAGER}, which would revert every change to its template (a rollout each time); "
+            "use target rsync-override (through the RSync) or in-place (the running Pod) instead"
+        )
+
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
+        refusal = self.refusal(key)
+        if refusal is not None:
+            raise ApplyError("owned", refusal)
         name = reconciler_name(key)
         body = {
             "apiVersion": "apps/v1",

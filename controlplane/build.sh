@@ -20,7 +20,8 @@ fi
 version_of() { awk -v m="$1" '$1 == m { print $2; exit }' "$mod/go.mod"; }
 k8s_version=$(version_of k8s.io/kubernetes)
 etcd_version=$(version_of go.etcd.io/etcd/server/v3)
-pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" | sha256sum | cut -c1-12)
+source "$here/cache_entry.sh"
+pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/k8s-$k8s_version-etcd-$etcd_version-$pin_hash"
 
 if [[ -x "$out/kube-apiserver" && -x "$out/kube-controller-manager" && -x "$out/etcd" ]]; then
@@ -45,10 +46,4 @@ export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
 go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-# Publish atomically so a concurrent or interrupted build never leaves a half-written cache entry.
-mkdir -p "$cache_root"
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
-echo "built in $(( $(date +%s) - start )) s" >&2
-echo "$out"
+publish_cache_entry "$tmp" "$out" "$start"

@@ -20,7 +20,9 @@ commit=b259f899954123f52668e61fe2092fe5d17be833
 repository=https://github.com/GoogleContainerTools/kpt-config-sync.git
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}
-pin_hash=$(printf '%s %s\n' "$version" "$commit" | cat - "$0" | sha256sum | cut -c1-12)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/cache_entry.sh"
+pin_hash=$(printf '%s %s\n' "$version" "$commit" | cat - "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/configsync-$version-$pin_hash"
 source=${OBJCOUNT_CONFIGSYNC_SOURCE:-}
 
@@ -75,10 +77,4 @@ done
 cp -a "$tmp/src/manifests" "$tmp/manifests"
 printf 'version %s\ncommit %s\n' "$version" "$commit" >"$tmp/PIN"
 rm -rf "$tmp/src"
-# Publish atomically so a concurrent or interrupted build never leaves a half-written cache entry.
-mkdir -p "$cache_root"
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
-echo "built in $(( $(date +%s) - start )) s" >&2
-echo "$out"
+publish_cache_entry "$tmp" "$out" "$start"

@@ -336,8 +336,9 @@ def _lines(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         while (end := chunk.find(b"\n", start)) >= 0:
             if pending:
                 pending.append(chunk[start:end])
-                yield b"".join(pending)
-                pending.clear()
+                line = b"".join(pending)
+                pending.clear()  # before the yield: the pieces are not kept while the line is decoded
+                yield line
             elif end > start:
                 yield chunk[start:end]
             start = end + 1

@@ -11,6 +11,11 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 
+class ManagedFieldsEntry(TypedDict, total=False):
+    manager: str
+    operation: str
+
+
 class ObjectMeta(TypedDict, total=False):
     name: str
     namespace: str
@@ -20,6 +25,7 @@ class ObjectMeta(TypedDict, total=False):
     deletionTimestamp: str
     labels: dict[str, str]
     annotations: dict[str, str]
+    managedFields: list[ManagedFieldsEntry]
 
 
 class ResourcesBlock(TypedDict, total=False):

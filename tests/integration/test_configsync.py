@@ -465,12 +465,6 @@ def test_no_shipped_manifest_replaces_a_config_sync_crd(stack: ConfigSyncStack) 
     assert not replaced, f"applying these would replace Config Sync's CRDs: {replaced}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: the `deployment` target writes the reconciler Deployment that the reconciler-manager "
-    "owns and re-applies, instead of refusing at start-up",
-)
 def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
     stack: ConfigSyncStack, services: list[Service], tmp_path: Path
 ) -> None:

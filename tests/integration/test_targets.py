@@ -184,6 +184,35 @@ def test_deployment_target(rig: Rig) -> None:
     assert parse_resources_annotation(annotations[APPLIED_ANNOTATION]) == at(100)
 
 
+def test_deployment_target_never_writes_a_deployment_of_the_reconciler_manager(rig: Rig) -> None:
+    """Played by us: an apply under Config Sync's field manager, as its reconciler-manager does (the real
+    reconciler-manager refusing a sidecar at start-up is in test_configsync). Cluster mode checks at
+    each apply, so the template and its managers stay as they were."""
+    name = reconciler_name(rig.key)
+    rig.api.patch(
+        kubeapi.DEPLOYMENT,
+        rig.namespace,
+        name,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": rig.namespace, "labels": {"app": "reconciler"}},
+        },
+        patch_type="apply",
+        field_manager="reconciler-manager",
+        force=True,
+    )
+    before = rig.deployment()
+    with pytest.raises(ApplyError) as refused:
+        DeploymentTarget(rig.api, namespace=rig.namespace).apply(rig.key, Resources(500, 512, 500, 512))
+    assert refused.value.reason == "owned"
+    assert "rsync-override" in str(refused.value)
+    assert "in-place" in str(refused.value)
+    after = rig.deployment()
+    assert after["spec"]["template"] == before["spec"]["template"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
 def test_rsync_override_target_preserves_other_entries_and_retries_conflicts(rig: Rig) -> None:
     git_sync = {"containerName": "git-sync", "memoryLimit": "64Mi"}
     rig.api.patch(
