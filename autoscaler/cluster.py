@@ -37,6 +37,10 @@ class Cluster(Protocol):
         """The size the target keeps in the RSync itself (no I/O)."""
         ...
 
+    def held_by_owner(self, rsync: RSync) -> str | None:
+        """Why the target must not write this RSync's size: its owner would fight it (no I/O)."""
+        ...
+
     def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
 
     def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
@@ -70,6 +74,9 @@ class KubeCluster:
 
     def declared(self, rsync: RSync) -> Resources | None:
         return self.target.declared(rsync)
+
+    def held_by_owner(self, rsync: RSync) -> str | None:
+        return self.target.held_by_owner(rsync)
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         return self.target.apply(key, resources)

@@ -89,7 +89,7 @@ class Executor:
             self._reverted(key, plan)
         if plan.outcome == Outcome.ERROR:
             RECONCILE_ERRORS.labels("decide").inc()
-        if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF):
+        if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER):
             log.log(plan.log_level, "%s: %s: %s", key, plan.outcome, plan.reason)
         new_state = self._apply(key, plan, state)
         self.states[key] = new_state
@@ -109,7 +109,15 @@ class Executor:
             self._apply_error(key, error, "read")
             log.error("%s: cannot read the reconciler's resources: %s", key, error)
             raise _Failed from error
-        return Seen(rsync, observed, self.clock(), current, self.cluster.declared(rsync), others)
+        return Seen(
+            rsync,
+            observed,
+            self.clock(),
+            current,
+            declared=self.cluster.declared(rsync),
+            others=others,
+            held_by_owner=self.cluster.held_by_owner(rsync),
+        )
 
     def _apply(self, key: RSyncKey, plan: Plan, state: RSyncState) -> RSyncState:
         if plan.apply is None:

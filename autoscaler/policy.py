@@ -5,8 +5,9 @@
    (GKE Autopilot minimums, 250m CPU rounding, vCPU:GiB ratio) applied to the whole pod, with any
    surplus given to the reconciler container, so the result is a fixed point of those rules.
 2. `decide(counts, profile, last, now=...)`: scale up at once; scale down only after the lower target has
-   held for a delay, never while a count is unknown or a prune is pending (inventory larger than the
-   source), and never beyond a cap of restarts per hour.
+   held for a delay, never while a count is unknown or a prune may be running (the reconciler reports
+   its sync of the fetched commit unfinished or failed; when it reports nothing, an inventory larger
+   than the source), and never beyond a cap of restarts per hour.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from inventory.counts import ObjectCounts
+from inventory.sync_progress import UNREPORTED, SyncProgress
 
 
 def ceil_to(value: Fraction | int, step: int) -> int:
@@ -272,6 +274,7 @@ class Outcome(StrEnum):
     OPTED_OUT = "opted_out"  # objcount.dev/autoscale: "false": counts recorded, nothing sized
     COUNTS_ONLY = "counts_only"  # the service runs without a target
     HANDS_OFF = "hands_off"  # another writer keeps reverting our size: not applying for a while
+    HELD_BY_OWNER = "held_by_owner"  # the field we would write is another owner's: recommended only
     GONE = "gone"  # the RSync was deleted: what we knew of it is forgotten
 
 
@@ -313,6 +316,7 @@ def decide(
     ready: bool = True,
     hysteresis: Hysteresis = Hysteresis(),
     causes_restart: bool = True,
+    progress: SyncProgress = UNREPORTED,
 ) -> Decision:
     """The next decision. `last.resources` is what the reconciler has (None when not known).
 
@@ -345,7 +349,19 @@ def decide(
             reason=f"{target} objects need {recommended}",
             restarts=restarts + ((now,) if causes_restart else ()),
         )
-    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, causes_restart=causes_restart)
+    return _scale_down(
+        base, counts, last, now=now, hysteresis=hysteresis, causes_restart=causes_restart, progress=progress
+    )
+
+
+def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
+    """Why a prune may still be running. The reconciler's own report decides; only when it has written
+    none (no Config Sync status on the RSync) does an inventory larger than the source stand for one."""
+    if progress.reported:
+        return progress.pending
+    assert counts.sync is not None
+    assert counts.source is not None
+    return f"inventory {counts.sync} > source {counts.source}" if counts.sync > counts.source else None
 
 
 def _scale_down(
@@ -356,18 +372,14 @@ def _scale_down(
     now: float,
     hysteresis: Hysteresis,
     causes_restart: bool,
+    progress: SyncProgress,
 ) -> Decision:
     assert base.recommended is not None
     if not counts.known:
         return replace(base, outcome=Outcome.POSTPONED, reason="a count is unknown: no scale-down")
-    assert counts.sync is not None
-    assert counts.source is not None
-    if counts.sync > counts.source:
-        return replace(
-            base,
-            outcome=Outcome.POSTPONED,
-            reason=f"prune pending (inventory {counts.sync} > source {counts.source}): no scale-down",
-        )
+    pending = _prune_pending(counts, progress)
+    if pending is not None:
+        return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
     since = last.lower_since if last.lower_since is not None else now
     # Over the waiting window, scale down only to the largest target seen in it.
     peak = base.recommended if last.lower_peak is None else last.lower_peak.at_least(base.recommended)

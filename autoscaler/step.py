@@ -18,6 +18,7 @@ from autoscaler.annotations import autoscale_enabled, changed, platform_asked, p
 from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
 from inventory.counts import ObjectCounts
 from inventory.objects import RSync, generation_of
+from inventory.sync_progress import sync_progress
 
 HOUR = 3600.0
 
@@ -55,6 +56,7 @@ class Seen:
     now: float
     current: Resources | None = None  # what the reconciler has; read only while state.decision is None
     declared: Resources | None = None  # the size the target keeps in the RSync, as the RSync shows it
+    held_by_owner: str | None = None  # why the target must not write (its owner would fight it)
     others: tuple[int, int] | None = None  # measured requests of the other containers (CPU m, MiB)
 
 
@@ -164,11 +166,21 @@ def _decided(
     last = state.decision
     assert last is not None
     # Restarts are recorded by `settled` from what the apply did, not predicted here.
-    decision = decide(counts, profile, last, now=seen.now, hysteresis=config.hysteresis, causes_restart=False)
+    decision = decide(
+        counts,
+        profile,
+        last,
+        now=seen.now,
+        hysteresis=config.hysteresis,
+        causes_restart=False,
+        progress=sync_progress(seen.rsync),
+    )
     recheck = None
     if decision.lower_since is not None:
         remaining = decision.lower_since + config.hysteresis.scale_down_delay_s - seen.now
         recheck = max(remaining, 0.0) + 0.01
+    if decision.changes and seen.held_by_owner is not None:
+        return _held_by_owner(seen, state, counts, decision, last)
     starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
     return Plan(
         decision.outcome,
@@ -179,6 +191,23 @@ def _decided(
         publish=changed(seen.rsync, published(decision.recommended, decision.resources)),
         recheck_after=recheck,
         log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
+def _held_by_owner(
+    seen: Seen, state: RSyncState, counts: ObjectCounts, decision: Decision, last: Decision
+) -> Plan:
+    """A change is due but its field is another owner's: recommend it, keep the size, write nothing."""
+    assert seen.held_by_owner is not None
+    reason = f"{decision.reason}; not applied: {seen.held_by_owner}"
+    held = replace(decision, outcome=Outcome.HELD_BY_OWNER, resources=last.resources, reason=reason)
+    return Plan(
+        Outcome.HELD_BY_OWNER,
+        reason,
+        replace(state, decision=held),
+        counts,
+        publish=changed(seen.rsync, published(held.recommended, held.resources)),
+        log_level=logging.WARNING if last.outcome != Outcome.HELD_BY_OWNER else logging.DEBUG,
     )
 
 

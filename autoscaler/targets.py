@@ -87,9 +87,17 @@ class Target(Protocol):
         keeps none there (or it is unreadable: `current` reports that when the size is next read)."""
         ...
 
+    def held_by_owner(self, rsync: RSync) -> str | None:
+        """Why writing this RSync's size would fight the owner of what this target writes, as the
+        cached RSync shows it; None when nothing stands in the way."""
+        ...
+
 
 class _NothingInTheRSync:
     def declared(self, rsync: RSync) -> Resources | None:
+        return None
+
+    def held_by_owner(self, rsync: RSync) -> str | None:
         return None
 
 
@@ -231,6 +239,32 @@ def _reconciler_override(rsync: RSync) -> Resources | None:
         raise ApplyError("unreadable", f"the reconciler's override entry is unreadable: {error}") from error
 
 
+DECLARED_FIELDS_ANNOTATION = "configsync.gke.io/declared-fields"
+
+
+def override_declared_in_git(rsync: RSync) -> str | None:
+    """Why `spec.override` of this RSync belongs to the sync that declares it, or None.
+
+    An RSync declared in git by another RSync is applied by that sync, which keeps its declared fields
+    (the `configsync.gke.io/declared-fields` annotation, in the managed-fields notation) as git says,
+    and its admission webhook refuses other writers' changes to them. When they cover `spec.override`,
+    our write would be reverted or refused; a declaration without it leaves the override to us.
+    """
+    text = annotations_of(rsync).get(DECLARED_FIELDS_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        fields = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        fields = None
+    if not isinstance(fields, dict):  # unknown is not "not declared"
+        return f"{DECLARED_FIELDS_ANNOTATION} is unreadable: spec.override may be declared in git"
+    spec = fields.get("f:spec")
+    if isinstance(spec, dict) and "f:override" in spec:
+        return "spec.override is declared in git (configsync.gke.io/declared-fields): change it there"
+    return None
+
+
 @dataclass
 class RSyncOverrideTarget:
     """The `reconciler` entry of the RSync's `spec.override.resources`, other entries preserved.
@@ -259,6 +293,9 @@ class RSyncOverrideTarget:
             return _reconciler_override(rsync)
         except ApplyError:
             return None
+
+    def held_by_owner(self, rsync: RSync) -> str | None:
+        return override_declared_in_git(rsync)
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         resource = kubeapi.RSYNC_RESOURCES[key.kind]

@@ -22,6 +22,7 @@ from autoscaler.codecs import resources_json, resources_of
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
 from autoscaler.targets import (
+    DECLARED_FIELDS_ANNOTATION,
     Applied,
     ApplyError,
     DeploymentTarget,
@@ -275,6 +276,38 @@ def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) ->
     assert target.conflicts == 3
     labels = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["labels"]
     assert labels["raced"] == "0", "the other writer's change survived"
+
+
+def test_an_override_declared_in_git_is_left_to_that_sync(rig: Rig) -> None:
+    """Played by us: the declared-fields annotation as Config Sync writes it on an RSync that another
+    RSync syncs from git. While it covers spec.override we only recommend; once it does not, we write."""
+    declared = '{"f:metadata":{"f:annotations":{}},"f:spec":{"f:override":{"f:resources":{}}}}'
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {DECLARED_FIELDS_ANNOTATION: declared}}},
+    )
+    target = RSyncOverrideTarget(rig.api)
+    controller = rig.start(target)
+
+    def recommended() -> Resources | None:
+        annotations = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
+        return parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION, ""))
+
+    wait_for(lambda: recommended() == at(100), what="the recommendation for 100 objects")
+    rig.commit(5000)
+    rig.inventory(5000)
+    wait_for(lambda: recommended() == at(5000), what="the recommendation for 5,000 objects")
+    assert controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
+    assert target.current(rig.key) is None  # never written
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {DECLARED_FIELDS_ANNOTATION: '{"f:spec":{"f:git":{"f:repo":{}}}}'}}},
+    )
+    wait_for(lambda: target.current(rig.key) == at(5000), what="the override written once it is ours")
 
 
 def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:

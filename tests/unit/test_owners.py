@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.targets import reconciler_manager_owns
+from autoscaler.targets import DECLARED_FIELDS_ANNOTATION, override_declared_in_git, reconciler_manager_owns
+from inventory.objects import RSync
 
 
 @pytest.mark.parametrize(
@@ -22,3 +23,30 @@ from autoscaler.targets import reconciler_manager_owns
 )
 def test_a_deployment_of_the_reconciler_manager_is_recognised(metadata: dict[str, Any], owned: bool) -> None:
     assert reconciler_manager_owns({"metadata": metadata}) is owned  # type: ignore[typeddict-item]
+
+
+@pytest.mark.parametrize(
+    ("declared", "held"),
+    [
+        (None, False),
+        ('{"f:spec":{"f:git":{"f:repo":{}}}}', False),
+        ('{"f:metadata":{"f:labels":{}},"f:spec":{"f:sourceType":{}}}', False),
+        ('{"f:spec":{"f:override":{"f:resources":{}}}}', True),
+        ('{"f:spec":{"f:override":{".":{},"f:gitSyncDepth":{}}}}', True),
+        ("{not json", True),
+        ('["f:spec"]', True),
+    ],
+    ids=[
+        "not-declared",
+        "git-only",
+        "metadata-and-source-type",
+        "override-resources",
+        "override-other-field",
+        "unreadable",
+        "not-an-object",
+    ],
+)
+def test_an_override_declared_in_git_belongs_to_that_sync(declared: str | None, held: bool) -> None:
+    annotations = {} if declared is None else {DECLARED_FIELDS_ANNOTATION: declared}
+    rsync: RSync = {"metadata": {"name": "team-a", "annotations": annotations}}
+    assert (override_declared_in_git(rsync) is not None) is held

@@ -44,6 +44,7 @@ class FakeCluster:
     restarts: bool = True  # what an apply reports
     generation_after_apply: int | None = None
     in_rsync: Resources | None = None  # the size the RSync declares (rsync-override)
+    owner: str | None = None  # why the target must not write (held_by_owner)
     failing: set[str] = field(default_factory=set)
     count_write: WriteOutcome = "status"
     target_name: str = "fake"
@@ -61,6 +62,9 @@ class FakeCluster:
 
     def declared(self, rsync: RSync) -> Resources | None:
         return self.in_rsync
+
+    def held_by_owner(self, rsync: RSync) -> str | None:
+        return self.owner
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         if "apply" in self.failing:
@@ -191,6 +195,26 @@ def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
             APPLIED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
         }
     ]
+
+
+def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
+    r = rig(FakeCluster(owner="spec.override is declared in git"))
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.HELD_BY_OWNER
+    assert r.cluster.applied == []
+    # The recommendation is published; what is applied stays what the reconciler has (100 objects).
+    assert r.cluster.published == [
+        {
+            RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
+            APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"160Mi"},"limits":{"cpu":"157m","memory":"160Mi"}}',
+        }
+    ]
+    decision = r.executor.states[KEY].decision
+    assert decision is not None
+    assert "not applied: spec.override is declared in git" in decision.reason
+    assert metric("objcount_decisions_total", outcome="held_by_owner") >= 1
+    r.cluster.owner = None  # the declaration no longer covers the field: ours again
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [AT_5000]
 
 
 def test_a_lower_target_waits_for_the_delay_then_comes_down() -> None:

@@ -1,0 +1,71 @@
+"""Whether the reconciler has finished syncing what it fetched, as it reports on its RSync. Pure.
+
+A scale-down must wait while a prune may still be running. The inventory alone cannot tell: it may hold
+objects the source does not name (the Namespaces an unstructured RootSync creates implicitly), so
+`inventory > source` is normal. Config Sync v1.22.0 reports its progress in the RSync status: the commit
+it fetched (`status.source.commit`), the commit whose objects it applied and pruned
+(`status.sync.commit`), a `Syncing` condition that is True while it applies, and error summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from inventory.objects import RSync
+
+_STAGES = ("source", "rendering", "sync")
+
+
+@dataclass(frozen=True)
+class SyncProgress:
+    """`reported`: the reconciler has written a sync status; `pending`: why its sync is not finished
+    (None when it has finished the commit it fetched, without errors)."""
+
+    reported: bool
+    pending: str | None = None
+
+
+UNREPORTED = SyncProgress(reported=False)
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _errors(stage: Mapping[str, object]) -> int:
+    total = _mapping(stage.get("errorSummary")).get("totalCount")
+    if isinstance(total, int) and total > 0:
+        return total
+    errors = stage.get("errors")
+    return len(errors) if isinstance(errors, list) else 0
+
+
+def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return {}
+    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Syncing"), {})
+
+
+def sync_progress(rsync: RSync) -> SyncProgress:
+    """What the RSync status says of the reconciler's last sync."""
+    status = _mapping(rsync.get("status"))
+    source = _mapping(status.get("source")).get("commit")
+    synced = _mapping(status.get("sync")).get("commit")
+    if not source and not synced:
+        return UNREPORTED
+    if source != synced:
+        return SyncProgress(True, f"the reconciler has synced {_short(synced)}, not yet {_short(source)}")
+    syncing = _syncing(status)
+    if syncing.get("status") == "True":
+        return SyncProgress(True, f"the reconciler is syncing {_short(source)}")
+    for stage in _STAGES:
+        errors = _errors(_mapping(status.get(stage)))
+        if errors:
+            return SyncProgress(True, f"the reconciler reports {errors} {stage} error(s)")
+    return SyncProgress(True)
+
+
+def _short(commit: object) -> str:
+    return str(commit)[:12] if commit else "nothing"
