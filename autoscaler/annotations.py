@@ -26,7 +26,7 @@ from autoscaler import quantity
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.policy import Resources
 from inventory.counts import ObjectCounts
-from inventory.objects import annotations_of
+from inventory.objects import annotations_of, block_of
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
@@ -67,15 +67,11 @@ def _count(value: object) -> int | None:
     return None
 
 
-def _block(mapping: Mapping[str, object] | None, name: str) -> Mapping[str, object]:
-    value = (mapping or {}).get(name)
-    return value if isinstance(value, Mapping) else {}
-
-
 def status_counts(rsync: Mapping[str, object]) -> ObjectCounts:
-    status = _block(rsync, "status")
+    status = block_of(rsync, "status")
     return ObjectCounts(
-        _count(_block(status, "source").get("objectCount")), _count(_block(status, "sync").get("objectCount"))
+        _count(block_of(status, "source").get("objectCount")),
+        _count(block_of(status, "sync").get("objectCount")),
     )
 
 

@@ -107,6 +107,12 @@ class RSync(TypedDict, total=False):
     status: dict[str, object]
 
 
+def block_of(obj: Mapping[str, object] | None, name: str) -> Mapping[str, object]:
+    """The object under `name`; empty when it is missing or not an object."""
+    value = (obj or {}).get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
 def annotations_of(obj: Mapping[str, object]) -> Mapping[str, str]:
     """The object's annotations; empty when it has none (or they are not a mapping)."""
     metadata = obj.get("metadata")

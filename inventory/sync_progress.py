@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from inventory.objects import RSync
+from inventory.objects import RSync, block_of
 
 _STAGES = ("source", "rendering", "sync")
 
@@ -29,12 +29,8 @@ class SyncProgress:
 UNREPORTED = SyncProgress(reported=False)
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _errors(stage: Mapping[str, object]) -> int:
-    total = _mapping(stage.get("errorSummary")).get("totalCount")
+    total = block_of(stage, "errorSummary").get("totalCount")
     if isinstance(total, int) and total > 0:
         return total
     errors = stage.get("errors")
@@ -50,9 +46,9 @@ def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
 
 def sync_progress(rsync: RSync) -> SyncProgress:
     """What the RSync status says of the reconciler's last sync."""
-    status = _mapping(rsync.get("status"))
-    source = _mapping(status.get("source")).get("commit")
-    synced = _mapping(status.get("sync")).get("commit")
+    status = block_of(rsync, "status")
+    source = block_of(status, "source").get("commit")
+    synced = block_of(status, "sync").get("commit")
     if not source and not synced:
         return UNREPORTED
     if source != synced:
@@ -61,7 +57,7 @@ def sync_progress(rsync: RSync) -> SyncProgress:
     if syncing.get("status") == "True":
         return SyncProgress(True, f"the reconciler is syncing {_short(source)}")
     for stage in _STAGES:
-        errors = _errors(_mapping(status.get(stage)))
+        errors = _errors(block_of(status, stage))
         if errors:
             return SyncProgress(True, f"the reconciler reports {errors} {stage} error(s)")
     return SyncProgress(True)

@@ -239,9 +239,14 @@ def test_reposync_counts_are_what_the_real_reconciler_produced(
 
 
 # ----- sizes reach the process ---------------------------------------------------------------------------
+def reconciler_entry(rsync: JSON) -> JSON | None:
+    """The reconciler's entry in the RSync's spec.override.resources."""
+    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
+    return next((e for e in entries if e.get("containerName") == "reconciler"), None)
+
+
 def reconciler_override(stack: ConfigSyncStack, key: RSyncKey) -> JSON | None:
-    entries = (get_rsync(stack, key)["spec"].get("override") or {}).get("resources") or []
-    return next((e for e in entries if e["containerName"] == "reconciler"), None)
+    return reconciler_entry(get_rsync(stack, key))
 
 
 def override_memory(stack: ConfigSyncStack, key: RSyncKey) -> str | None:
@@ -249,10 +254,7 @@ def override_memory(stack: ConfigSyncStack, key: RSyncKey) -> str | None:
 
 
 def memory_limit(rsync: JSON) -> str | None:
-    """The memory limit of the reconciler entry in the RSync's spec.override.resources."""
-    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
-    entry = next((e for e in entries if e.get("containerName") == "reconciler"), {})
-    limit: str | None = entry.get("memoryLimit")
+    limit: str | None = (reconciler_entry(rsync) or {}).get("memoryLimit")
     return limit
 
 

@@ -33,6 +33,10 @@ KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
 AT_100 = Resources(157, 160, 157, 160)
 AT_1000 = Resources(344, 352, 344, 352)
 AT_5000 = Resources(1125, 1152, 1125, 1152)
+# How AT_5000 is published (the resources annotation), written by hand.
+AT_5000_ANNOTATION = (
+    '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}'
+)
 DELAY = 600.0
 
 
@@ -191,8 +195,8 @@ def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
     r.reconcile(ObjectCounts(5000, 5000))
     assert r.cluster.published == [
         {
-            RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
-            APPLIED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
+            RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
+            APPLIED_ANNOTATION: AT_5000_ANNOTATION,
         }
     ]
 
@@ -204,7 +208,7 @@ def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
     # The recommendation is published; what is applied stays what the reconciler has (100 objects).
     assert r.cluster.published == [
         {
-            RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}',
+            RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
             APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"160Mi"},"limits":{"cpu":"157m","memory":"160Mi"}}',
         }
     ]
