@@ -57,10 +57,11 @@ class KubeCluster:
     api: kubeapi.KubeApi
     target: Target
     reconciler_namespace: str = RECONCILER_NAMESPACE
+    counts_in_status: bool = False
     writer: CountWriter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.writer = CountWriter(self.api)
+        self.writer = CountWriter(self.api, in_status=self.counts_in_status)
 
     @property
     def target_name(self) -> str:

@@ -52,6 +52,8 @@ class Controller:
     # pod really has them (read from its Pod or Deployment) instead of the profile's assumed ones.
     measure_others: bool = False
     reconciler_namespace: str = RECONCILER_NAMESPACE
+    # Counts in the RSync status instead of our annotations (a future Config Sync defining the fields).
+    counts_in_status: bool = False
     # How a re-evaluation is scheduled later (the service uses APScheduler); default: a timer.
     schedule_after: Callable[[RSyncKey, float], None] | None = None
     # The cluster operations (default: on `api`, through `target`).
@@ -69,7 +71,10 @@ class Controller:
         )
         self.source_watcher = self.observer.source_watcher
         cluster = self.cluster or KubeCluster(
-            self.api, self.target or RecommendTarget(self.api), self.reconciler_namespace
+            self.api,
+            self.target or RecommendTarget(self.api),
+            self.reconciler_namespace,
+            self.counts_in_status,
         )
         config = StepConfig(
             self.profile,

@@ -1,10 +1,12 @@
-"""Write object counts to an RSync: its status subresource, or our annotations where the CRD prunes
-the status fields.
+"""Write object counts to an RSync: our annotations, or (opt-in) its status subresource.
 
-Only `status.source.objectCount` and `status.sync.objectCount` are ever sent (a merge patch on the status
-subresource), so no other writer's fields are touched. A write that the server drops (a structural
-schema without those fields) is detected from the response and reported as `fell_back`: the counts went
-to annotations, and the caller keeps writing them there for that RSync.
+Annotations by default: Config Sync (v1.22.0 and before) defines no count fields in the RSync status and
+its reconciler writes the status with typed updates, which would erase them even where a CRD defined
+them. `counts_in_status` is for a future Config Sync that defines `status.source.objectCount` and
+`status.sync.objectCount`: only those two are then sent (a merge patch on the status subresource), so no
+other writer's fields are touched. A write the server drops (a CRD without those fields) is detected from
+the response and reported as `fell_back`: the counts went to annotations, and the caller keeps writing
+them there for that RSync.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ WriteOutcome = Literal["unchanged", "status", "annotations", "fell_back", "gone"
 @dataclass
 class CountWriter:
     api: kubeapi.KubeApi
+    in_status: bool = False
     attempts: int = 5
     sleep: Callable[[float], None] = time.sleep
 
@@ -50,7 +53,7 @@ class CountWriter:
         in_annotations: bool = False,
     ) -> WriteOutcome:
         """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
-        if in_annotations:
+        if in_annotations or not self.in_status:
             return self._write_annotations(key, rsync, desired)
         if not desired.differs_where_known(status_counts(rsync)):
             return "unchanged"
@@ -70,8 +73,7 @@ class CountWriter:
         PRUNED_STATUS_FALLBACKS.inc()
         log.warning(
             "%s: the API server pruned status.*.objectCount (its CRD does not define them); "
-            "keeping the counts in the %s annotations instead. Install the CRDs from manifests/crds "
-            "to store them in the status.",
+            "keeping the counts in the %s annotations instead (as with counts_in_status off).",
             key,
             "objcount.dev/*-object-count",
         )

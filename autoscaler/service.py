@@ -20,7 +20,7 @@ from typing import Any, cast
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
-from autoscaler import allocator, logs
+from autoscaler import allocator, logs, webhook
 from autoscaler.controller import Controller, Scope
 from autoscaler.leader import LeaderElector
 from autoscaler.metrics import APPLY_ERRORS
@@ -87,6 +87,7 @@ def build_controller(
         hysteresis=settings.hysteresis(),
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
         reconciler_namespace=settings.reconciler_namespace,
+        counts_in_status=settings.counts_in_status,
         # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.
         workers=1 if settings.mode == "sidecar" else settings.workers,
     )
@@ -247,6 +248,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    if settings.mode == "webhook":
+        return webhook.serve(settings, stop)
     try:
         api = kubeapi.KubeApi.connect(settings.kubeconfig)
     except kubeapi.ApiError as error:

@@ -52,9 +52,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
 
     # ----- what to manage ---------------------------------------------------------------------------
-    mode: Literal["sidecar", "cluster"] = Field(
+    mode: Literal["sidecar", "cluster", "webhook"] = Field(
         "sidecar",
-        description="`sidecar`: manage the RSync of the reconciler pod it runs in. `cluster`: manage every RSync whose inventory matches `inventory_selector`.",
+        description="`sidecar`: manage the RSync of the reconciler pod it runs in. `cluster`: manage every RSync whose inventory matches `inventory_selector`. `webhook`: serve the admission webhook that adds the sidecar to reconciler Pods (nothing else).",
     )
     rsync_kind: Literal["RootSync", "RepoSync"] = Field(
         "RootSync", description="Sidecar mode: kind of the RSync to manage."
@@ -164,6 +164,10 @@ class Settings(BaseSettings):
     source_poll_seconds: float = Field(
         1.0, gt=0, le=600, description="How often the `rev` link is checked for a new commit."
     )
+    counts_in_status: bool = Field(
+        False,
+        description="Write the counts to `status.source.objectCount` and `status.sync.objectCount` instead of our annotations. Only for a Config Sync whose RSync status defines them: v1.22.0 does not, and its reconciler's status writes would erase them. Where the API server drops them, the counts go to the annotations anyway.",
+    )
     watch_timeout_seconds: int = Field(
         300, ge=10, le=3600, description="Server-side timeout of each watch request (it is then resumed)."
     )
@@ -181,6 +185,16 @@ class Settings(BaseSettings):
         15, ge=2, le=600, description="A leader that has not renewed for this long is replaced."
     )
     identity: str = Field("", description="This replica's name in the Lease (default: the host name).")
+    # ----- webhook mode -------------------------------------------------------------------------------
+    webhook_port: int = Field(9443, ge=1, le=65535, description="Webhook mode: port of `/mutate` (HTTPS).")
+    webhook_cert_dir: Path = Field(
+        Path("/etc/objcount/tls"),
+        description="Webhook mode: directory with `tls.crt` and `tls.key` (a TLS Secret mounted there; reloaded when they change).",
+    )
+    sidecar_template: Path = Field(
+        Path("/etc/objcount/sidecar/sidecar.yaml"),
+        description="Webhook mode: the sidecar to add (`container:` and its `volumes:`).",
+    )
     # ----- endpoints and logs -------------------------------------------------------------------------
     bind_address: str = Field("0.0.0.0", description="Address the HTTP endpoints listen on.")
     metrics_port: int = Field(9464, ge=1, le=65535, description="Port of `/metrics` (Prometheus).")

@@ -38,10 +38,10 @@ VERSION = "v1.22.0"
 # The objects of Config Sync's `manifests/` a release installs, in order (its base kustomization, less
 # the resource-group controller). The otel collector's Pod is created and never run: its Deployment must
 # exist or the reconciler-manager reports an error every few seconds.
+# The CRDs of what we read and write (RootSync, RepoSync, ResourceGroup), first.
+RSYNC_CRD_FILES = ("rootsync-crd.yaml", "reposync-crd.yaml", "resourcegroup-crd.yaml")
 CRD_FILES = (
-    "rootsync-crd.yaml",
-    "reposync-crd.yaml",
-    "resourcegroup-crd.yaml",
+    *RSYNC_CRD_FILES,
     "cluster-selector-crd.yaml",
     "cluster-registry-crd.yaml",
     "hierarchyconfig-crd.yaml",
@@ -109,10 +109,18 @@ def build_configsync() -> ConfigSyncBuild:
     return ConfigSyncBuild(Path(result.stdout.strip().splitlines()[-1]))
 
 
+def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:
+    """Config Sync's own RootSync, RepoSync and ResourceGroup CRDs, as released (we ship none): for an
+    API server that runs none of Config Sync (the service's tests, benchmarks and profiling)."""
+    build = build or build_configsync()
+    for name in RSYNC_CRD_FILES:
+        install_crds(api, manifests_in(build.manifests / name))
+
+
 def install_config_sync(api: kubeapi.KubeApi, build: ConfigSyncBuild, *, polling_period: str) -> None:
     """Create Config Sync's CRDs and objects as released (existing ones are left as they are)."""
     for name in CRD_FILES:
-        install_crds(api, build.manifests / name)
+        install_crds(api, manifests_in(build.manifests / name))
     for name in OBJECT_FILES:
         for item in manifests_in(build.manifests / name):
             resource = _RESOURCES[item["kind"]]

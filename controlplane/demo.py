@@ -27,16 +27,16 @@ from rich.live import Live
 from rich.table import Table
 
 from autoscaler import service
-from autoscaler.annotations import RECOMMENDED_ANNOTATION, status_counts
+from autoscaler.annotations import RECOMMENDED_ANNOTATION, restored_counts
 from autoscaler.codecs import resources_of
 from autoscaler.report import record_of
 from autoscaler.settings import SettingsError, load_settings
 from controlplane import LocalControlPlane, build_binaries
+from controlplane.configsync import install_rsync_crds
 from controlplane.launcher import free_port
 from controlplane.seed import (
     configmaps_yaml,
     ensure_namespace,
-    install_crds,
     reconciler_deployment,
     resourcegroup,
     rsync,
@@ -58,7 +58,7 @@ def publish_commit(repo: Path, commit: int, objects: int) -> None:
 
 
 def seed_sample(api: kubeapi.KubeApi, repo: Path) -> None:
-    install_crds(api)
+    install_rsync_crds(api)
     ensure_namespace(api, ROOT_SYNC_NAMESPACE)
     api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, rsync(SAMPLE, sync_dir="config"))
     api.create(kubeapi.RESOURCEGROUP, SAMPLE.namespace, resourcegroup(SAMPLE, PHASES[0][1]))
@@ -78,7 +78,7 @@ class Row:
 
 def observe(api: kubeapi.KubeApi, started: float, phase: str) -> Row:
     body = api.get(kubeapi.ROOTSYNC, SAMPLE.namespace, SAMPLE.name)
-    counts, record = status_counts(body), record_of("RootSync", cast(RSync, body))
+    counts, record = restored_counts(body), record_of("RootSync", cast(RSync, body))
     containers = api.get(kubeapi.DEPLOYMENT, ROOT_SYNC_NAMESPACE, reconciler_name(SAMPLE))["spec"][
         "template"
     ]["spec"]["containers"]

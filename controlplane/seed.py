@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,6 @@ from inventory.ids import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CRD_DIR = REPO_ROOT / "manifests" / "crds"
-PRUNING_CRD_DIR = REPO_ROOT / "tests" / "fixtures" / "crds-without-objectcount"
 
 JSON = dict[str, Any]
 
@@ -47,9 +45,9 @@ def manifests_in(path: Path) -> Iterator[JSON]:
                 yield document
 
 
-def install_crds(api: kubeapi.KubeApi, directory: Path = CRD_DIR, timeout: float = 60.0) -> None:
+def install_crds(api: kubeapi.KubeApi, crds: Iterable[JSON], timeout: float = 60.0) -> None:
     """Create or replace the CRDs and wait until each is Established and served with its new schema."""
-    for crd in manifests_in(directory):
+    for crd in crds:
         name = crd["metadata"]["name"]
         try:
             api.create(kubeapi.CRD, None, crd)

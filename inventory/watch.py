@@ -226,7 +226,7 @@ class Reflector(Generic[T]):
                 delay = backoff.next_delay()
                 what = f"{self.resource.api_version} {self.resource.plural}"
                 hint = (
-                    "install the CRDs (kubectl apply -k manifests/crds)"
+                    "install Config Sync (its CRDs define RootSync, RepoSync and ResourceGroup)"
                     if isinstance(error, kubeapi.NotFound)
                     else "grant the rules in manifests/rbac to this service's ServiceAccount"
                 )

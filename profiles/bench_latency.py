@@ -25,7 +25,8 @@ from autoscaler.controller import Controller, Scope
 from autoscaler.policy import STANDARD, Hysteresis, Profile, Sizing, size
 from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget, Target
 from controlplane import running_control_plane
-from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
+from controlplane.configsync import install_rsync_crds
+from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.inventory_count import InventoryCounter
@@ -112,7 +113,7 @@ def run(trials: int, target_name: str) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {"visible": [], "request": [], "response": []}
     with running_control_plane() as plane:
         api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
-        install_crds(api)
+        install_rsync_crds(api)
         ensure_namespace(api, NAMESPACE)
         api.create(kubeapi.ROOTSYNC, NAMESPACE, rsync(key))
         api.create(kubeapi.RESOURCEGROUP, NAMESPACE, resourcegroup(key, START))

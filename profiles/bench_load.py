@@ -25,10 +25,11 @@ import urllib.request
 
 import orjson
 
-from autoscaler.annotations import RECOMMENDED_ANNOTATION
+from autoscaler.annotations import RECOMMENDED_ANNOTATION, restored_counts
 from controlplane import running_control_plane
+from controlplane.configsync import install_rsync_crds
 from controlplane.launcher import free_port
-from controlplane.seed import ensure_namespace, install_crds, resourcegroup, rsync
+from controlplane.seed import ensure_namespace, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from inventory.objects import annotations_of
@@ -70,9 +71,7 @@ class StatusWatch:
         metadata = obj.get("metadata") or {}
         assert isinstance(metadata, dict)
         name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        status = obj.get("status") or {}
-        assert isinstance(status, dict)
-        count = (status.get("sync") or {}).get("objectCount")
+        count = restored_counts(obj).sync
         now = time.monotonic()
         with self.lock:
             if isinstance(count, int):
@@ -99,7 +98,7 @@ def main() -> None:
     ]
     with running_control_plane() as plane:
         api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
-        install_crds(api)
+        install_rsync_crds(api)
         for n in range(NAMESPACES):
             ensure_namespace(api, f"load-{n}")
         began = time.monotonic()

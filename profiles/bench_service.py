@@ -22,8 +22,9 @@ import urllib.request
 from pathlib import Path
 
 from controlplane import running_control_plane
+from controlplane.configsync import install_rsync_crds
 from controlplane.launcher import free_port
-from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 
@@ -108,7 +109,7 @@ def main() -> None:
     key = RSyncKey("RootSync", NAMESPACE, "root-sync")
     with running_control_plane() as plane:
         api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
-        install_crds(api)
+        install_rsync_crds(api)
         ensure_namespace(api, NAMESPACE)
         api.create(kubeapi.ROOTSYNC, NAMESPACE, rsync(key))
         api.create(kubeapi.RESOURCEGROUP, NAMESPACE, resourcegroup(key, args.entries))

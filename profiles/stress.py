@@ -40,11 +40,12 @@ from autoscaler.annotations import (
     APPLIED_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     parse_resources_annotation,
-    status_counts,
+    restored_counts,
 )
 from controlplane import LocalControlPlane, build_binaries
+from controlplane.configsync import install_rsync_crds
 from controlplane.demo import publish_commit, start_service
-from controlplane.seed import ensure_namespace, install_crds, reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
 from inventory.objects import annotations_of
@@ -123,7 +124,7 @@ def measure_step(
     deadline = time.monotonic() + timeout
     while True:
         body = api.get(resource, key.namespace, key.name)
-        counts = status_counts(body)
+        counts = restored_counts(body)
         annotations = annotations_of(body)
         recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
         applied = parse_resources_annotation(annotations.get(APPLIED_ANNOTATION))
@@ -268,7 +269,7 @@ def run(args: argparse.Namespace) -> list[Step]:
         else:
             plane = stack.enter_context(_local_plane())
             api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
-            install_crds(api)
+            install_rsync_crds(api)
             repo = plane.work_dir / "repo"
         created = _create(api, key, repo, first=counts[0] if counts else args.start)
         stack.callback(_delete, api, created)

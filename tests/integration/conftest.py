@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import signal
 import time
@@ -13,8 +14,14 @@ from pathlib import Path
 import pytest
 
 from controlplane import LocalControlPlane, build_binaries
-from controlplane.configsync import ConfigSyncStack, build_configsync
-from controlplane.seed import CRD_DIR, PRUNING_CRD_DIR, ensure_namespace, install_crds, rsync
+from controlplane.configsync import (
+    RSYNC_CRD_FILES,
+    ConfigSyncBuild,
+    ConfigSyncStack,
+    build_configsync,
+    install_rsync_crds,
+)
+from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from tests.helpers import Service, wait_for
@@ -28,9 +35,14 @@ def control_plane_bin_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def configsync_build() -> ConfigSyncBuild:
+    return build_configsync()
+
+
+@pytest.fixture(scope="session")
 def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
-    # Our own CRDs and objects on a bare API server (no controller-manager); Config Sync runs on its own
-    # plane (the `config_sync` fixture) with the upstream CRDs.
+    # Config Sync's CRDs and our objects on a bare API server (no controller-manager); Config Sync itself
+    # runs on its own plane (the `config_sync` fixture).
     plane = LocalControlPlane(control_plane_bin_dir, controller_manager=False)
     plane.start()
     assert plane.startup_seconds is not None
@@ -55,9 +67,11 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def admin_api(control_plane: LocalControlPlane) -> Iterator[kubeapi.KubeApi]:
+def admin_api(
+    control_plane: LocalControlPlane, configsync_build: ConfigSyncBuild
+) -> Iterator[kubeapi.KubeApi]:
     api = kubeapi.KubeApi.connect(str(control_plane.kubeconfig))
-    install_crds(api)
+    install_rsync_crds(api, configsync_build)
     yield api
     api.close()
 
@@ -87,21 +101,35 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 
 @pytest.fixture
-def pruning_crds(admin_api: kubeapi.KubeApi) -> Iterator[None]:
-    """Swap in the RSync CRDs without objectCount for one test, then restore the shipped ones.
+def status_count_crds(admin_api: kubeapi.KubeApi, configsync_build: ConfigSyncBuild) -> Iterator[None]:
+    """For one test, Config Sync's RSync CRDs with `status.source/sync.objectCount` added: what a future
+    Config Sync defining them would serve (the `counts_in_status` setting). Then the released ones again.
 
     A CRD update reaches the API server's handlers asynchronously, so each swap is confirmed by probing
     that an objectCount write is (or is no longer) pruned.
     """
-    _swap_crds(admin_api, PRUNING_CRD_DIR, expect_pruned=True)
+    released = [
+        crd for name in RSYNC_CRD_FILES[:2] for crd in manifests_in(configsync_build.manifests / name)
+    ]
+    _swap_crds(admin_api, [with_object_count(crd) for crd in released], expect_pruned=False)
     try:
         yield
     finally:
-        _swap_crds(admin_api, CRD_DIR, expect_pruned=False)
+        _swap_crds(admin_api, released, expect_pruned=True)
 
 
-def _swap_crds(api: kubeapi.KubeApi, directory: Path, *, expect_pruned: bool) -> None:
-    install_crds(api, directory)
+def with_object_count(crd: JSON) -> JSON:
+    """The RSync CRD with an integer `objectCount` in `status.source` and `status.sync` of each version."""
+    crd = copy.deepcopy(crd)
+    for version in crd["spec"]["versions"]:
+        status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        for block in ("source", "sync"):
+            status[block]["properties"]["objectCount"] = {"type": "integer", "minimum": 0}
+    return crd
+
+
+def _swap_crds(api: kubeapi.KubeApi, crds: list[JSON], *, expect_pruned: bool) -> None:
+    install_crds(api, crds)
     probe_ns = "crd-probe"
     ensure_namespace(api, probe_ns)
     for resource, kind in ((kubeapi.ROOTSYNC, "RootSync"), (kubeapi.REPOSYNC, "RepoSync")):

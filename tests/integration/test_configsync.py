@@ -461,11 +461,6 @@ def _exists(api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str, na
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: manifests/crds ships our subsets of Config Sync's RSync and ResourceGroup CRDs",
-)
 def test_no_shipped_manifest_replaces_a_config_sync_crd(stack: ConfigSyncStack) -> None:
     api = stack.api
     assert api is not None

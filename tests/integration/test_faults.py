@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.annotations import status_counts
+from autoscaler.annotations import annotation_counts
 from autoscaler.codecs import resources_of
 from autoscaler.controller import Controller, Scope
 from controlplane import LocalControlPlane, running_control_plane
+from controlplane.configsync import ConfigSyncBuild, install_rsync_crds
 from controlplane.seed import (
     configmaps_yaml,
-    install_crds,
     reconciler_deployment,
     resourcegroup,
     rsync,
@@ -29,8 +29,8 @@ from tests.helpers import FreezableProxy, Sampler, Service, wait_for
 from tests.integration.test_inventory import (
     _metric,
     _never_lower,
-    _record_status_counts,
-    _rsync_status_counts,
+    _record_counts,
+    _recorded_counts,
     _start,
     sidecar,
 )
@@ -65,7 +65,7 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
         return None if resources is None else resources.memory_request_mib
 
     def stored() -> ObjectCounts:
-        return status_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name))
+        return annotation_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name))
 
     first = Service(env, tmp_path / "first.log")
     try:
@@ -113,12 +113,12 @@ def test_a_control_plane_restart_loses_no_count_and_the_watch_catches_up(
 ) -> None:
     key, repo, controllers = sidecar
     _start(api, key, repo, controllers)
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
-    sampler = _record_status_counts(api, key)
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    sampler = _record_counts(api, key)
     (control_plane.restart_apiserver if component == "kube-apiserver" else control_plane.restart_etcd)()
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 260))
     wait_for(
-        lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 260),
+        lambda: _recorded_counts(api, key) == ObjectCounts(42, 260),
         timeout=90,
         what=f"recovery: inventory change seen after a {component} restart",
     )
@@ -141,7 +141,7 @@ def test_a_silent_watch_stream_is_reconnected(
     ).start()
     controllers.append(controller)
     try:
-        wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+        wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
         proxy.flowing.clear()  # the connection stays open, but nothing arrives any more
         api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 333))
         wait_for(
@@ -153,7 +153,7 @@ def test_a_silent_watch_stream_is_reconnected(
         )
         proxy.flowing.set()
         wait_for(
-            lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 333),
+            lambda: _recorded_counts(api, key) == ObjectCounts(42, 333),
             timeout=60,
             what="recovery: inventory change seen after a silent stream",
         )
@@ -162,7 +162,7 @@ def test_a_silent_watch_stream_is_reconnected(
 
 
 def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
-    control_plane_bin_dir: Path, tmp_path: Path
+    control_plane_bin_dir: Path, configsync_build: ConfigSyncBuild, tmp_path: Path
 ) -> None:
     with running_control_plane(control_plane_bin_dir, controller_manager=False) as bare:  # no CRDs
         env = {
@@ -172,9 +172,13 @@ def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
         }
         service = Service(env, tmp_path / "service.log")
         try:
-            wait_for(lambda: "install the CRDs" in service.log.read_text(), timeout=60, what="a clear error")
+            wait_for(
+                lambda: "install Config Sync (its CRDs" in service.log.read_text(),
+                timeout=60,
+                what="a clear error",
+            )
             assert service.get("/readyz")[0] == 503
-            install_crds(kubeapi.KubeApi.connect(str(bare.kubeconfig)))
+            install_rsync_crds(kubeapi.KubeApi.connect(str(bare.kubeconfig)), configsync_build)
             wait_for(
                 lambda: service.get("/readyz")[0] == 200,
                 timeout=90,
@@ -243,7 +247,7 @@ def _compacted(api: kubeapi.KubeApi, resource_version: str) -> bool:
 
 
 def test_expired_watches_410_are_relisted_and_lose_nothing(
-    control_plane_bin_dir: Path, tmp_path: Path
+    control_plane_bin_dir: Path, configsync_build: ConfigSyncBuild, tmp_path: Path
 ) -> None:
     # Without the watch cache, watches are served by etcd, whose history is compacted every few seconds:
     # resuming an interrupted watch then gets 410 Gone, as after a long disconnection in production.
@@ -252,7 +256,7 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
         control_plane_bin_dir, extra_apiserver_args=extra, controller_manager=False
     ) as plane:
         admin = kubeapi.KubeApi.connect(str(plane.kubeconfig))
-        install_crds(admin)
+        install_rsync_crds(admin, configsync_build)
         key = RSyncKey("RootSync", "default", "root-sync")
         admin.create(kubeapi.ROOTSYNC, "default", rsync(key))
         admin.create(kubeapi.RESOURCEGROUP, "default", resourcegroup(key, 10))
@@ -294,7 +298,7 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
             assert (
                 _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="gone") >= gone + 3
             )
-            wait_for(lambda: _rsync_status_counts(admin, key).sync == 40, what="the last count in the status")
+            wait_for(lambda: _recorded_counts(admin, key).sync == 40, what="the last count in the status")
         finally:
             controller.stop()
             proxy.close()

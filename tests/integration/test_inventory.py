@@ -1,4 +1,4 @@
-"""Inventory on the real API server: scoped watches, counts in the RSync status, restarts, races."""
+"""Inventory on the real API server: scoped watches, counts recorded on the RSync, restarts, races."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from tests.helpers import Sampler, wait_for
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 
 
-def _rsync_status_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
-    return status_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
+def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+    return annotation_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
 
 
 def _metric(name: str, **labels: str) -> float:
@@ -47,9 +47,20 @@ def sidecar(
         controller.stop()
 
 
-def _start(api: kubeapi.KubeApi, key: RSyncKey, repo: Path, controllers: list[Controller]) -> Controller:
+def _start(
+    api: kubeapi.KubeApi,
+    key: RSyncKey,
+    repo: Path,
+    controllers: list[Controller],
+    *,
+    counts_in_status: bool = False,
+) -> Controller:
     controller = Controller(
-        api, Scope.sidecar(key), source_layout=SourceLayout(repo, "config"), watch_settings=FAST
+        api,
+        Scope.sidecar(key),
+        source_layout=SourceLayout(repo, "config"),
+        watch_settings=FAST,
+        counts_in_status=counts_in_status,
     ).start()
     controllers.append(controller)
     return controller
@@ -84,24 +95,24 @@ def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeApi, na
         reflector.stop()
 
 
-def test_counts_reach_the_status_after_inventory_and_source_changes(
+def test_counts_are_recorded_after_inventory_and_source_changes(
     api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     _start(api, key, repo, controllers)
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
 
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 250))
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 250), what="sync count update")
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 250), what="sync count update")
 
     write_commit(repo, "c2", {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5)})
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(70, 250), what="source count update")
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(70, 250), what="source count update")
 
 
-def _record_status_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
+def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
     """Poll the stored counts in the background, to check they never go down."""
     # The API server may be restarting: its Transient errors are expected; anything else fails the test.
-    return Sampler(lambda: _rsync_status_counts(api, key), tolerate=(kubeapi.Transient,))
+    return Sampler(lambda: _recorded_counts(api, key), tolerate=(kubeapi.Transient,))
 
 
 def _never_lower(seen: list[ObjectCounts], floor: ObjectCounts) -> None:
@@ -120,20 +131,21 @@ def test_restarting_the_watcher_never_lowers_a_count(
 ) -> None:
     key, repo, controllers = sidecar
     first = _start(api, key, repo, controllers)
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
-    sampler = _record_status_counts(api, key)
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    sampler = _record_counts(api, key)
     first.stop()
     second = _start(api, key, repo, controllers)
     wait_for(lambda: second.synced, what="restarted caches to sync")
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 180))
     wait_for(
-        lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 180),
+        lambda: _recorded_counts(api, key) == ObjectCounts(42, 180),
         what="recovery: counts caught up after the watcher restarted",
     )
     _never_lower(sampler.stop(), ObjectCounts(42, 100))
 
 
 def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace: str) -> None:
+    """Config Sync's reconciler updates the status while we write the counts: neither loses a write."""
     key = RSyncKey("RepoSync", namespace, "repo-sync")
     api.create(kubeapi.REPOSYNC, namespace, rsync(key))
     rounds = 300
@@ -161,21 +173,35 @@ def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace:
     writer = CountWriter(api)
     for i in range(1, rounds + 1):
         body = api.get(kubeapi.REPOSYNC, namespace, key.name)
-        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == "status"
+        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == "annotations"
     thread.join()
     assert not errors
     final = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]
     assert final["sync"]["commit"] == f"commit-{rounds}"
     assert final["conditions"][0]["message"] == f"round {rounds}"
-    assert status_counts({"status": final}) == ObjectCounts(rounds, 2 * rounds)
+    assert annotation_counts(api.get(kubeapi.REPOSYNC, namespace, key.name)) == ObjectCounts(
+        rounds, 2 * rounds
+    )
 
 
-def test_pruning_crd_counts_go_to_annotations_and_are_restored(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], pruning_crds: None
+def test_counts_in_status_where_the_crd_defines_the_fields(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], status_count_crds: None
+) -> None:
+    key, repo, controllers = sidecar
+    _start(api, key, repo, controllers, counts_in_status=True)
+    wait_for(
+        lambda: status_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(42, 100),
+        what="counts in the status",
+    )
+    assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts()
+
+
+def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored(
+    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     fallbacks = _metric("objcount_pruned_status_fallbacks_total")
-    first = _start(api, key, repo, controllers)
+    first = _start(api, key, repo, controllers, counts_in_status=True)
     wait_for(lambda: read_counts(api, key) == ObjectCounts(42, 100), what="counts in annotations")
     body = api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
     assert annotation_counts(body) == ObjectCounts(42, 100)
@@ -185,7 +211,7 @@ def test_pruning_crd_counts_go_to_annotations_and_are_restored(
     # Restart with the inventory gone: the sync count is unknown now, which must not read as zero.
     first.stop()
     api.delete(kubeapi.RESOURCEGROUP, key.namespace, key.name)
-    second = _start(api, key, repo, controllers)
+    second = _start(api, key, repo, controllers, counts_in_status=True)
     wait_for(lambda: second.synced, what="caches to sync")
     second.reconcile(key)
     assert read_counts(api, key) == ObjectCounts(42, 100)
@@ -196,7 +222,7 @@ def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(
 ) -> None:
     key, repo, controllers = sidecar
     controller = _start(api, key, repo, controllers)
-    wait_for(lambda: _rsync_status_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
     malformed = _metric("objcount_malformed_inventories_total")
     invalid = _metric("objcount_source_errors_total", reason="invalid")
 
@@ -210,11 +236,11 @@ def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(
     assert controller.source_watcher is not None
     assert "config/a.yaml" in (controller.source_watcher.last_error or "")
     controller.reconcile(key)
-    assert _rsync_status_counts(api, key) == ObjectCounts(42, 100)
+    assert _recorded_counts(api, key) == ObjectCounts(42, 100)
 
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 7))
     write_commit(repo, "c3", {"a.yaml": configmaps_yaml(9)})
     wait_for(
-        lambda: _rsync_status_counts(api, key) == ObjectCounts(9, 7),
+        lambda: _recorded_counts(api, key) == ObjectCounts(9, 7),
         what="recovery: good counts again after malformed input",
     )

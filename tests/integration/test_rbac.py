@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from autoscaler.annotations import annotation_counts
 from autoscaler.codecs import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
@@ -86,10 +87,8 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
         expected = 896  # fitted preset, 4,000 objects: 198 + 0.174 x 4000 = 894 -> 896 MiB
         wait_for(lambda: _applied_memory(api, key, target) == expected, what="the scale-up")
         wait_for(
-            lambda: (
-                api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]["sync"].get("objectCount") == 4000
-            ),
-            what="the count in the status",
+            lambda: annotation_counts(api.get(kubeapi.REPOSYNC, namespace, key.name)).sync == 4000,
+            what="the count in the annotations",
         )
         assert service.metric("objcount_apply_errors_total") == 0
         exposed = "".join(service.get(path)[1] for path in ("/metrics", "/healthz", "/readyz"))

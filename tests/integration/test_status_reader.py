@@ -24,7 +24,9 @@ from inventory import kubeapi
 from inventory.ids import RSyncKey
 
 
-def test_reader_reports_counts_and_where_they_are_stored(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_reader_reports_counts_and_where_they_are_stored(
+    api: kubeapi.KubeApi, namespace: str, status_count_crds: None
+) -> None:
     root = RSyncKey("RootSync", namespace, "root-sync")
     repo = RSyncKey("RepoSync", namespace, "repo-sync")
     fresh = RSyncKey("RepoSync", namespace, "fresh")
@@ -82,9 +84,7 @@ def test_cli_status_json_all_namespaces(
 ) -> None:
     key = RSyncKey("RootSync", namespace, "cli")
     api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
-    api.patch(
-        kubeapi.ROOTSYNC, namespace, key.name, {"status": {"sync": {"objectCount": 3}}}, subresource="status"
-    )
+    api.patch(kubeapi.ROOTSYNC, namespace, key.name, {"metadata": {"annotations": {SYNC_ANNOTATION: "3"}}})
     result = subprocess.run(
         [
             sys.executable,
@@ -109,7 +109,7 @@ def test_cli_status_json_all_namespaces(
             "name": "cli",
             "source_count": None,
             "sync_count": 3,
-            "counts_stored_in": "status",
+            "counts_stored_in": "annotations",
             "recommended": None,
             "applied": None,
         }

@@ -16,6 +16,7 @@ from autoscaler.annotations import (
     AUTOSCALE_ANNOTATION,
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
+    annotation_counts,
     parse_resources_annotation,
 )
 from autoscaler.codecs import resources_json, resources_of
@@ -449,13 +450,7 @@ def test_per_rsync_opt_out_and_platform_annotations(rig: Rig) -> None:
     controller = rig.start(DeploymentTarget(rig.api, namespace=rig.namespace))
     rig.inventory(5000)
     wait_for(
-        lambda: (
-            rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
-            .get("status", {})
-            .get("sync", {})
-            .get("objectCount")
-            == 5000
-        ),
+        lambda: annotation_counts(rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)).sync == 5000,
         what="counts still recorded",
     )
     assert controller.reconcile(rig.key) == Outcome.OPTED_OUT
