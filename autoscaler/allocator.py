@@ -11,7 +11,6 @@ sidecar about 15 MiB smaller under load, for a little more CPU per large event.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -26,12 +25,12 @@ ARENA_MAX = 2
 
 def tune_for_large_events() -> bool:
     """Fix the mmap threshold and cap the arenas; True when glibc accepted both."""
-    library = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(library)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS): leave the allocator alone
-        log.debug("no mallopt in %s; allocator left at its defaults", library)
+        # The interpreter's own symbols, libc's among them. Not ctypes.util.find_library: without
+        # ldconfig it runs a compiler through a temporary file, which fails on a read-only root filesystem.
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): leave the allocator alone
+        log.debug("no mallopt; allocator left at its defaults")
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int

@@ -11,6 +11,9 @@ zero.
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
+| `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
+| `objcount.dev/override-written` | us | the `reconciler` override entry we last wrote (same update) |
+| `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
 """
@@ -32,6 +35,9 @@ SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
+HELD_ANNOTATION = "objcount.dev/held-by-owner"
+OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
+MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
 AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"
 PLATFORM_ANNOTATION = "objcount.dev/platform"
 
@@ -95,8 +101,10 @@ def status_patch(counts: ObjectCounts) -> dict[str, dict[str, dict[str, int]]]:
     return {"status": status}
 
 
-def annotation_patch(annotations: Mapping[str, str]) -> dict[str, dict[str, dict[str, str]]]:
-    """A merge patch that sets these annotations and nothing else."""
+def annotation_patch(
+    annotations: Mapping[str, str | None],
+) -> dict[str, dict[str, dict[str, str | None]]]:
+    """A merge patch that sets these annotations (None: removes it) and nothing else."""
     return {"metadata": {"annotations": dict(annotations)}}
 
 
@@ -124,13 +132,19 @@ def parse_resources_annotation(text: object) -> Resources | None:
         return None
 
 
-def published(recommended: Resources | None, applied: Resources | None) -> dict[str, str]:
-    """The recommended and applied annotations for these sizes (those that are known)."""
+def published(
+    recommended: Resources | None, applied: Resources | None, held_by_owner: str | None = None
+) -> dict[str, str | None]:
+    """The recommended and applied annotations for these sizes (those that are known), and why the
+    recommendation is held (None: not held, the annotation is removed)."""
     values = {RECOMMENDED_ANNOTATION: recommended, APPLIED_ANNOTATION: applied}
-    return {name: resources_annotation(value) for name, value in values.items() if value is not None}
+    sizes: dict[str, str | None] = {
+        name: resources_annotation(value) for name, value in values.items() if value is not None
+    }
+    return {**sizes, HELD_ANNOTATION: held_by_owner}
 
 
-def changed(rsync: Mapping[str, object], wanted: Mapping[str, str]) -> dict[str, str]:
-    """The annotations of `wanted` the RSync does not hold yet."""
+def changed(rsync: Mapping[str, object], wanted: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The annotations of `wanted` the RSync does not hold yet (None: holds, and should not)."""
     current = annotations_of(rsync)
     return {name: value for name, value in wanted.items() if current.get(name) != value}

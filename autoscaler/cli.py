@@ -32,12 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
     recommend.add_argument("--preset", choices=sorted(PRESETS), default="fitted", help="sizing preset")
-    injector = commands.add_parser(
-        "inject-sidecar", help="add the sidecar to reconciler-manager-cm (stdin to stdout)"
-    )
-    injector.add_argument(
-        "--image", help="image of the sidecar (default: the one in manifests/sidecar/container.yaml)"
-    )
     commands.add_parser(
         "stress",
         help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)",
@@ -130,19 +124,6 @@ def run_recommend(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_inject(args: argparse.Namespace) -> int:
-    import yaml
-
-    from autoscaler.inject import InjectError, inject
-
-    try:
-        sys.stdout.write(inject(sys.stdin.read(), image=args.image))
-    except (InjectError, yaml.YAMLError, KeyError, TypeError) as error:
-        print(f"objcount inject-sidecar: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def run_stress(args: argparse.Namespace) -> int:
     if not _tools("stress"):
         return 1
@@ -169,7 +150,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run_service,
     "status": run_status,
     "recommend": run_recommend,
-    "inject-sidecar": run_inject,
     "stress": run_stress,
     "demo": run_demo,
     "version": run_version,

@@ -43,8 +43,8 @@ class Cluster(Protocol):
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
 
-    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
-        """Set these annotations on the RSync."""
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> None:
+        """Set these annotations on the RSync (None: remove it)."""
         ...
 
     def write_counts(
@@ -82,7 +82,7 @@ class KubeCluster:
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         return self.target.apply(key, resources)
 
-    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> None:
         self.api.patch(
             kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, annotation_patch(annotations)
         )

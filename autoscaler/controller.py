@@ -20,7 +20,7 @@ from autoscaler.logs import CURRENT_RSYNC
 from autoscaler.metrics import DECISIONS
 from autoscaler.policy import Decision, Hysteresis, Outcome, Profile
 from autoscaler.step import StepConfig
-from autoscaler.targets import RecommendTarget, Target
+from autoscaler.targets import InPlaceTarget, RecommendTarget, Target
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
 from inventory.counts import ObjectCounts
@@ -82,6 +82,7 @@ class Controller:
             self.max_reverts_per_hour,
             sizes=self.target is not None or self.cluster is not None,
             measure_others=self.measure_others,
+            reread_current=isinstance(self.target, InPlaceTarget),
         )
         self.executor = Executor(cluster, config, self.clock, self._schedule)
 

@@ -101,7 +101,7 @@ class Executor:
     def _seen(self, key: RSyncKey, rsync: RSync, observed: ObjectCounts, state: RSyncState) -> Seen:
         current = others = None
         try:
-            if self.config.sizes and needs_current(state):
+            if self.config.sizes and needs_current(state, self.config):
                 current = self.cluster.current(key)
             if needs_others(rsync, self.config):
                 others = self.cluster.others(key)

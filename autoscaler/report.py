@@ -16,6 +16,7 @@ import yaml
 
 from autoscaler.annotations import (
     APPLIED_ANNOTATION,
+    HELD_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     annotation_counts,
     parse_resources_annotation,
@@ -38,6 +39,7 @@ class RSyncRecord:
     counts_stored_in: Literal["status", "annotations", "none"]
     recommended: str | None = None
     applied: str | None = None
+    held_by_owner: str | None = None  # why the recommendation is not written
 
 
 def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
@@ -66,6 +68,7 @@ def record_of(kind: str, rsync: RSync) -> RSyncRecord:
         where,  # type: ignore[arg-type]
         _resources_text(annotations, RECOMMENDED_ANNOTATION),
         _resources_text(annotations, APPLIED_ANNOTATION),
+        annotations.get(HELD_ANNOTATION) or None,
     )
 
 
@@ -101,6 +104,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         "STORED IN",
         "RECOMMENDED",
         "APPLIED",
+        "HELD BY OWNER",
     ]
     rows = [header] + [
         [
@@ -112,6 +116,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
             r.counts_stored_in,
             r.recommended or "-",
             r.applied or "-",
+            r.held_by_owner or "-",
         ]
         for r in records
     ]

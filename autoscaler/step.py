@@ -45,6 +45,9 @@ class StepConfig:
     max_reverts_per_hour: int = 3
     sizes: bool = True  # False: the service runs without a target and only records counts
     measure_others: bool = False  # read the other containers' requests where the platform needs them
+    # The size can change behind our back (in-place: a new pod starts with its template's size), so it
+    # is read on every reconcile instead of remembered.
+    reread_current: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class Plan:
     state: RSyncState  # to keep once the actions succeeded
     counts: ObjectCounts  # what the decision used: observed over stored
     apply: Resources | None = None
-    publish: Mapping[str, str] = field(default_factory=dict)  # annotations the RSync lacks
+    publish: Mapping[str, str | None] = field(default_factory=dict)  # annotations the RSync lacks
     recheck_after: float | None = None  # seconds until the held scale-down is due
     reverted_to: Resources | None = None  # another writer's size, found in the RSync
     log_level: int = logging.DEBUG  # said once when a postponement or an error starts
@@ -99,8 +102,8 @@ def needs_others(rsync: RSync, config: StepConfig) -> bool:
     )
 
 
-def needs_current(state: RSyncState) -> bool:
-    return state.decision is None
+def needs_current(state: RSyncState, config: StepConfig) -> bool:
+    return state.decision is None or config.reread_current
 
 
 def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
@@ -115,10 +118,12 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
     if seen.others is not None:
         profile = replace(profile, others_cpu_m=seen.others[0], others_memory_mib=seen.others[1])
     last = state.decision or initial(seen.current)
+    if config.reread_current and seen.current is not None and seen.current != last.resources:
+        last = replace(last, resources=seen.current)  # a new pod, or a resize that did not take
     if state.hands_off_until is not None and state.hands_off_until > seen.now:
         return Plan(Outcome.HANDS_OFF, "another writer keeps reverting our size", state, counts)
     foreign = _foreign_size(seen, state)
-    if foreign is not None and foreign != last.resources:
+    if foreign is not None and foreign != last.resources and seen.held_by_owner is None:
         return _reverted(
             seen, replace(state, decision=replace(last, resources=foreign)), config, counts, profile
         )
@@ -200,13 +205,15 @@ def _held_by_owner(
     """A change is due but its field is another owner's: recommend it, keep the size, write nothing."""
     assert seen.held_by_owner is not None
     reason = f"{decision.reason}; not applied: {seen.held_by_owner}"
-    held = replace(decision, outcome=Outcome.HELD_BY_OWNER, resources=last.resources, reason=reason)
+    # What the reconciler gets is the owner's: the size the RSync declares, if it declares one.
+    theirs = seen.declared or last.resources
+    held = replace(decision, outcome=Outcome.HELD_BY_OWNER, resources=theirs, reason=reason)
     return Plan(
         Outcome.HELD_BY_OWNER,
         reason,
         replace(state, decision=held),
         counts,
-        publish=changed(seen.rsync, published(held.recommended, held.resources)),
+        publish=changed(seen.rsync, published(held.recommended, held.resources, seen.held_by_owner)),
         log_level=logging.WARNING if last.outcome != Outcome.HELD_BY_OWNER else logging.DEBUG,
     )
 

@@ -22,7 +22,8 @@ import orjson
 
 from autoscaler import quantity
 from autoscaler.annotations import (
-    APPLIED_ANNOTATION,
+    MANAGE_OVERRIDE_ANNOTATION,
+    OVERRIDE_WRITTEN_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     parse_resources_annotation,
     resources_annotation,
@@ -242,6 +243,28 @@ def _reconciler_override(rsync: RSync) -> Resources | None:
 DECLARED_FIELDS_ANNOTATION = "configsync.gke.io/declared-fields"
 
 
+def users_own_override(rsync: RSync) -> str | None:
+    """Why the RSync's `reconciler` override entry is a user's, or None when it is ours to write.
+
+    Ours: there is none, or it is the one we last wrote (recorded in the same update, so no crash can
+    split the two), or the user handed it to us (`objcount.dev/manage-override: "true"`). Anything else
+    someone set by hand, and we leave it alone.
+    """
+    annotations = annotations_of(rsync)
+    if annotations.get(MANAGE_OVERRIDE_ANNOTATION) == "true":
+        return None
+    try:
+        entry = _reconciler_override(rsync)
+    except ApplyError as error:  # not something we wrote: we write only readable entries
+        return f"{error}; it is left as it is"
+    if entry is None or entry == parse_resources_annotation(annotations.get(OVERRIDE_WRITTEN_ANNOTATION)):
+        return None
+    return (
+        "the reconciler entry of spec.override.resources was set by someone else and is theirs "
+        f'(annotate {MANAGE_OVERRIDE_ANNOTATION}: "true" to hand it to us)'
+    )
+
+
 def override_declared_in_git(rsync: RSync) -> str | None:
     """Why `spec.override` of this RSync belongs to the sync that declares it, or None.
 
@@ -295,13 +318,21 @@ class RSyncOverrideTarget:
             return None
 
     def held_by_owner(self, rsync: RSync) -> str | None:
-        return override_declared_in_git(rsync)
+        return override_declared_in_git(rsync) or users_own_override(rsync)
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
 
         def write() -> RSync:
             rsync = self._get(key)
+            users = users_own_override(rsync)
+            if users is not None:  # set since the cached copy was read: still theirs
+                raise ApplyError("owned", f"{key}: {users}")
+            metadata = rsync.setdefault("metadata", {})
+            metadata["annotations"] = {
+                **(metadata.get("annotations") or {}),
+                OVERRIDE_WRITTEN_ANNOTATION: resources_annotation(resources),
+            }
             others = [e for e in _override_entries(rsync) if not _is_reconciler_entry(e)]
             spec = rsync.setdefault("spec", {})
             override = spec.get("override") or {}
@@ -342,11 +373,14 @@ class RSyncOverrideTarget:
 class InPlaceTarget(_NothingInTheRSync):
     """Resize the running reconciler pod through `pods/resize` (no restart).
 
-    The size is also recorded on the Deployment as an annotation (metadata, so no rollout). Writing it
-    into the pod template instead would roll the pod out, which is the restart an in-place resize exists
-    to avoid; a new pod is brought to size by the next reconcile. When there is no pod, or the kubelet
-    reports the resize infeasible (`PodResizePending`, reason `Infeasible`), the size goes to
-    `fallback` (a template change: the result says it restarted).
+    Nothing else is written: not the Deployment (Config Sync's reconciler-manager owns it), not the
+    template (a rollout is the restart an in-place resize exists to avoid). The size is what the kubelet
+    reports the container has (`status.containerStatuses[].resources`), read on every reconcile, so a
+    new pod of a rollout, which starts with its template's size, is resized again. A lower limit the
+    kernel refused (the container uses more) is reported with the kubelet's message and not sent again
+    until it is higher than what runs. When there is no pod, or the kubelet reports the resize
+    infeasible (`PodResizePending`, reason `Infeasible`), the size goes to `fallback` (for Config Sync:
+    the RSync override, a rollout: the result says it restarted).
     """
 
     api: kubeapi.KubeApi
@@ -361,7 +395,9 @@ class InPlaceTarget(_NothingInTheRSync):
         pod = self._pod(key)
         if pod is None:
             return self.fallback.current(key)
-        return _container_resources((pod.get("spec") or {}).get("containers"), f"pod {_name(pod)}")
+        return _running_resources(pod) or _container_resources(
+            (pod.get("spec") or {}).get("containers"), f"pod {_name(pod)}"
+        )
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         pod = self._pod(key)
@@ -374,6 +410,9 @@ class InPlaceTarget(_NothingInTheRSync):
             )
             return self.fallback.apply(key, resources)
         name = _name(pod)
+        refused = _resize_refused(pod)
+        if refused and _limit_lowered(pod, resources):
+            raise ApplyError("refused", f"pod {self.namespace}/{name}: a lower limit was refused: {refused}")
         patch = {
             "spec": {"containers": [{"name": RECONCILER_CONTAINER, "resources": resources_json(resources)}]}
         }
@@ -384,15 +423,7 @@ class InPlaceTarget(_NothingInTheRSync):
         except kubeapi.ApiError as error:
             raise _translated(error, f"resizing pod {self.namespace}/{name}") from error
         accepted = _accepted((written.get("spec") or {}).get("containers"), resources, f"pod {name}")
-        self._record_on_deployment(key, resources)
         return Applied(accepted, restarted=False)
-
-    def _record_on_deployment(self, key: RSyncKey, resources: Resources) -> None:
-        patch = {"metadata": {"annotations": {APPLIED_ANNOTATION: resources_annotation(resources)}}}
-        try:
-            self.api.patch(kubeapi.DEPLOYMENT, self.namespace, reconciler_name(key), patch)
-        except kubeapi.ApiError as error:
-            raise _translated(error, f"recording the size on Deployment {reconciler_name(key)}") from error
 
 
 def _name(obj: Pod) -> str:
@@ -435,6 +466,31 @@ def other_containers_requests(api: kubeapi.KubeApi, namespace: str, key: RSyncKe
             if resources is not None:
                 cpu, memory = cpu + resources.cpu_request_m, memory + resources.memory_request_mib
     return cpu, memory
+
+
+def _resize_refused(pod: Pod) -> str:
+    """The kubelet's message when it could not apply the last resize (`PodResizeInProgress`, reason
+    `Error`: the kernel refused a memory limit below what the container uses), else empty."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    for condition in conditions:
+        if condition.get("type") == "PodResizeInProgress" and condition.get("reason") == "Error":
+            return str(condition.get("message") or "the kubelet could not apply the resize")
+    return ""
+
+
+def _running_resources(pod: Pod) -> Resources | None:
+    """What the kubelet reports the reconciler container runs with; None before it reports it."""
+    statuses = (pod.get("status") or {}).get("containerStatuses")
+    status = _container(statuses)
+    if status is None or not status.get("resources"):
+        return None
+    return _readable(status.get("resources"), f"pod {_name(pod)} (status)")
+
+
+def _limit_lowered(pod: Pod, resources: Resources) -> bool:
+    running = _running_resources(pod)
+    wanted, now = resources.memory_limit_mib, running.memory_limit_mib if running else None
+    return wanted is not None and (now is None or wanted < now)
 
 
 def _resize_infeasible(pod: Pod) -> bool:
@@ -486,10 +542,8 @@ TARGETS: dict[str, TargetKind] = {
         lambda api, namespace: DeploymentTarget(api, namespace=namespace),
     ),
     "in-place": TargetKind(
-        "an in-place resize of the running pod (`pods/resize`, no restart); the template when infeasible",
-        lambda api, namespace: InPlaceTarget(
-            api, DeploymentTarget(api, namespace=namespace), namespace=namespace
-        ),
+        "an in-place resize of the running pod (`pods/resize`, no restart); else the RSync override",
+        lambda api, namespace: InPlaceTarget(api, RSyncOverrideTarget(api), namespace=namespace),
     ),
     "recommend": TargetKind(
         "nothing: the recommendation is published (annotation, metric, `objcount status`)",

@@ -14,10 +14,12 @@ default credentials"), with or without us: that is Config Sync on any cluster wi
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +29,13 @@ import orjson
 from autoscaler.targets import reconciler_pod
 from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
 from controlplane.node import NodeHarness
-from controlplane.seed import JSON, install_crds, manifests_in, write_commit
+from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in, write_commit
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.objects import Pod
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
+SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
 NAMESPACE = "config-management-system"
 VERSION = "v1.22.0"
 # The objects of Config Sync's `manifests/` a release installs, in order (its base kustomization, less
@@ -71,7 +74,16 @@ _RESOURCES = {
     "ConfigMap": kubeapi.Resource("", "v1", "configmaps", "ConfigMap"),
     "Deployment": kubeapi.DEPLOYMENT,
     "Service": kubeapi.Resource("", "v1", "services", "Service"),
+    "Secret": kubeapi.Resource("", "v1", "secrets", "Secret"),
+    "Role": kubeapi.Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    "RoleBinding": kubeapi.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    "MutatingWebhookConfiguration": kubeapi.Resource(
+        "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"
+    ),
 }
+SIDECAR_MANIFESTS = REPO_ROOT / "manifests" / "sidecar"
+WEBHOOK_CONFIGURATION = "objcount-sidecar"
+WEBHOOK_TLS_SECRET = "objcount-webhook-tls"
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,80 @@ def install_config_sync(api: kubeapi.KubeApi, build: ConfigSyncBuild, *, polling
         api.create(_RESOURCES["ConfigMap"], NAMESPACE, settings)
 
 
+def kustomization_objects(directory: Path) -> Iterator[JSON]:
+    """The objects `kubectl apply -k directory` applies (its `resources:` in order; no generators)."""
+    kustomization = next(manifests_in(directory / "kustomization.yaml"))
+    for entry in kustomization.get("resources") or []:
+        path = directory / entry
+        yield from kustomization_objects(path) if path.is_dir() else manifests_in(path)
+
+
+def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | None = None) -> None:
+    """The README's sidecar installation, step by step: the certificate (certificate.sh), its TLS Secret,
+    `kubectl apply -k manifests/sidecar`, the CA into the webhook configuration. `webhook_url`: the
+    webhook is served at this loopback URL instead of its Service (tests and the demo run it as a
+    process on this machine; PLAYED BY US: its Deployment's Pods, which nothing runs here)."""
+    extra_names = ["IP:127.0.0.1"] if webhook_url else []
+    subprocess.run(
+        ["bash", str(SIDECAR_MANIFESTS / "certificate.sh"), str(cert_dir), *extra_names], check=True
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": WEBHOOK_TLS_SECRET, "namespace": NAMESPACE},
+        "data": {name: _base64_file(cert_dir / name) for name in ("tls.crt", "tls.key")},
+    }
+    _create_or_replace(api, secret)
+    for item in kustomization_objects(SIDECAR_MANIFESTS):
+        if item["kind"] == "MutatingWebhookConfiguration" and webhook_url:
+            for webhook in item["webhooks"]:
+                webhook["clientConfig"] = {"url": webhook_url}
+        _create_or_replace(api, item)
+    ca_bundle = [
+        {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": _base64_file(cert_dir / "ca.crt")}
+    ]
+    api.patch(
+        _RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION, ca_bundle, patch_type="json"
+    )
+
+
+def uninstall_webhook(api: kubeapi.KubeApi) -> None:
+    """The README's removal of the webhook: Pods created from now on run without the sidecar."""
+    with contextlib.suppress(kubeapi.NotFound):
+        api.delete(_RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
+
+
+def sidecar_template_text() -> str:
+    """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted)."""
+    (configmap,) = manifests_in(SIDECAR_MANIFESTS / "sidecar-template.yaml")
+    text: str = configmap["data"]["sidecar.yaml"]
+    return text
+
+
+def _base64_file(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
+    """As `kubectl apply` for objects only we write: create, else replace the stored one."""
+    resource = _RESOURCES[item["kind"]]
+    namespace, name = item["metadata"].get("namespace"), item["metadata"]["name"]
+    try:
+        api.create(resource, namespace, item)
+    except kubeapi.Conflict:
+        current = api.get(resource, namespace, name)
+        api.replace(
+            resource,
+            namespace,
+            name,
+            {
+                **item,
+                "metadata": {**item["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+            },
+        )
+
+
 @dataclass
 class ConfigSyncStack:
     """Config Sync running on a local control plane (which must run kube-controller-manager)."""
@@ -160,7 +246,9 @@ class ConfigSyncStack:
                 binaries={
                     "reconciler": self.build.reconciler,
                     "reconciler-manager": self.build.reconciler_manager,
+                    SIDECAR_CONTAINER: Path(sys.prefix) / "bin" / "objcount",
                 },
+                runtime_dirs={SIDECAR_CONTAINER: python_runtime_dirs()},
                 restart_backoff_seconds=self.restart_backoff_seconds,
             ).start()
         except BaseException:
@@ -209,6 +297,13 @@ class ConfigSyncStack:
 
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
+
+
+def python_runtime_dirs() -> list[Path]:
+    """What this interpreter needs inside a container's root: the system's libraries, Python itself,
+    the virtualenv and the checkout it installs in editable mode (PLAYED BY US: the sidecar's image)."""
+    system = [Path(d) for d in ("/usr", "/lib", "/lib64", "/bin", "/sbin") if Path(d).exists()]
+    return [*system, Path(sys.base_prefix), Path(sys.prefix), REPO_ROOT]
 
 
 def container_running(pod: JSON, container: str) -> bool:

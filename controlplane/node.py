@@ -2,7 +2,9 @@
 
 PLAYED BY US, NOT A KUBELET. The local control plane has no nodes: kube-controller-manager creates the
 reconciler Pods and nothing runs them. This module runs the containers we have binaries for (Config
-Sync's `reconciler`, built from its source) as real processes and writes the Pod status a kubelet would.
+Sync's `reconciler`, built from its source, and our sidecar where our webhook added it) as real processes
+and writes the Pod status a kubelet would. Our sidecar's "image" is played too: the host's Python, this
+checkout and its virtualenv, bind-mounted read-only at their own paths.
 What is real: the process, its arguments and environment from the Pod spec, its ServiceAccount token
 (TokenRequest API, bound to the Pod), its memory cgroup with the container's limit (following
 `pods/resize`), the kernel's OOM kills. What is ours: the Pod lifecycle around it (status, restarts with
@@ -35,6 +37,7 @@ their processes.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import fcntl
@@ -245,6 +248,11 @@ def container_main(spec_file: str) -> None:
     root = Path(spec.root)
     for source, target, read_only in spec.mounts:
         where = root / target.lstrip("/")
+        if Path(source).is_symlink():  # e.g. /lib -> usr/lib on a merged-/usr host: the same link
+            where.parent.mkdir(parents=True, exist_ok=True)
+            if not where.is_symlink():
+                where.symlink_to(os.readlink(source))
+            continue
         if Path(source).is_dir():
             where.mkdir(parents=True, exist_ok=True)
         else:
@@ -352,6 +360,8 @@ class NodeConfig:
     work_dir: str
     repos_dir: str
     binaries: dict[str, str]  # container name -> binary on this machine
+    # container name -> host directories it needs at the same paths, read-only (an interpreter's)
+    runtime_dirs: dict[str, list[str]] = field(default_factory=dict)
     namespace: str = "config-management-system"
     selector: str = "app in (reconciler, reconciler-manager)"
     restart_backoff_seconds: float = 10.0
@@ -521,9 +531,11 @@ class PodRunner:
                     path.chmod(0o2775)
             elif "configMap" in volume:
                 self._write_config_map(path, volume["configMap"])
+            elif "secret" in volume:
+                self._write_secret(path, volume["secret"])
             else:
                 raise NodeError(
-                    f"volume {name} of {self.name}: only emptyDir, configMap and projected are played"
+                    f"volume {name} of {self.name}: only emptyDir, configMap, secret and projected are played"
                 )
             volumes[name] = path
         return volumes
@@ -548,6 +560,15 @@ class PodRunner:
         items = ref.get("items") or [{"key": k, "path": k} for k in data]
         for item in items:
             (path / item["path"]).write_text(data[item["key"]])
+
+    def _write_secret(self, path: Path, ref: JSON) -> None:
+        """As the kubelet: every key a file (mode `defaultMode`, else 0644), written once at start."""
+        path.mkdir(parents=True, exist_ok=True)
+        secret = self.node.get_json(f"/api/v1/namespaces/{self.namespace}/secrets/{ref['secretName']}")
+        for key, value in (secret.get("data") or {}).items():
+            file = path / key
+            file.write_bytes(base64.b64decode(value))
+            file.chmod(ref.get("defaultMode", 0o644))
 
     def _token(self) -> str:
         account = self.pod["spec"].get("serviceAccountName") or "default"
@@ -622,6 +643,7 @@ class PodRunner:
         (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
         command = (container.get("command") or [f"/{runner.name}"]) + (container.get("args") or [])
         mounts = [(runner.binary, command[0], True), ("/proc", "/proc", False)]
+        mounts += [(d, d, True) for d in self.node.config.runtime_dirs.get(runner.name, [])]
         mounts += [(f"/dev/{d}", f"/dev/{d}", False) for d in ("null", "zero", "urandom", "random")]
         for mount in container.get("volumeMounts") or []:
             if mount["name"] not in self.volumes:
@@ -907,6 +929,7 @@ class NodeHarness:
         api_port: int,
         work_dir: Path,
         binaries: dict[str, Path],
+        runtime_dirs: dict[str, list[Path]] | None = None,
         restart_backoff_seconds: float = 10.0,
     ) -> None:
         self.work_dir = work_dir
@@ -917,6 +940,7 @@ class NodeHarness:
             work_dir=str(work_dir),
             repos_dir=str(self.repos_dir),
             binaries={name: str(path) for name, path in binaries.items()},
+            runtime_dirs={name: [str(d) for d in dirs] for name, dirs in (runtime_dirs or {}).items()},
             restart_backoff_seconds=restart_backoff_seconds,
         )
         self.process: subprocess.Popen[bytes] | None = None

@@ -25,7 +25,8 @@ RBAC = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "", "")
 
 def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) -> None:
     """The shipped roles with their rules untouched, moved to the test's namespace and account."""
-    for manifest in manifests_in(RBAC_DIR):
+    bindings = REPO_ROOT / "manifests" / "cluster" / "rbac-bindings.yaml"
+    for manifest in [*manifests_in(RBAC_DIR), *manifests_in(bindings)]:
         obj = copy.deepcopy(manifest)
         kind = obj["kind"]
         if kind in ("ClusterRole", "ClusterRoleBinding"):

@@ -75,6 +75,9 @@ def test_reader_reports_counts_and_where_they_are_stored(
         "IN",
         "RECOMMENDED",
         "APPLIED",
+        "HELD",
+        "BY",
+        "OWNER",
     ]
     assert "<unknown>" in table.splitlines()[1]
 
@@ -112,6 +115,7 @@ def test_cli_status_json_all_namespaces(
             "counts_stored_in": "annotations",
             "recommended": None,
             "applied": None,
+            "held_by_owner": None,
         }
     ]
 
@@ -163,6 +167,7 @@ def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
             "counts_stored_in": "none",
             "recommended": None,
             "applied": None,
+            "held_by_owner": None,
         }
     ]
     assert (

@@ -14,6 +14,8 @@ from prometheus_client import REGISTRY
 from autoscaler.annotations import (
     APPLIED_ANNOTATION,
     AUTOSCALE_ANNOTATION,
+    HELD_ANNOTATION,
+    MANAGE_OVERRIDE_ANNOTATION,
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     annotation_counts,
@@ -22,6 +24,7 @@ from autoscaler.annotations import (
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.controller import Controller, Scope
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
+from autoscaler.report import read_status
 from autoscaler.targets import (
     DECLARED_FIELDS_ANNOTATION,
     Applied,
@@ -302,6 +305,12 @@ def test_an_override_declared_in_git_is_left_to_that_sync(rig: Rig) -> None:
     wait_for(lambda: recommended() == at(5000), what="the recommendation for 5,000 objects")
     assert controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
     assert target.current(rig.key) is None  # never written
+    # The reason is published too, and `objcount status` shows it.
+    (record,) = [r for r in read_status(rig.api, rig.namespace) if r.name == rig.key.name]
+    assert (
+        record.held_by_owner
+        == "spec.override is declared in git (configsync.gke.io/declared-fields): change it there"
+    )
     rig.api.patch(
         kubeapi.ROOTSYNC,
         rig.namespace,
@@ -309,6 +318,13 @@ def test_an_override_declared_in_git_is_left_to_that_sync(rig: Rig) -> None:
         {"metadata": {"annotations": {DECLARED_FIELDS_ANNOTATION: '{"f:spec":{"f:git":{"f:repo":{}}}}'}}},
     )
     wait_for(lambda: target.current(rig.key) == at(5000), what="the override written once it is ours")
+    wait_for(
+        lambda: (
+            HELD_ANNOTATION
+            not in rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
+        ),
+        what="the held reason removed",
+    )
 
 
 def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
@@ -320,17 +336,55 @@ def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
 
 def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig) -> None:
     rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
-    template_before = rig.deployment()["spec"]["template"]
+    before = rig.deployment()
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
     restarts = _metric("objcount_restarts_caused_total")
     rig.start(target)
     rig.grow_then_shrink(lambda: target.current(rig.key))
-    deployment = rig.deployment()
-    assert deployment["spec"]["template"] == template_before, "an in-place resize must not roll the pod out"
-    assert parse_resources_annotation(deployment["metadata"]["annotations"][APPLIED_ANNOTATION]) == at(100)
+    after = rig.deployment()
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "never written"
     assert _metric("objcount_restarts_caused_total") == restarts, "no resize fell back to a restart"
+
+
+def test_in_place_does_not_send_again_a_lower_limit_the_kernel_refused(rig: Rig) -> None:
+    """Played by us: the kubelet's report of a refused resize (as the node harness writes it, see
+    test_configsync's kernel test). A lower limit is not sent again; a higher one is."""
+    pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
+    name = pod["metadata"]["name"]
+    running = resources_json(at(3000))
+    refusal = {
+        "type": "PodResizeInProgress",
+        "status": "True",
+        "reason": "Error",
+        "message": "attempting to set the memory limit (167772160) below the current usage (300000000)",
+    }
+    status = {"conditions": [refusal], "containerStatuses": [_status("reconciler", running)]}
+    rig.api.patch(kubeapi.POD, rig.namespace, name, {"status": status}, subresource="status")
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    assert target.current(rig.key) == at(3000), "what runs, from the kubelet's report"
+    spec_before = rig.api.get(kubeapi.POD, rig.namespace, name)["spec"]
+    with pytest.raises(ApplyError) as error:
+        target.apply(rig.key, at(100))
+    assert error.value.reason == "refused"
+    assert "below the current usage" in str(error.value)
+    assert rig.api.get(kubeapi.POD, rig.namespace, name)["spec"] == spec_before, "nothing sent"
+    assert target.apply(rig.key, at(10_000)) == Applied(at(10_000), restarted=False)
+
+
+def _status(container: str, resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": container,
+        "image": container,
+        "imageID": "",
+        "ready": True,
+        "restartCount": 0,
+        "state": {"running": {}},
+        "resources": resources,
+    }
 
 
 def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: Rig) -> None:
@@ -396,7 +450,42 @@ def _metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
+def test_a_reconciler_entry_someone_else_set_is_theirs_until_they_hand_it_to_us(rig: Rig) -> None:
+    theirs = {"containerName": "reconciler", "memoryRequest": "64Mi", "memoryLimit": "64Mi"}
+    rig.api.patch(
+        kubeapi.ROOTSYNC, rig.namespace, rig.key.name, {"spec": {"override": {"resources": [theirs]}}}
+    )
+    target = RSyncOverrideTarget(rig.api)
+    controller = rig.start(target)
+    wait_for(
+        lambda: (
+            controller.decisions.get(rig.key)
+            and controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
+        ),
+        what="the user's entry held",
+    )
+    body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+    assert body["spec"]["override"]["resources"] == [theirs], "their entry is untouched"
+    assert "set by someone else" in body["metadata"]["annotations"][HELD_ANNOTATION]
+    assert parse_resources_annotation(body["metadata"]["annotations"][RECOMMENDED_ANNOTATION]) == at(100)
+    # Handed to us: written as usual from then on (a scale-up from their 64Mi: at once).
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {MANAGE_OVERRIDE_ANNOTATION: "true"}}},
+    )
+    wait_for(lambda: target.current(rig.key) == at(100), what="our size once the entry is handed to us")
+
+
 def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(rig: Rig) -> None:
+    # The entry is handed to us, and something else keeps changing it (a webhook, another controller).
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        {"metadata": {"annotations": {MANAGE_OVERRIDE_ANNOTATION: "true"}}},
+    )
     target = RSyncOverrideTarget(rig.api)
     controller = rig.start(target)
     wait_for(lambda: target.current(rig.key) == at(100), what="first size")

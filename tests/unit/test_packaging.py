@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
-from autoscaler.inject import inject
+from autoscaler.injection import SidecarTemplate
 from controlplane.seed import REPO_ROOT, manifests_in
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
@@ -33,40 +29,43 @@ def test_workloads_run_as_non_root_on_a_read_only_root_filesystem() -> None:
     )
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
-    sidecar = yaml.safe_load((REPO_ROOT / "manifests" / "sidecar" / "container.yaml").read_text())
+    sidecar = shipped_sidecar_template().container
     for container in (*pod["containers"], sidecar):
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert {"name": "repo", "mountPath": "/repo", "readOnly": True} in sidecar["volumeMounts"]
 
 
-def test_inject_sidecar_adds_the_container_once_and_keeps_the_rest(tmp_path: Path) -> None:
-    template = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "x"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "containers": [{"name": "reconciler", "image": "r"}, {"name": "git-sync", "image": "g"}]
-                }
-            }
-        },
+def shipped_sidecar_template() -> SidecarTemplate:
+    (configmap,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "sidecar-template.yaml")
+    return SidecarTemplate.parse(configmap["data"]["sidecar.yaml"])
+
+
+def test_the_shipped_sidecar_has_its_own_token_a_liveness_probe_and_no_readiness_probe() -> None:
+    sidecar = shipped_sidecar_template().container
+    # An unready sidecar would make Config Sync's reconciler Deployment unavailable.
+    assert "readinessProbe" not in sidecar
+    liveness = sidecar["livenessProbe"]
+    assert liveness["failureThreshold"] * liveness["periodSeconds"] >= 300, "five minutes before a restart"
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    (mount,) = [m for m in sidecar["volumeMounts"] if m["mountPath"] == token]
+    (volume,) = [v for v in shipped_sidecar_template().volumes if v["name"] == mount["name"]]
+    assert volume["secret"] == {"secretName": "objcount-sidecar-token"}
+    accounts = list(manifests_in(REPO_ROOT / "manifests" / "sidecar" / "accounts.yaml"))
+    (secret,) = [m for m in accounts if m["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == "objcount-sidecar-token"
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "objcount-sidecar"}
+
+
+def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
+    (config,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "mutating-webhook.yaml")
+    (webhook,) = config["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["timeoutSeconds"] <= 5
+    assert webhook["sideEffects"] == "None"
+    assert webhook["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "config-management-system"}
     }
-    configmap = yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "reconciler-manager-cm", "resourceVersion": "7"},
-            "data": {"deployment.yaml": yaml.safe_dump(template), "other": "kept"},
-        }
-    )
-    once = inject(configmap, image="example/objcount:1")
-    twice = inject(once, image="example/objcount:1")
-    assert once == twice
-    result = yaml.safe_load(once)
-    containers = yaml.safe_load(result["data"]["deployment.yaml"])["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["reconciler", "git-sync", "objcount-autoscaler"]
-    assert containers[-1]["image"] == "example/objcount:1"
-    assert result["data"]["other"] == "kept"
-    assert "resourceVersion" not in result["metadata"]
+    (rule,) = webhook["rules"]
+    assert rule["operations"] == ["CREATE"]
+    assert rule["resources"] == ["pods"]

@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 from autoscaler.annotations import (
     APPLIED_ANNOTATION,
     AUTOSCALE_ANNOTATION,
+    HELD_ANNOTATION,
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
@@ -53,7 +54,7 @@ class FakeCluster:
     count_write: WriteOutcome = "status"
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
-    published: list[dict[str, str]] = field(default_factory=list)
+    published: list[dict[str, str | None]] = field(default_factory=list)
     counts: list[tuple[ObjectCounts, bool]] = field(default_factory=list)
 
     def current(self, key: RSyncKey) -> Resources | None:
@@ -77,7 +78,7 @@ class FakeCluster:
         self.applied.append(resources)
         return Applied(resources, self.restarts, self.generation_after_apply)
 
-    def publish(self, key: RSyncKey, annotations: Mapping[str, str]) -> None:
+    def publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> None:
         self.published.append(dict(annotations))
 
     def write_counts(
@@ -210,6 +211,7 @@ def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
         {
             RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
             APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"160Mi"},"limits":{"cpu":"157m","memory":"160Mi"}}',
+            HELD_ANNOTATION: "spec.override is declared in git",
         }
     ]
     decision = r.executor.states[KEY].decision
@@ -217,8 +219,12 @@ def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
     assert "not applied: spec.override is declared in git" in decision.reason
     assert metric("objcount_decisions_total", outcome="held_by_owner") >= 1
     r.cluster.owner = None  # the declaration no longer covers the field: ours again
-    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    held = {
+        "metadata": {"name": KEY.name, "annotations": {HELD_ANNOTATION: "spec.override is declared in git"}}
+    }
+    assert r.reconcile(ObjectCounts(5000, 5000), held) == Outcome.SCALED_UP  # type: ignore[arg-type]
     assert r.cluster.applied == [AT_5000]
+    assert r.cluster.published[-1][HELD_ANNOTATION] is None, "the reason is removed"
 
 
 def test_a_lower_target_waits_for_the_delay_then_comes_down() -> None:
