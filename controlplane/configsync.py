@@ -20,11 +20,12 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import yaml
 
 from autoscaler.targets import reconciler_pod
 from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
@@ -82,6 +83,7 @@ _RESOURCES = {
     ),
 }
 SIDECAR_MANIFESTS = REPO_ROOT / "manifests" / "sidecar"
+CLUSTER_MANIFESTS = REPO_ROOT / "manifests" / "cluster"
 WEBHOOK_CONFIGURATION = "objcount-sidecar"
 WEBHOOK_TLS_SECRET = "objcount-webhook-tls"
 
@@ -186,17 +188,41 @@ def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | 
     )
 
 
+def install_cluster(api: kubeapi.KubeApi) -> None:
+    """The README's cluster-mode installation: `kubectl apply -k manifests/cluster` (our roles, their
+    bindings to our ServiceAccount, the Deployment; PLAYED BY US: its Pods, which nothing runs here)."""
+    for item in kustomization_objects(CLUSTER_MANIFESTS):
+        _create_or_replace(api, item)
+
+
 def uninstall_webhook(api: kubeapi.KubeApi) -> None:
     """The README's removal of the webhook: Pods created from now on run without the sidecar."""
     with contextlib.suppress(kubeapi.NotFound):
         api.delete(_RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
 
 
-def sidecar_template_text() -> str:
-    """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted)."""
+def sidecar_template_text(env: Mapping[str, str] | None = None) -> str:
+    """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted), with `env`
+    added to the container's environment (as a user edits that ConfigMap to set the sidecar's settings)."""
     (configmap,) = manifests_in(SIDECAR_MANIFESTS / "sidecar-template.yaml")
     text: str = configmap["data"]["sidecar.yaml"]
-    return text
+    if not env:
+        return text
+    template = yaml.safe_load(text)
+    template["container"]["env"] += [{"name": name, "value": value} for name, value in env.items()]
+    return yaml.safe_dump(template, sort_keys=False)
+
+
+def webhook_env(cert_dir: Path, template: Path, port: int) -> dict[str, str]:
+    """The settings of `objcount run` in webhook mode as the shipped webhook Deployment sets them, with its
+    certificate and template at these paths and `/mutate` on this port (PLAYED BY US: its Pods; tests and
+    the demo run it as a process on this machine)."""
+    return {
+        "OBJCOUNT_MODE": "webhook",
+        "OBJCOUNT_WEBHOOK_PORT": str(port),
+        "OBJCOUNT_WEBHOOK_CERT_DIR": str(cert_dir),
+        "OBJCOUNT_SIDECAR_TEMPLATE": str(template),
+    }
 
 
 def _base64_file(path: Path) -> str:

@@ -24,7 +24,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
@@ -44,8 +47,15 @@ from autoscaler.annotations import (
 )
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync import install_rsync_crds
-from controlplane.demo import publish_commit, start_service
-from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
+from controlplane.launcher import free_port
+from controlplane.seed import (
+    configmaps_yaml,
+    ensure_namespace,
+    reconciler_deployment,
+    resourcegroup,
+    rsync,
+    write_commit,
+)
 from inventory import kubeapi
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
 from inventory.objects import annotations_of
@@ -53,7 +63,35 @@ from profiles.fit import read_points
 
 PODMETRICS = kubeapi.Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 CONFIGMAP = kubeapi.Resource("", "v1", "configmaps", "ConfigMap")
+SCALE_DOWN_DELAY = 15  # seconds; shortened so a ramp down is seen (the default is 600)
 REFERENCE = Path(__file__).resolve().parent / "data" / "reconciler-memory-by-object-count.csv"
+
+
+def publish_commit(repo: Path, commit: int, objects: int) -> None:
+    """A commit of `objects` ConfigMaps in the sync directory `config`, swapped in as git-sync does."""
+    write_commit(repo, f"commit-{commit}", {"configmaps.yaml": configmaps_yaml(objects, "demo")})
+
+
+def start_service(plane: LocalControlPlane, repo: Path, log: Path, key: RSyncKey) -> subprocess.Popen[bytes]:
+    """`objcount run` in sidecar mode (target deployment) against the local control plane, as a process."""
+    env = {
+        **os.environ,
+        "OBJCOUNT_KUBECONFIG": str(plane.kubeconfig),
+        "OBJCOUNT_RSYNC_KIND": key.kind,
+        "OBJCOUNT_RSYNC_NAME": key.name,
+        "OBJCOUNT_RSYNC_NAMESPACE": key.namespace,
+        "OBJCOUNT_TARGET": "deployment",
+        "OBJCOUNT_SOURCE_ROOT": str(repo),
+        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY),
+        "OBJCOUNT_BIND_ADDRESS": "127.0.0.1",
+        "OBJCOUNT_METRICS_PORT": str(free_port()),
+        "OBJCOUNT_HEALTH_PORT": str(free_port()),
+        "OBJCOUNT_LOG_FORMAT": "text",
+    }
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "autoscaler.cli", "run"], env=env, stdout=out, stderr=out
+        )
 
 
 @dataclass

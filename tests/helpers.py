@@ -99,7 +99,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_module(
-    module: str, *args: str, bin_dir: Path, env: dict[str, str] | None = None
+    module: str, *args: str, bin_dir: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """`python -m module args` from the repository, on the cached control plane binaries; fails the test on
     a non-zero exit with the end of its standard error."""
@@ -112,7 +112,7 @@ def run_module(
         env=full_env | (env or {}),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]

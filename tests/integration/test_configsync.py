@@ -33,11 +33,13 @@ from controlplane.configsync import (
     build_configsync,
     container_running,
     grant_reposync,
+    install_cluster,
     install_sidecar,
     reposync,
     rootsync,
     sidecar_template_text,
     uninstall_webhook,
+    webhook_env,
 )
 from controlplane.launcher import free_port
 from controlplane.node import ContainerState, MemoryCgroup
@@ -479,15 +481,7 @@ def webhook(stack: ConfigSyncStack, tmp_path: Path) -> Iterator[Service]:
     port = free_port()
     install_sidecar(api, tmp_path / "certs", webhook_url=f"https://127.0.0.1:{port}/mutate")
     # Started once its certificate exists, as the kubelet starts the webhook's Pod once its Secret does.
-    service = Service(
-        {
-            "OBJCOUNT_MODE": "webhook",
-            "OBJCOUNT_WEBHOOK_PORT": str(port),
-            "OBJCOUNT_WEBHOOK_CERT_DIR": str(tmp_path / "certs"),
-            "OBJCOUNT_SIDECAR_TEMPLATE": str(template),
-        },
-        tmp_path / "webhook.log",
-    )
+    service = Service(webhook_env(tmp_path / "certs", template, port), tmp_path / "webhook.log")
     try:
         wait_for(lambda: service.get("/readyz")[0] == 200, timeout=30, what="the webhook to serve")
         yield service
@@ -587,6 +581,67 @@ def test_a_webhook_that_does_not_answer_never_stops_config_sync(
     assert pod is not None
     assert SIDECAR_CONTAINER not in [c["name"] for c in pod["spec"]["containers"]]
     assert_config_sync_state_intact(stack, key, commit)
+
+
+def test_cluster_mode_installed_as_the_readme_says_sizes_every_rsync(
+    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+) -> None:
+    """`kubectl apply -k manifests/cluster`, then the service with its Deployment's environment and its
+    ServiceAccount's own token (PLAYED BY US: the Deployment's Pod, run here as a process). With no sidecar
+    the source is unknown, so each RSync is sized from its inventory."""
+    api = stack.api
+    assert api is not None
+    install_cluster(api)
+    (deployment,) = [
+        m
+        for m in manifests_in(REPO_ROOT / "manifests" / "cluster" / "deployment.yaml")
+        if m["kind"] == "Deployment"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    token = stack.plane.issue_service_account_token(NAMESPACE, account)
+    team = f"team-{_suffix()}"
+    ensure_namespace(api, team)
+    root = RSyncKey("RootSync", NAMESPACE, f"cluster-{_suffix()}")
+    repo = RSyncKey("RepoSync", team, "repo-sync")
+    grant_reposync(api, team, repo.name)
+    commits = {
+        root: stack.commit(root, {"configmaps.yaml": configmaps_yaml(40, namespace=f"apps-{_suffix()}")}),
+        repo: stack.commit(repo, {"configmaps.yaml": configmaps_yaml(25, namespace=team)}),
+    }
+    create(stack, rootsync(root.name))
+    create(stack, reposync(team, repo.name))
+    services.append(
+        Service(
+            {
+                **env,
+                "OBJCOUNT_IDENTITY": "objcount-autoscaler-test",
+                "OBJCOUNT_KUBECONFIG": str(stack.plane.kubeconfig_for_token(token, account)),
+            },
+            tmp_path / "service.log",
+        )
+    )
+    # Inventories of 41 (40 and the implicit Namespace) and 25 entries: 198 + 0.174 x 41 = 205.1 MiB and
+    # 198 + 0.174 x 25 = 202.4 MiB, both 224Mi in 32 MiB steps; CPU 224 x 1000 / 1024 -> 219m.
+    for key, entries in ((root, "41"), (repo, "25")):
+        wait_for(
+            lambda k=key: sync_completed(stack, k, commits[k]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
+        )
+        wait_for(lambda k=key, e=entries: count_annotations(stack, k) == (None, e), timeout=60, what="counts")
+        wait_for(lambda k=key: override_memory(stack, k) == "224Mi", timeout=60, what=f"{key}'s override")
+        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == "219m"
+    for key in (root, repo):
+        wait_for(
+            lambda k=key: (
+                (pod := stack.reconciler_pod(k))
+                and memory_limit_of_pod(pod) == "224Mi"
+                and container_running(pod, "reconciler")
+            ),
+            timeout=SYNC_TIMEOUT,
+            what=f"{key}'s reconciler running with the new limit",
+        )
+        assert_config_sync_state_intact(stack, key, commits[key])
 
 
 def _exists(api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str, name: str) -> bool:

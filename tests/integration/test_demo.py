@@ -1,28 +1,56 @@
-"""`make run` as a new user runs it: the demo goes through a grow-and-prune cycle and cleans up."""
+"""`make run` as a new user runs it: the demo drives real Config Sync through a grow-and-prune cycle, our
+sidecar (added by our webhook) sizes the reconciler, and everything stops cleanly.
+
+The reconciler, its memory cgroup and the reconciler-manager are real; the Pods' lifecycle is played by
+the node harness, and the demo plays git-sync (it writes the commits)."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_module
 from tests.integration.conftest import _alive
 
+# Fitted preset, Standard (198 MiB + 0.174 MiB per object, 32 MiB steps, CPU 1m per 1.024 MiB, limits =
+# requests); n = max(source, inventory), the inventory holding the implicit Namespace `demo` too:
+#   100 objects:   n = 101:  215.6 -> 224Mi, 218.75 -> 219m
+#   5,000 objects: n = 5001: 1068.2 -> 1088Mi, 1062.5 -> 1063m
+#   400 objects:   n = 401:  267.8 -> 288Mi, 281.25 -> 282m
+SIZES = {"100 objects": "219m/224Mi", "5000 objects": "1063m/1088Mi", "400 objects": "282m/288Mi"}
+LIMITS = {"100 objects": "224Mi", "5000 objects": "1088Mi", "400 objects": "288Mi"}
+INVENTORY = {"100 objects": "101", "5000 objects": "5001", "400 objects": "401"}
 
-def test_demo_cycle_scales_up_then_down_and_stops_cleanly(control_plane_bin_dir: Path) -> None:
+
+@pytest.mark.timeout(900)
+def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
+    control_plane_bin_dir: Path,
+) -> None:
     before = _control_plane_pids()
     result = run_module(
-        "autoscaler.cli", "demo", "--once", "--no-live", bin_dir=control_plane_bin_dir, env={"COLUMNS": "140"}
+        "autoscaler.cli",
+        "demo",
+        "--once",
+        "--no-live",
+        bin_dir=control_plane_bin_dir,
+        env={"COLUMNS": "200"},
+        timeout=840,
     )
     out = result.stdout
-    # Fitted preset (198 MiB + 0.174 MiB per object, 32 MiB steps, about 1m CPU per MiB): 5,000 objects
-    # 1068 -> 1088Mi, 1062.5 -> 1063m; 400 objects 267.6 -> 288Mi, 281.25 -> 282m.
-    assert "1063m/1088Mi" in out, "scaled up for 5,000 objects"
-    rows = [line for line in out.splitlines() if "src 400 / inv 400" in line]
-    assert rows, out
-    applied = rows[-1].split("│")[-2]
-    assert "282m/288Mi" in applied, "scaled down after the prune and the delay"
-    assert "objcount run exited with 0" in out
+    assert "cycle done" in out, out[-5000:]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    by_phase = {
+        phase: [r for r in rows if len(r) == 9 and r[1] == phase and r[2] == "synced"] for phase in SIZES
+    }
+    for phase, size in SIZES.items():
+        assert by_phase[phase], f"no synced row for {phase}:\n{out[-5000:]}"
+        *_, source, inventory, recommended, deployment, limit, _ = by_phase[phase][-1]
+        assert (source, inventory) == (phase.split()[0], INVENTORY[phase])
+        # What the sidecar recommended is what the reconciler-manager wrote and what the kernel enforces.
+        assert (recommended, deployment, limit) == (size, size, LIMITS[phase]), (phase, out[-5000:])
+    assert "objcount webhook exited with 0" in out
     assert not [pid for pid in _control_plane_pids() - before if _alive(pid)], (
         "the demo left processes running"
     )
