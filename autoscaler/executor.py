@@ -126,10 +126,14 @@ class Executor:
             applied = self.cluster.apply(key, plan.apply)
         except ApplyError as error:
             self._apply_error(key, error, "apply")
-            log.error("%s: %s failed: %s", key, plan.outcome, error)
+            failed = (error.reason, plan.apply)
+            # Said once: a refusal that lasts (a lower limit the kernel cannot meet) comes back on every
+            # reconcile, and its message changes with the usage it quotes. The metric counts each one.
+            level = logging.DEBUG if state.failed == failed else logging.ERROR
+            log.log(level, "%s: %s failed: %s", key, plan.outcome, error)
             # What the other writers did is kept; the decision is made again next time.
             self.states[key] = replace(
-                state, reverts=plan.state.reverts, hands_off_until=plan.state.hands_off_until
+                state, reverts=plan.state.reverts, hands_off_until=plan.state.hands_off_until, failed=failed
             )
             raise _Failed from error
         if applied.restarted:

@@ -34,6 +34,8 @@ class RSyncState:
     reverts: tuple[float, ...] = ()  # when another writer replaced our size, over the last hour
     hands_off_until: float | None = None
     counts_in_annotations: bool = False  # the CRD prunes the status fields
+    # The apply that last failed (its reason and the size it wanted): the same failure again is not news.
+    failed: tuple[str, Resources] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,7 @@ def _held_by_owner(
 def settled(plan: Plan, restarted: bool, rsync_generation: int | None, now: float) -> RSyncState:
     """The state after the plan's apply succeeded: a restart it really caused counts toward the cap;
     a write into the RSync is remembered to tell it from another writer's."""
-    state = plan.state
+    state = replace(plan.state, failed=None)
     if restarted and state.decision is not None:
         state = replace(state, decision=replace(state.decision, restarts=(*state.decision.restarts, now)))
     if rsync_generation is not None and plan.apply is not None:

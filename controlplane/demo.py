@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from types import FrameType
@@ -62,9 +62,11 @@ from inventory.sync_progress import sync_progress
 
 SAMPLE = RSyncKey("RootSync", NAMESPACE, "root-sync")
 APPS = "demo"  # the namespace of the ConfigMaps (the reconciler creates it: an implicit Namespace)
-PHASES = (100, 5000, 400)  # ConfigMaps in each commit: grow, then a prune
-SCALE_DOWN_DELAY = 15  # seconds; shortened so the demo shows a scale-down (the default is 600)
-HOLD = 3.0  # seconds a settled phase stays on screen
+# ConfigMaps in each commit: grow, then a prune. Small enough for a cycle under 3 minutes here: the real
+# reconciler applies about 19 objects a second on 2 cores (BENCHMARKS.md, "make run").
+PHASES = (100, 800, 200)
+SCALE_DOWN_DELAY = 10  # seconds; shortened so the demo shows a scale-down (the default is 600)
+HOLD = 2.0  # seconds a settled phase stays on screen
 PHASE_TIMEOUT = 600.0
 MiB = 1 << 20
 
@@ -81,8 +83,9 @@ class Row:
     cgroup_limit: str
     memory: str
 
-    def shown(self) -> tuple[str, ...]:
-        """What the table shows, less the time (a new row is added when any of it changes)."""
+    def state(self) -> tuple[str, ...]:
+        """What makes a new row: everything shown but the time and the memory measured (which is updated
+        in the current row instead)."""
         return (
             self.commit,
             self.reconciler,
@@ -91,7 +94,6 @@ class Row:
             self.recommended,
             self.deployment,
             self.cgroup_limit,
-            self.memory,
         )
 
 
@@ -176,7 +178,7 @@ def _memory(shown: str) -> Fraction | None:
         return None
 
 
-def table(rows: list[Row]) -> Table:
+def table(rows: list[Row], last: int = 18) -> Table:
     view = Table(
         title=f"{SAMPLE} on Config Sync v1.22.0: object counts and the reconciler's size "
         f"(scale-down delay {SCALE_DOWN_DELAY} s)",
@@ -196,8 +198,8 @@ def table(rows: list[Row]) -> Table:
         "RSS (peak)",
     ):
         view.add_column(column)
-    for row in rows[-18:]:
-        view.add_row(f"{row.elapsed:5.1f}", *row.shown())
+    for row in rows[-last:]:
+        view.add_row(f"{row.elapsed:5.1f}", *row.state(), row.memory)
     return view
 
 
@@ -223,7 +225,9 @@ def drive(demo: Demo, rows: list[Row], stop: threading.Event, once: bool, failed
 def _rows(demo: Demo, stop: threading.Event, rows: list[Row]) -> Iterator[list[Row]]:
     while not stop.is_set():
         row = demo.observe()
-        if not rows or row.shown() != rows[-1].shown():
+        if rows and row.state() == rows[-1].state():
+            rows[-1] = replace(rows[-1], memory=row.memory)
+        else:
             rows.append(row)
         yield rows
         stop.wait(0.5)
@@ -302,7 +306,7 @@ def run_local(once: bool = False, live: bool = True) -> int:
             else:
                 for _ in _rows(demo, stop, rows):
                     pass
-                console.print(table(rows))
+                console.print(table(rows, last=len(rows)))
             outcome = "failed: " + "; ".join(failed) if failed else "done"
             console.print(
                 f"cycle {outcome}: {time.monotonic() - demo.started:.0f} s from the RootSync's creation, "

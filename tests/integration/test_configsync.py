@@ -431,6 +431,52 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     wait_for(lambda: resized(second["metadata"]["uid"]), timeout=90, what="the new Pod resized")
 
 
+def test_in_place_reports_a_lower_limit_the_kernel_refuses_and_the_reconciler_runs_on(
+    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+) -> None:
+    api = stack.api
+    assert api is not None
+    key = RSyncKey("RootSync", NAMESPACE, f"refused-{_suffix()}")
+    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    body = rootsync(key.name)
+    body["spec"]["override"] = {
+        "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
+    }
+    create(stack, body)
+    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    pod = stack.reconciler_pod(key)
+    assert pod is not None
+    process = stack.harness.container(pod["metadata"]["name"])
+    assert process is not None
+    # Settings that size far too low, by hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of
+    # 16 MiB (a 16 MiB step); the reconciler holds more than that (the kernel refuses 16Mi below).
+    env = {
+        **sidecar_env(stack, key, "in-place"),
+        "OBJCOUNT_BASE_MIB": "0",
+        "OBJCOUNT_MIB_PER_OBJECT": "0.01",
+        "OBJCOUNT_MIN_MIB": "16",
+        "OBJCOUNT_STEP_MIB": "16",
+        "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
+    }
+    service = Service(env, tmp_path / "service.log")
+    services.append(service)
+    refused = 'objcount_apply_errors_total{reason="refused",target="in-place"}'
+    wait_for(lambda: service.metric(refused) >= 1, timeout=90, what="the refusal reported by the service")
+    resize = next(
+        c
+        for c in api.get(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])["status"]["conditions"]
+        if c["type"] == "PodResizeInProgress"
+    )
+    assert resize["reason"] == "Error"
+    assert "below the current usage" in resize["message"]
+    assert "a lower limit was refused" in service.log.read_text()
+    # Nothing else was tried: the same process runs on under its old limit, never OOM-killed.
+    assert _alive(process.pid)
+    assert process.cgroup.limit() == 300 * MiB
+    assert process.cgroup.oom_kills() == 0
+    assert stack.reconciler_pod(key)["metadata"]["uid"] == pod["metadata"]["uid"]  # type: ignore[index]
+
+
 # ----- the four defects of the first version, reproduced on the real stack -----------------------------
 def test_size_comes_down_after_a_real_prune(
     stack: ConfigSyncStack, services: list[Service], tmp_path: Path

@@ -16,12 +16,12 @@ from tests.integration.conftest import _alive
 
 # Fitted preset, Standard (198 MiB + 0.174 MiB per object, 32 MiB steps, CPU 1m per 1.024 MiB, limits =
 # requests); n = max(source, inventory), the inventory holding the implicit Namespace `demo` too:
-#   100 objects:   n = 101:  215.6 -> 224Mi, 218.75 -> 219m
-#   5,000 objects: n = 5001: 1068.2 -> 1088Mi, 1062.5 -> 1063m
-#   400 objects:   n = 401:  267.8 -> 288Mi, 281.25 -> 282m
-SIZES = {"100 objects": "219m/224Mi", "5000 objects": "1063m/1088Mi", "400 objects": "282m/288Mi"}
-LIMITS = {"100 objects": "224Mi", "5000 objects": "1088Mi", "400 objects": "288Mi"}
-INVENTORY = {"100 objects": "101", "5000 objects": "5001", "400 objects": "401"}
+#   100 objects: n = 101: 198 + 17.6 = 215.6 -> 224Mi; 224 x 1000 / 1024 = 218.75 -> 219m
+#   800 objects: n = 801: 198 + 139.4 = 337.4 -> 352Mi; 343.75 -> 344m
+#   200 objects: n = 201: 198 + 35.0 = 233.0 -> 256Mi; 250m
+SIZES = {"100 objects": "219m/224Mi", "800 objects": "344m/352Mi", "200 objects": "250m/256Mi"}
+LIMITS = {"100 objects": "224Mi", "800 objects": "352Mi", "200 objects": "256Mi"}
+INVENTORY = {"100 objects": "101", "800 objects": "801", "200 objects": "201"}
 
 
 @pytest.mark.timeout(900)
@@ -50,6 +50,15 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
         assert (source, inventory) == (phase.split()[0], INVENTORY[phase])
         # What the sidecar recommended is what the reconciler-manager wrote and what the kernel enforces.
         assert (recommended, deployment, limit) == (size, size, LIMITS[phase]), (phase, out[-5000:])
+    # Ahead of the work: 800 objects' size was in the Deployment before the reconciler had synced them.
+    grow = [r for r in rows if len(r) == 9 and r[1] == "800 objects"]
+    sized = next(i for i, r in enumerate(grow) if r[6] == SIZES["800 objects"])
+    assert all(r[2] != "synced" for r in grow[: sized + 1]), out[-5000:]
+    # Never down during the prune: until the reconciler reported 200 objects synced, 800's size stayed.
+    prune = [r for r in rows if len(r) == 9 and r[1] == "200 objects"]
+    pruning = prune[: next(i for i, r in enumerate(prune) if r[2] == "synced")]
+    assert pruning, out[-5000:]
+    assert {r[6] for r in pruning} == {SIZES["800 objects"]}, out[-5000:]
     assert "objcount webhook exited with 0" in out
     assert not [pid for pid in _control_plane_pids() - before if _alive(pid)], (
         "the demo left processes running"

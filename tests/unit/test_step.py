@@ -7,8 +7,9 @@ memory = ceil((128 + 0.2 x objects) / 32) x 32 MiB, CPU = ceil(memory x 1000 / 1
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from prometheus_client import REGISTRY
@@ -325,5 +326,26 @@ def test_an_error_keeps_the_state_it_had() -> None:
     before = r.executor.states[KEY]
     r.cluster.failing.add("apply")
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
-    assert r.executor.states[KEY] == before
+    after = r.executor.states[KEY]
+    assert replace(after, failed=None) == before, "only the failure is remembered"
+    assert after.failed == ("rejected", Resources(1125, 1152, 1125, 1152))
     assert isinstance(before, RSyncState)
+
+
+def test_a_failure_that_repeats_is_logged_once_and_counted_every_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    r = rig(FakeCluster(failing={"apply"}))
+    rejected = metric("objcount_apply_errors_total", target="fake", reason="rejected")
+    with caplog.at_level(logging.DEBUG, logger="autoscaler.executor"):
+        for _ in range(3):
+            assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
+        errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
+        assert len(errors) == 1, "the same failure of the same size is said once"
+        assert metric("objcount_apply_errors_total", target="fake", reason="rejected") == rejected + 3
+        r.cluster.failing = set()
+        assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+        r.cluster.failing = {"apply"}
+        assert r.reconcile(ObjectCounts(20000, 20000)) == Outcome.ERROR
+        errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
+    assert len(errors) == 2, "after a success, a new failure is said again"
