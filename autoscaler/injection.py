@@ -73,9 +73,17 @@ class SidecarTemplate:
             raise TemplateError("the sidecar template's container needs a name")
         if not isinstance(volumes, list) or not all(isinstance(v, dict) and v.get("name") for v in volumes):
             raise TemplateError("the sidecar template's `volumes:` must be a list of named volumes")
-        if any(e.get("name") in RSYNC_ENV for e in container.get("env") or []):
+        env = container.get("env") or []
+        if any(e.get("name") in RSYNC_ENV for e in env):
             raise TemplateError(
                 f"the webhook sets {', '.join(RSYNC_ENV)} itself; remove them from the template"
+            )
+        if {"name": "OBJCOUNT_TARGET", "value": "deployment"} in env:
+            # Every sidecar would refuse to start (the reconciler-manager owns the Deployments it would
+            # write), crash-looping in Config Sync's Pods and making them unready.
+            raise TemplateError(
+                "a sidecar in Config Sync's reconciler Pods cannot use the deployment target (the "
+                "reconciler-manager owns those Deployments): use rsync-override or in-place"
             )
         return cls(container, tuple(volumes))
 

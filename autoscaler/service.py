@@ -13,15 +13,16 @@ import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from types import FrameType
-from typing import Any, cast
+from typing import cast
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
 from autoscaler import allocator, logs, webhook
 from autoscaler.controller import Controller, Scope
+from autoscaler.handlers import QuietHandler
 from autoscaler.leader import LeaderElector
 from autoscaler.metrics import APPLY_ERRORS
 from autoscaler.settings import Settings
@@ -96,7 +97,7 @@ def build_controller(
     return controller
 
 
-class _Endpoints(BaseHTTPRequestHandler):
+class _Endpoints(QuietHandler):
     controller: Controller
     leading: threading.Event
     paths: frozenset[str]
@@ -123,16 +124,6 @@ class _Endpoints(BaseHTTPRequestHandler):
         else:  # /readyz: caches synced and counts restored (a standby replica is ready to take over)
             ready = self.controller.synced or not self.leading.is_set()
             self._send(200 if ready else 503, b"ok\n" if ready else b"caches not synced yet\n")
-
-    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # probes every few seconds are not worth a log line
 
 
 def start_endpoints(

@@ -16,13 +16,14 @@ import logging
 import socket
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
 
+from autoscaler.handlers import QuietHandler
 from autoscaler.injection import RESULTS, Decision, SidecarTemplate, TemplateError, decide
 from autoscaler.settings import Settings
 
@@ -83,28 +84,18 @@ class _TLSServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
-class _Mutate(BaseHTTPRequestHandler):
+class _Mutate(QuietHandler):
     template: SidecarTemplate
 
     def do_POST(self) -> None:
         if self.path.split("?")[0] != "/mutate":
-            self._send(404, b"not found\n", "text/plain")
+            self._send(404, b"not found\n")
             return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if 0 < length <= MAX_REVIEW_BYTES else b""
         decision = decide(body, self.template)
         _record(decision)
         self._send(200, orjson.dumps(decision.response), "application/json")
-
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # each admission is logged once, by _record
 
 
 def _record(decision: Decision) -> None:
@@ -117,23 +108,15 @@ def _record(decision: Decision) -> None:
         log.debug("Pod admitted unchanged (%s): %s", decision.result, decision.detail)
 
 
-class _Probes(BaseHTTPRequestHandler):
+class _Probes(QuietHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path == "/metrics":
-            status, body, kind = 200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
         elif path in ("/healthz", "/readyz"):
-            status, body, kind = 200, b"ok\n", "text/plain"
+            self._send(200, b"ok\n")
         else:
-            status, body, kind = 404, b"not found\n", "text/plain"
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+            self._send(404, b"not found\n")
 
 
 def serve(settings: Settings, stop: threading.Event) -> int:

@@ -337,12 +337,13 @@ def test_a_reconciler_below_its_need_is_oom_killed_and_restarted(stack: ConfigSy
     stack.api.patch(kubeapi.ROOTSYNC, NAMESPACE, key.name, {"spec": {"override": None}})
 
 
-def test_a_lower_memory_limit_the_kernel_cannot_meet_is_reported_not_applied(stack: ConfigSyncStack) -> None:
-    """`pods/resize` to a limit below what the reconciler uses: the limit stays, the Pod says why."""
-    api = stack.api
-    assert api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"resize-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(10, namespace=f"apps-{_suffix()}")})
+def synced_under_300mi(
+    stack: ConfigSyncStack, prefix: str, objects: int
+) -> tuple[RSyncKey, JSON, ContainerState]:
+    """A RootSync of `objects` ConfigMaps whose user set the reconciler to 300Mi, synced: its key, its
+    reconciler Pod and the running process."""
+    key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
+    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{_suffix()}")})
     body = rootsync(key.name)
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
@@ -351,10 +352,18 @@ def test_a_lower_memory_limit_the_kernel_cannot_meet_is_reported_not_applied(sta
     wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
     pod = stack.reconciler_pod(key)
     assert pod is not None
-    name = pod["metadata"]["name"]
-    process = stack.harness.container(name)
+    process = stack.harness.container(pod["metadata"]["name"])
     assert process is not None
     assert process.cgroup.limit() == 300 * MiB
+    return key, dict(pod), process
+
+
+def test_a_lower_memory_limit_the_kernel_cannot_meet_is_reported_not_applied(stack: ConfigSyncStack) -> None:
+    """`pods/resize` to a limit below what the reconciler uses: the limit stays, the Pod says why."""
+    api = stack.api
+    assert api is not None
+    _, pod, process = synced_under_300mi(stack, "resize", 10)
+    name = pod["metadata"]["name"]
     assert process.cgroup.usage() > 16 * MiB
 
     tiny = {"requests": {"memory": "16Mi"}, "limits": {"memory": "16Mi"}}
@@ -436,18 +445,7 @@ def test_in_place_reports_a_lower_limit_the_kernel_refuses_and_the_reconciler_ru
 ) -> None:
     api = stack.api
     assert api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"refused-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
-    body = rootsync(key.name)
-    body["spec"]["override"] = {
-        "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
-    }
-    create(stack, body)
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    pod = stack.reconciler_pod(key)
-    assert pod is not None
-    process = stack.harness.container(pod["metadata"]["name"])
-    assert process is not None
+    key, pod, process = synced_under_300mi(stack, "refused", 100)
     # Settings that size far too low, by hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of
     # 16 MiB (a 16 MiB step); the reconciler holds more than that (the kernel refuses 16Mi below).
     env = {
@@ -545,22 +543,31 @@ def sidecar_process(stack: ConfigSyncStack, key: RSyncKey) -> tuple[JSON, int] |
     return (pod, state.pid) if state is not None and _alive(state.pid) else None
 
 
-def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
-    stack: ConfigSyncStack, webhook: Service
-) -> None:
-    api = stack.api
-    assert api is not None
+def root_and_repo_syncs(stack: ConfigSyncStack, prefix: str) -> dict[RSyncKey, str]:
+    """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
+    created, each with the commit it syncs (the RootSync first)."""
+    assert stack.api is not None
     team = f"team-{_suffix()}"
-    ensure_namespace(api, team)
-    root = RSyncKey("RootSync", NAMESPACE, f"sidecar-{_suffix()}")
+    ensure_namespace(stack.api, team)
+    root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
     repo = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(api, team, repo.name)
+    grant_reposync(stack.api, team, repo.name)
     commits = {
         root: stack.commit(root, {"configmaps.yaml": configmaps_yaml(40, namespace=f"apps-{_suffix()}")}),
         repo: stack.commit(repo, {"configmaps.yaml": configmaps_yaml(25, namespace=team)}),
     }
     create(stack, rootsync(root.name))
     create(stack, reposync(team, repo.name))
+    return commits
+
+
+def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
+    stack: ConfigSyncStack, webhook: Service
+) -> None:
+    api = stack.api
+    assert api is not None
+    commits = root_and_repo_syncs(stack, "sidecar")
+    root, repo = commits
 
     # Each sidecar, with its own token and the shipped RBAC, counts and sizes its own RSync: 40 objects
     # and the implicit Namespace, and 25 objects. Both need 198 + 0.174 x 41 (or 25) MiB < 224 MiB.
@@ -647,17 +654,8 @@ def test_cluster_mode_installed_as_the_readme_says_sizes_every_rsync(
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     token = stack.plane.issue_service_account_token(NAMESPACE, account)
-    team = f"team-{_suffix()}"
-    ensure_namespace(api, team)
-    root = RSyncKey("RootSync", NAMESPACE, f"cluster-{_suffix()}")
-    repo = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(api, team, repo.name)
-    commits = {
-        root: stack.commit(root, {"configmaps.yaml": configmaps_yaml(40, namespace=f"apps-{_suffix()}")}),
-        repo: stack.commit(repo, {"configmaps.yaml": configmaps_yaml(25, namespace=team)}),
-    }
-    create(stack, rootsync(root.name))
-    create(stack, reposync(team, repo.name))
+    commits = root_and_repo_syncs(stack, "cluster")
+    root, repo = commits
     services.append(
         Service(
             {

@@ -186,6 +186,7 @@ def test_any_pod_is_answered_allowed_without_an_exception(labels: object, spec: 
         "container: {name: s}\nvolumes: [{secret: {}}]",
         "container: {name: s, env: [{name: OBJCOUNT_RSYNC_NAME, value: x}]}",
         "container: {name: [unclosed",
+        "container: {name: s, env: [{name: OBJCOUNT_TARGET, value: deployment}]}",
     ],
 )
 def test_a_bad_sidecar_template_is_refused(text: str) -> None:
