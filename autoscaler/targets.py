@@ -39,7 +39,17 @@ from inventory.ids import (
     RSyncKey,
     reconciler_name,
 )
-from inventory.objects import Container, Deployment, OverrideEntry, Pod, RSync, annotations_of, generation_of
+from inventory.objects import (
+    Container,
+    Deployment,
+    OverrideEntry,
+    Pod,
+    RSync,
+    annotations_of,
+    block_of,
+    declared_by_config_sync,
+    generation_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -268,11 +278,18 @@ def users_own_override(rsync: RSync) -> str | None:
 def override_declared_in_git(rsync: RSync) -> str | None:
     """Why `spec.override` of this RSync belongs to the sync that declares it, or None.
 
-    An RSync declared in git by another RSync is applied by that sync, which keeps its declared fields
-    (the `configsync.gke.io/declared-fields` annotation, in the managed-fields notation) as git says,
-    and its admission webhook refuses other writers' changes to them. When they cover `spec.override`,
-    our write would be reverted or refused; a declaration without it leaves the override to us.
+    An RSync declared in git by another RSync is applied by that sync (server-side apply, field manager
+    `configsync.gke.io`), which puts its declared fields back as git says; with Config Sync's admission
+    webhook on, they are also in the `configsync.gke.io/declared-fields` annotation and other writers'
+    changes to them are refused. When they cover `spec.override`, our write would be reverted or
+    refused; a declaration without it leaves the override to us. The managed fields are read too because
+    the webhook, and with it the annotation, is off by default.
     """
+    applied = [
+        e.get("fieldsV1") for e in declared_by_config_sync(block_of(rsync, "metadata").get("managedFields"))
+    ]
+    if any("f:override" in block_of(fields, "f:spec") for fields in applied if isinstance(fields, dict)):
+        return "spec.override is applied from git by Config Sync (its managed fields): change it there"
     text = annotations_of(rsync).get(DECLARED_FIELDS_ANNOTATION)
     if text is None:
         return None
@@ -325,9 +342,9 @@ class RSyncOverrideTarget:
 
         def write() -> RSync:
             rsync = self._get(key)
-            users = users_own_override(rsync)
-            if users is not None:  # set since the cached copy was read: still theirs
-                raise ApplyError("owned", f"{key}: {users}")
+            owner = self.held_by_owner(rsync)
+            if owner is not None:  # since the cached copy was read, someone took it: theirs
+                raise ApplyError("owned", f"{key}: {owner}")
             metadata = rsync.setdefault("metadata", {})
             metadata["annotations"] = {
                 **(metadata.get("annotations") or {}),

@@ -8,12 +8,28 @@ TypedDict is `total=False`: a field may be missing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import TypedDict, cast
 
 
 class ManagedFieldsEntry(TypedDict, total=False):
     manager: str
     operation: str
+    fieldsV1: dict[str, object]
+
+
+# The field manager of a Config Sync reconciler's applies: what an RSync declared in git and synced by
+# another RSync has in it, as the declaring sync applies it (whether or not Config Sync's admission
+# webhook keeps the `configsync.gke.io/declared-fields` annotation).
+CONFIG_SYNC_APPLIER = "configsync.gke.io"
+
+
+def declared_by_config_sync(entries: object) -> list[ManagedFieldsEntry]:
+    """The managed-fields entries of Config Sync's applies (server-side apply by `configsync.gke.io`)."""
+    return [
+        cast(ManagedFieldsEntry, e)
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict) and e.get("manager") == CONFIG_SYNC_APPLIER and e.get("operation") == "Apply"
+    ]
 
 
 class ObjectMeta(TypedDict, total=False):

@@ -22,6 +22,7 @@ from inventory import kubeapi
 from inventory.backoff import Backoff
 from inventory.inventory_count import InventoryCounter, InventorySummary
 from inventory.metrics import CACHE_SYNCED, MALFORMED_INVENTORIES, WATCH_RESTARTS
+from inventory.objects import declared_by_config_sync
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,8 @@ class Codec(Protocol[T]):
 
 @dataclass(frozen=True)
 class RawObject:
-    """A small object (an RSync) kept decoded, without its managedFields."""
+    """A small object (an RSync) kept decoded, with only the managedFields of Config Sync's applies (what
+    a sync that declares this RSync owns; the rest is dropped)."""
 
     namespace: str
     name: str
@@ -72,7 +74,9 @@ class RawObject:
 
 def _raw_object(body: dict[str, Any]) -> RawObject:
     metadata = body.get("metadata") or {}
-    metadata.pop("managedFields", None)
+    declared = declared_by_config_sync(metadata.pop("managedFields", None))
+    if declared:
+        metadata["managedFields"] = declared
     return RawObject(
         metadata.get("namespace", ""), metadata.get("name", ""), metadata.get("resourceVersion", ""), body
     )

@@ -327,6 +327,39 @@ def test_an_override_declared_in_git_is_left_to_that_sync(rig: Rig) -> None:
     )
 
 
+def test_an_override_config_sync_applies_from_git_is_left_to_that_sync(rig: Rig) -> None:
+    """Played by us: the declaring sync's server-side apply of the RSync (field manager configsync.gke.io,
+    as Config Sync's reconcilers apply), with Config Sync's admission webhook off, so no declared-fields
+    annotation. The override it declares (here git-sync's entry) is its own: we only recommend."""
+    declared = {
+        "apiVersion": "configsync.gke.io/v1beta1",
+        "kind": "RootSync",
+        "metadata": {"name": rig.key.name, "namespace": rig.namespace},
+        "spec": {"override": {"resources": [{"containerName": "git-sync", "memoryLimit": "64Mi"}]}},
+    }
+    rig.api.patch(
+        kubeapi.ROOTSYNC,
+        rig.namespace,
+        rig.key.name,
+        declared,
+        patch_type="apply",
+        field_manager="configsync.gke.io",
+        force=True,
+    )
+    target = RSyncOverrideTarget(rig.api)
+    controller = rig.start(target)
+
+    def held() -> str | None:
+        metadata = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]
+        return (metadata.get("annotations") or {}).get(HELD_ANNOTATION)
+
+    reason = wait_for(held, what="the held reason published")
+    assert reason == "spec.override is applied from git by Config Sync (its managed fields): change it there"
+    assert controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
+    body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+    assert body["spec"]["override"]["resources"] == declared["spec"]["override"]["resources"], "never written"
+
+
 def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
     rig.api.delete(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
     with pytest.raises(ApplyError) as error:

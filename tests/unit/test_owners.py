@@ -50,3 +50,37 @@ def test_an_override_declared_in_git_belongs_to_that_sync(declared: str | None, 
     annotations = {} if declared is None else {DECLARED_FIELDS_ANNOTATION: declared}
     rsync: RSync = {"metadata": {"name": "team-a", "annotations": annotations}}
     assert (override_declared_in_git(rsync) is not None) is held
+
+
+def _applied(manager: str, operation: str, fields: object) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "fieldsV1": fields}
+
+
+@pytest.mark.parametrize(
+    ("managed", "held"),
+    [
+        ([], False),
+        ([_applied("configsync.gke.io", "Apply", {"f:spec": {"f:git": {"f:repo": {}}}})], False),
+        ([_applied("configsync.gke.io", "Apply", {"f:spec": {"f:override": {"f:logLevels": {}}}})], True),
+        ([_applied("configsync.gke.io", "Apply", {"f:spec": {"f:override": {"f:resources": {}}}})], True),
+        ([_applied("objcount-autoscaler", "Update", {"f:spec": {"f:override": {"f:resources": {}}}})], False),
+        ([_applied("configsync.gke.io", "Update", {"f:spec": {"f:override": {}}})], False),
+        ([_applied("configsync.gke.io", "Apply", "not an object")], False),
+        ("not a list", False),
+    ],
+    ids=[
+        "none",
+        "declares-git-only",
+        "declares-override-log-levels",
+        "declares-override-resources",
+        "our-own-update",
+        "config-sync-update-not-apply",
+        "unreadable-fields",
+        "unreadable-list",
+    ],
+)
+def test_an_override_config_sync_applies_from_git_belongs_to_that_sync(managed: object, held: bool) -> None:
+    """Without Config Sync's admission webhook there is no declared-fields annotation: the declaring
+    sync's server-side apply (field manager configsync.gke.io) says what it declares."""
+    rsync: RSync = {"metadata": {"name": "team-a", "managedFields": managed}}  # type: ignore[typeddict-item]
+    assert (override_declared_in_git(rsync) is not None) is held
