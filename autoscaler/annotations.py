@@ -14,6 +14,7 @@ zero.
 | `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
 | `objcount.dev/override-written` | us | the `reconciler` override entry we last wrote (same update) |
 | `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
+| `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
 """
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 import orjson
 
 from autoscaler import quantity
 from autoscaler.codecs import resources_json, resources_of
+from autoscaler.oom import OomFloor
 from autoscaler.policy import Resources
 from inventory.counts import ObjectCounts
 from inventory.objects import annotations_of, block_of
@@ -38,6 +41,7 @@ APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
 OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
 MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
+OOM_FLOOR_ANNOTATION = "objcount.dev/oom-floor"
 AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"
 PLATFORM_ANNOTATION = "objcount.dev/platform"
 
@@ -130,6 +134,28 @@ def parse_resources_annotation(text: object) -> Resources | None:
         return resources_of(orjson.loads(text))
     except (orjson.JSONDecodeError, quantity.QuantityError):
         return None
+
+
+def oom_floor_annotation(floor: OomFloor) -> str:
+    since = datetime.fromtimestamp(floor.since, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    value = {"memory": f"{floor.memory_mib}Mi", "killedAt": floor.killed_at, "since": since}
+    return orjson.dumps(value).decode()
+
+
+def parse_oom_floor(text: object) -> OomFloor | None:
+    """Our OOM floor annotation; None when absent or unreadable (the next kill sets it again)."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+        memory = quantity.parse(value["memory"]) / (1 << 20)
+        since = datetime.fromisoformat(value["since"]).timestamp()
+        killed_at = value["killedAt"]
+    except (orjson.JSONDecodeError, quantity.QuantityError, KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(killed_at, str) or memory.denominator != 1 or memory <= 0:
+        return None
+    return OomFloor(int(memory), killed_at, since)
 
 
 def published(

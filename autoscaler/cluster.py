@@ -11,8 +11,9 @@ from typing import Protocol
 
 from autoscaler.annotations import annotation_patch
 from autoscaler.count_writer import CountWriter, WriteOutcome
+from autoscaler.oom import OomKill, oom_kill_of
 from autoscaler.policy import Resources
-from autoscaler.targets import Applied, Target, other_containers_requests
+from autoscaler.targets import Applied, Target, other_containers_requests, reconciler_pod
 from inventory import kubeapi
 from inventory.counts import ObjectCounts
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
@@ -39,6 +40,10 @@ class Cluster(Protocol):
 
     def held_by_owner(self, rsync: RSync) -> str | None:
         """Why the target must not write this RSync's size: its owner would fight it (no I/O)."""
+        ...
+
+    def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
+        """The latest OOM kill of the reconciler container, as its Pod reports it."""
         ...
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
@@ -78,6 +83,9 @@ class KubeCluster:
 
     def held_by_owner(self, rsync: RSync) -> str | None:
         return self.target.held_by_owner(rsync)
+
+    def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
+        return oom_kill_of(reconciler_pod(self.api, self.reconciler_namespace, key))
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         return self.target.apply(key, resources)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -22,11 +23,13 @@ from autoscaler.metrics import (
     APPLY_ERRORS,
     DECISIONS,
     OBJECTS,
+    OOM_FLOORS,
     RECOMMENDED,
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
     RESTARTS_CAUSED,
 )
+from autoscaler.oom import OomKill
 from autoscaler.policy import Outcome, Resources
 from autoscaler.step import Plan, RSyncState, Seen, StepConfig, needs_current, needs_others, settled, step
 from autoscaler.targets import ApplyError
@@ -49,6 +52,7 @@ class Executor:
     clock: Callable[[], float]
     schedule_after: Callable[[RSyncKey, float], None]
     states: dict[RSyncKey, RSyncState] = field(default_factory=dict)
+    wall_clock: Callable[[], float] = time.time  # for what outlives the service (an OOM floor's age)
 
     def reconcile(self, key: RSyncKey, rsync: RSync | None, observed: ObjectCounts) -> Outcome:
         """One reconcile of `key`, from its cached RSync (None: deleted) and the counts seen."""
@@ -87,6 +91,18 @@ class Executor:
                 OBJECTS.labels(str(key), name).set(value)
         if plan.reverted_to is not None:
             self._reverted(key, plan)
+        if plan.oom_raised is not None:
+            kill, floor = plan.oom_raised
+            OOM_FLOORS.inc()
+            log.warning(
+                "%s: the reconciler was OOM-killed at its %d MiB limit (%s); it gets at least %d MiB until "
+                "%.0f s pass without another kill",
+                key,
+                kill.limit_mib,
+                kill.finished_at,
+                floor.memory_mib,
+                self.config.hysteresis.oom_quiet_s,
+            )
         if plan.outcome == Outcome.ERROR:
             RECONCILE_ERRORS.labels("decide").inc()
         if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER):
@@ -117,7 +133,19 @@ class Executor:
             declared=self.cluster.declared(rsync),
             others=others,
             held_by_owner=self.cluster.held_by_owner(rsync),
+            oom_kill=self._last_oom_kill(key) if self.config.sizes else None,
+            wall=self.wall_clock(),
         )
+
+    def _last_oom_kill(self, key: RSyncKey) -> OomKill | None:
+        """The reconciler's latest OOM kill; None when it cannot be read (sized from the counts alone,
+        and a floor already set stays)."""
+        try:
+            return self.cluster.last_oom_kill(key)
+        except ApplyError as error:
+            RECONCILE_ERRORS.labels("read").inc()
+            log.warning("%s: cannot read the reconciler's OOM kills: %s", key, error)
+            return None
 
     def _apply(self, key: RSyncKey, plan: Plan, state: RSyncState) -> RSyncState:
         if plan.apply is None:
@@ -133,7 +161,11 @@ class Executor:
             log.log(level, "%s: %s failed: %s", key, plan.outcome, error)
             # What the other writers did is kept; the decision is made again next time.
             self.states[key] = replace(
-                state, reverts=plan.state.reverts, hands_off_until=plan.state.hands_off_until, failed=failed
+                state,
+                reverts=plan.state.reverts,
+                hands_off_until=plan.state.hands_off_until,
+                oom_floor=plan.state.oom_floor,
+                failed=failed,
             )
             raise _Failed from error
         if applied.restarted:

@@ -36,3 +36,7 @@ RECONCILE_ERRORS = Counter(
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash).",
     ["stage"],
 )
+OOM_FLOORS = Counter(
+    "objcount_oom_floors_total",
+    "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
+)

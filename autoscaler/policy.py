@@ -282,6 +282,7 @@ class Outcome(StrEnum):
 class Hysteresis:
     scale_down_delay_s: float = 600.0
     max_restarts_per_hour: int = 6
+    oom_quiet_s: float = 7 * 86400.0  # an OOM floor is dropped after this long without a new kill
 
 
 @dataclass(frozen=True)

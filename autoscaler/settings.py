@@ -140,6 +140,12 @@ class Settings(BaseSettings):
     resync_interval_seconds: float = Field(
         300, ge=5, le=86400, description="Every RSync is reconciled at least this often."
     )
+    oom_quiet_seconds: float = Field(
+        7 * 86400,
+        ge=60,
+        le=365 * 86400,
+        description="After an OOM kill of a reconciler, its RSync keeps a memory floor (`objcount.dev/oom-floor`: max(limit x 1.5, limit + 128 MiB)) until this long passes without another kill.",
+    )
     workers: int = Field(
         4,
         ge=1,
@@ -275,7 +281,7 @@ class Settings(BaseSettings):
         )
 
     def hysteresis(self) -> Hysteresis:
-        return Hysteresis(self.scale_down_delay_seconds, self.max_restarts_per_hour)
+        return Hysteresis(self.scale_down_delay_seconds, self.max_restarts_per_hour, self.oom_quiet_seconds)
 
 
 class SettingsError(Exception):

@@ -14,10 +14,20 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from autoscaler.annotations import autoscale_enabled, changed, platform_asked, published, restored_counts
+from autoscaler.annotations import (
+    OOM_FLOOR_ANNOTATION,
+    autoscale_enabled,
+    changed,
+    oom_floor_annotation,
+    parse_oom_floor,
+    platform_asked,
+    published,
+    restored_counts,
+)
+from autoscaler.oom import OomFloor, OomKill, next_floor
 from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
 from inventory.counts import ObjectCounts
-from inventory.objects import RSync, generation_of
+from inventory.objects import RSync, annotations_of, generation_of
 from inventory.sync_progress import sync_progress
 
 HOUR = 3600.0
@@ -36,6 +46,8 @@ class RSyncState:
     counts_in_annotations: bool = False  # the CRD prunes the status fields
     # The apply that last failed (its reason and the size it wanted): the same failure again is not news.
     failed: tuple[str, Resources] | None = None
+    # The memory floor after an OOM kill, as last decided (the RSync's annotation may lag behind it).
+    oom_floor: OomFloor | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ class Seen:
     declared: Resources | None = None  # the size the target keeps in the RSync, as the RSync shows it
     held_by_owner: str | None = None  # why the target must not write (its owner would fight it)
     others: tuple[int, int] | None = None  # measured requests of the other containers (CPU m, MiB)
+    oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
+    wall: float = 0.0  # wall-clock seconds (an OOM floor's quiet period outlives the service)
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,7 @@ class Plan:
     recheck_after: float | None = None  # seconds until the held scale-down is due
     reverted_to: Resources | None = None  # another writer's size, found in the RSync
     log_level: int = logging.DEBUG  # said once when a postponement or an error starts
+    oom_raised: tuple[OomKill, OomFloor] | None = None  # a new OOM kill, and the floor it raised
 
 
 def profile_for(rsync: RSync, profile: Profile) -> Profile | str:
@@ -119,6 +134,34 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
         return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
     if seen.others is not None:
         profile = replace(profile, others_cpu_m=seen.others[0], others_memory_mib=seen.others[1])
+    stored = _newest(parse_oom_floor(annotations_of(seen.rsync).get(OOM_FLOOR_ANNOTATION)), state.oom_floor)
+    floor = next_floor(
+        stored,
+        seen.oom_kill,
+        now=seen.wall,
+        quiet_s=config.hysteresis.oom_quiet_s,
+        step_mib=profile.sizing.step_mib,
+    )
+    if floor is not None:  # the least memory this RSync gets, whatever its count
+        sizing = profile.sizing
+        profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
+    plan = _sized(seen, replace(state, oom_floor=floor), config, counts, profile)
+    if plan.outcome == Outcome.HANDS_OFF:
+        return plan
+    wanted = {OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor)}
+    return replace(
+        plan,
+        publish={**plan.publish, **changed(seen.rsync, wanted)},
+        oom_raised=(seen.oom_kill, floor) if seen.oom_kill and floor and floor != stored else None,
+    )
+
+
+def _newest(*floors: OomFloor | None) -> OomFloor | None:
+    """The floor that answers the latest kill (the annotation after a restart, else what we decided)."""
+    return max((f for f in floors if f is not None), key=lambda f: (f.killed_at, f.since), default=None)
+
+
+def _sized(seen: Seen, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile) -> Plan:
     last = state.decision or initial(seen.current)
     if config.reread_current and seen.current is not None and seen.current != last.resources:
         last = replace(last, resources=seen.current)  # a new pod, or a resize that did not take

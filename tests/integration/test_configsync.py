@@ -337,6 +337,75 @@ def test_a_reconciler_below_its_need_is_oom_killed_and_restarted(stack: ConfigSy
     stack.api.patch(kubeapi.ROOTSYNC, NAMESPACE, key.name, {"spec": {"override": None}})
 
 
+def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_after_a_restart(
+    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+) -> None:
+    """Settings that size far too low put the real reconciler under 24Mi, where the kernel kills it. The
+    sidecar reads the kill from the Pod status and raises the size from the limit it was killed at."""
+    key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{_suffix()}")
+    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    create(stack, rootsync(key.name))
+    # By hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of 24 MiB (8 MiB steps); CPU
+    # 24 x 1000 / 1024 -> 24m (minimum 10m): below Config Sync's default 50m/200Mi, so a scale-down once
+    # the sync is done. After a kill at 24 MiB: max(24 x 1.5, 24 + 128) = 152 MiB (on the 8 MiB grid);
+    # CPU 152 x 1000 / 1024 = 148.4 -> 149m. The real reconciler needs about 80 MiB for 100 objects.
+    env = {
+        **sidecar_env(stack, key, "rsync-override"),
+        "OBJCOUNT_BASE_MIB": "0",
+        "OBJCOUNT_MIB_PER_OBJECT": "0.01",
+        "OBJCOUNT_MIN_MIB": "24",
+        "OBJCOUNT_STEP_MIB": "8",
+        "OBJCOUNT_CPU_MIN_M": "10",
+        "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
+    }
+    service = Service(env, tmp_path / "service.log")
+    services.append(service)
+
+    def killed() -> JSON | None:
+        pod = stack.reconciler_pod(key)
+        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+        status = next((s for s in statuses if s["name"] == "reconciler"), {})
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        return pod if last.get("reason") == "OOMKilled" and memory_limit_of_pod(pod or {}) == "24Mi" else None
+
+    wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
+    wait_for(
+        lambda: override_memory(stack, key) == "152Mi", timeout=120, what="the size raised after the kill"
+    )
+    assert (reconciler_override(stack, key) or {}).get("cpuRequest") == "149m"
+    floor = json.loads(get_rsync(stack, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
+    assert floor["memory"] == "152Mi"
+    assert service.metric("objcount_oom_floors_total") == 1
+
+    def runs_at_152mi() -> JSON | None:
+        pod = stack.reconciler_pod(key)
+        ok = pod and memory_limit_of_pod(pod) == "152Mi" and sync_completed(stack, key, commit)
+        return pod if ok else None
+
+    pod = wait_for(runs_at_152mi, timeout=SYNC_TIMEOUT, what="the reconciler synced under 152Mi")
+    process = stack.harness.container(pod["metadata"]["name"])
+    assert process is not None
+    assert process.cgroup.oom_kills() == 0
+
+    # A restart of the service: the floor comes back from the RSync, and the size stays.
+    service.stop()
+    again = Service(env, tmp_path / "service-again.log")
+    services.append(again)
+    wait_for(
+        lambda: again.metric("objcount_decisions_total") > 0,
+        timeout=60,
+        what="the restarted service deciding",
+    )
+    wait_for(
+        lambda: again.metric('objcount_decisions_total{outcome="unchanged"}') > 0,
+        timeout=60,
+        what="the restarted service keeping the size",
+    )
+    assert override_memory(stack, key) == "152Mi"
+    assert again.metric("objcount_oom_floors_total") == 0, "the same kill is not answered twice"
+    assert process.cgroup.oom_kills() == 0
+
+
 def synced_under_300mi(
     stack: ConfigSyncStack, prefix: str, objects: int
 ) -> tuple[RSyncKey, JSON, ContainerState]:

@@ -18,11 +18,13 @@ from autoscaler.annotations import (
     APPLIED_ANNOTATION,
     AUTOSCALE_ANNOTATION,
     HELD_ANNOTATION,
+    OOM_FLOOR_ANNOTATION,
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
 from autoscaler.count_writer import WriteOutcome
 from autoscaler.executor import Executor
+from autoscaler.oom import OomKill
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
 from autoscaler.step import RSyncState, StepConfig
 from autoscaler.targets import Applied, ApplyError
@@ -40,6 +42,7 @@ AT_5000_ANNOTATION = (
     '{"requests":{"cpu":"1125m","memory":"1152Mi"},"limits":{"cpu":"1125m","memory":"1152Mi"}}'
 )
 DELAY = 600.0
+DAY = 86400.0
 
 
 @dataclass
@@ -52,6 +55,7 @@ class FakeCluster:
     in_rsync: Resources | None = None  # the size the RSync declares (rsync-override)
     owner: str | None = None  # why the target must not write (held_by_owner)
     failing: set[str] = field(default_factory=set)
+    oom_kill: OomKill | None = None  # what the reconciler's Pod reports
     count_write: WriteOutcome = "status"
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
@@ -65,6 +69,11 @@ class FakeCluster:
 
     def others(self, key: RSyncKey) -> tuple[int, int] | None:
         return None
+
+    def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
+        if "oom" in self.failing:
+            raise ApplyError("forbidden", "listing the reconciler pod: forbidden")
+        return self.oom_kill
 
     def declared(self, rsync: RSync) -> Resources | None:
         return self.in_rsync
@@ -349,3 +358,50 @@ def test_a_failure_that_repeats_is_logged_once_and_counted_every_time(
         assert r.reconcile(ObjectCounts(20000, 20000)) == Outcome.ERROR
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
     assert len(errors) == 2, "after a success, a new failure is said again"
+
+
+# Prototype preset: 100 objects need 157m/160Mi. Killed at 160Mi: max(160 x 1.5, 160 + 128) = 288 MiB, on
+# the 32 MiB grid; CPU 288 x 1000 / 1024 = 281.25 -> 282m.
+AT_FLOOR = Resources(282, 288, 282, 288)
+KILLED = OomKill("2026-11-22T10:00:00Z", 160)
+FLOOR_ANNOTATION = '{"memory":"288Mi","killedAt":"2026-11-22T10:00:00Z","since":"2026-11-22T10:00:00Z"}'
+KILLED_AT_WALL = 1795341600.0  # 2026-11-22T10:00:00Z
+
+
+def test_an_oom_kill_raises_the_size_at_once_and_the_floor_outlives_a_restart_then_decays() -> None:
+    r = rig(FakeCluster(size=AT_100, oom_kill=KILLED))
+    r.executor.wall_clock = lambda: KILLED_AT_WALL
+    floors = metric("objcount_oom_floors_total")
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [AT_FLOOR]
+    assert r.cluster.published[-1][OOM_FLOOR_ANNOTATION] == FLOOR_ANNOTATION
+    assert metric("objcount_oom_floors_total") == floors + 1
+    # The Pod still reports the same kill (the annotation not yet in the cache): no second raise.
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.UNCHANGED
+    assert metric("objcount_oom_floors_total") == floors + 1
+
+    # A restarted service: nothing remembered but the RSync's annotation; the same kill is reported.
+    r = rig(FakeCluster(size=AT_FLOOR, oom_kill=KILLED))
+    r.executor.wall_clock = lambda: KILLED_AT_WALL + DAY
+    kept = annotated({OOM_FLOOR_ANNOTATION: FLOOR_ANNOTATION})
+    assert r.reconcile(ObjectCounts(100, 100), kept) == Outcome.UNCHANGED
+    assert r.cluster.applied == []
+    assert metric("objcount_oom_floors_total") == floors + 1
+
+    # A week without a kill (the new Pod reports none): the floor goes, and the size follows the count
+    # again after the usual scale-down delay.
+    r.cluster.oom_kill = None
+    r.executor.wall_clock = lambda: KILLED_AT_WALL + 7 * DAY
+    assert r.reconcile(ObjectCounts(100, 100), kept) == Outcome.POSTPONED
+    assert r.cluster.published[-1][OOM_FLOOR_ANNOTATION] is None, "the floor annotation is removed"
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(100, 100), annotated({})) == Outcome.SCALED_DOWN
+    assert r.cluster.applied == [AT_100]
+
+
+def test_an_oom_kill_that_cannot_be_read_leaves_the_sizing_to_the_counts() -> None:
+    r = rig(FakeCluster(failing={"oom"}))
+    errors = metric("objcount_reconcile_errors_total", stage="read")
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [AT_5000]
+    assert metric("objcount_reconcile_errors_total", stage="read") == errors + 1
