@@ -20,7 +20,7 @@ from typing import cast
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
-from autoscaler import allocator, logs, webhook
+from autoscaler import allocator, logs
 from autoscaler.controller import Controller, Scope
 from autoscaler.handlers import QuietHandler
 from autoscaler.leader import LeaderElector
@@ -240,6 +240,9 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
     if settings.mode == "webhook":
+        # Loaded only here: its metrics (and TLS server) are nothing a sidecar or controller exposes.
+        from autoscaler import webhook  # noqa: PLC0415
+
         return webhook.serve(settings, stop)
     try:
         api = kubeapi.KubeApi.connect(settings.kubeconfig)
