@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import orjson
 import yaml
@@ -33,7 +34,8 @@ from controlplane.node import NodeHarness
 from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in, write_commit
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from inventory.objects import Pod
+from inventory.objects import Pod, RSync, block_of
+from inventory.sync_progress import sync_progress
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
 SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
@@ -330,6 +332,13 @@ def python_runtime_dirs() -> list[Path]:
     the virtualenv and the checkout it installs in editable mode (PLAYED BY US: the sidecar's image)."""
     system = [Path(d) for d in ("/usr", "/lib", "/lib64", "/bin", "/sbin") if Path(d).exists()]
     return [*system, Path(sys.base_prefix), Path(sys.prefix), REPO_ROOT]
+
+
+def synced(rsync: JSON, commit: str) -> bool:
+    """The RSync's reconciler reports `commit` synced: fetched, applied and pruned, without errors."""
+    progress = sync_progress(cast(RSync, rsync))
+    done = block_of(block_of(rsync, "status"), "sync").get("commit") == commit
+    return progress.reported and progress.pending is None and done
 
 
 def container_running(pod: JSON, container: str) -> bool:

@@ -51,13 +51,14 @@ from controlplane.configsync import (
     install_sidecar,
     rootsync,
     sidecar_template_text,
+    synced,
     webhook_env,
 )
 from controlplane.launcher import free_port
-from controlplane.seed import configmaps_yaml
+from controlplane.seed import JSON, configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from inventory.objects import RSync, block_of
+from inventory.objects import RSync
 from inventory.sync_progress import sync_progress
 
 SAMPLE = RSyncKey("RootSync", NAMESPACE, "root-sync")
@@ -122,13 +123,9 @@ class Demo:
         )
 
     def _reconciler_status(self, rsync: RSync) -> str:
-        progress = sync_progress(rsync)
-        synced = block_of(block_of(rsync, "status"), "sync").get("commit")
-        if not progress.reported:
+        if not sync_progress(rsync).reported:
             return "starting"
-        if progress.pending is None and synced == self.commit:
-            return "synced"
-        return "syncing"
+        return "synced" if synced(cast(JSON, rsync), self.commit) else "syncing"
 
     def _deployment_resources(self) -> str:
         """The reconciler container's requests in the Deployment the reconciler-manager wrote."""

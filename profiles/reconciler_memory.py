@@ -1,0 +1,291 @@
+"""Measure the real reconciler: its peak memory and time to sync, by object shape and count.
+
+    python -m profiles.reconciler_memory [--shapes configmaps,deployments,small-crs,large-crs,mix]
+                                         [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
+                                         [--resume]
+
+On the local stack (Config Sync v1.22.0 built from the pinned source; its Pods run by our node harness,
+PLAYED BY US: the kubelet and git-sync; the reconciler process and its memory are real), each point is
+one RootSync created for it, so each reconciler starts fresh: its source is a commit of N objects of one
+shape in a namespace of their own (which the reconciler creates, an implicit Namespace), its memory limit
+4Gi so nothing is killed. When its status says the commit is synced, the point records the process's
+peak resident memory (`VmHWM` in /proc: the cgroup's peak would count page cache too), the seconds from
+the RootSync's creation to synced, and the counts (source, inventory). The RootSync is then deleted with
+Config Sync's foreground deletion propagation, so its objects are gone before the next point starts.
+
+Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); small custom
+resources and large ones (about 20 KiB each) of a CRD installed here (`Widget`); and a mix of the four.
+Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has. Not
+done yet: a run against another cluster (its metrics API has no peak, only samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tqdm import tqdm
+
+from controlplane.configsync import NAMESPACE, VERSION, ConfigSyncStack, rootsync, running_config_sync, synced
+from controlplane.seed import install_crds
+from inventory import kubeapi
+from inventory.ids import RSyncKey
+
+LIMIT = "4Gi"  # far above any point here: a kill would end the measurement, not size it
+SYNC_TIMEOUT = 1800.0
+WIDGETS = kubeapi.Resource("profiles.objcount.dev", "v1", "widgets", "Widget")
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.profiles.objcount.dev"},
+    "spec": {
+        "group": "profiles.objcount.dev",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+LARGE_PAYLOAD = 20 * 1024  # bytes of a large Widget's spec
+
+
+def configmap(i: int, namespace: str) -> str:
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {namespace}\n"
+        f"data:\n  key: value-{i}\n"
+    )
+
+
+def deployment(i: int, namespace: str) -> str:
+    return (
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  replicas: 0\n  selector:\n    matchLabels: {{app: app-{i}}}\n  template:\n"
+        f"    metadata:\n      labels: {{app: app-{i}}}\n    spec:\n      containers:\n"
+        f"      - name: app\n        image: registry.invalid/app:1\n"
+        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
+def widget(i: int, namespace: str, payload: int = 0) -> str:
+    # A deterministic filler (not compressible to nothing, not random between runs).
+    data = "".join(f"{(i * 7919 + k) % 1000000:06d}" for k in range(payload // 6))
+    return (
+        f"apiVersion: profiles.objcount.dev/v1\nkind: Widget\nmetadata:\n  name: w-{i}\n"
+        f"  namespace: {namespace}\nspec:\n  index: {i}\n  payload: '{data}'\n"
+    )
+
+
+def large_widget(i: int, namespace: str) -> str:
+    return widget(i, namespace, LARGE_PAYLOAD)
+
+
+def mixed(i: int, namespace: str) -> str:
+    return (configmap, deployment, widget, large_widget)[i % 4](i, namespace)
+
+
+SHAPES: dict[str, Callable[[int, str], str]] = {
+    "configmaps": configmap,
+    "deployments": deployment,
+    "small-crs": widget,
+    "large-crs": large_widget,
+    "mix": mixed,
+}
+
+
+def manifests(shape: str, count: int, namespace: str) -> str:
+    return "".join("---\n" + SHAPES[shape](i, namespace) for i in range(count))
+
+
+@dataclass
+class Point:
+    shape: str
+    objects: int
+    source_bytes: int  # of the commit's manifests, as YAML
+    inventory_entries: int
+    peak_rss_mib: float  # VmHWM of the reconciler process
+    seconds_to_synced: float  # from the RootSync's creation
+    version: str
+    date: str
+    machine: str
+
+
+COLUMNS = [f.name for f in fields(Point)]
+
+
+def measure(stack: ConfigSyncStack, shape: str, count: int) -> Point:
+    api = stack.api
+    assert api is not None
+    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}")
+    text = manifests(shape, count, f"mem-{shape}-{count}")
+    commit = stack.commit(key, {"objects.yaml": text})
+    body = rootsync(key.name)
+    body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
+    body["spec"]["override"] = {
+        "resources": [{"containerName": "reconciler", "memoryRequest": LIMIT, "memoryLimit": LIMIT}]
+    }
+    began = time.monotonic()
+    api.create(kubeapi.ROOTSYNC, key.namespace, body)
+    try:
+        _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+        seconds = time.monotonic() - began
+        peak = _peak_rss_mib(stack, key)
+        entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
+    finally:
+        api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
+        _wait(lambda: _gone(api, key), SYNC_TIMEOUT, key)
+    return Point(
+        shape,
+        count,
+        len(text.encode()),
+        len(entries or []),
+        peak,
+        round(seconds, 1),
+        VERSION,
+        datetime.now(UTC).date().isoformat(),
+        f"{platform.machine()}, {_cores()} cores",
+    )
+
+
+def _peak_rss_mib(stack: ConfigSyncStack, key: RSyncKey) -> float:
+    pod = stack.reconciler_pod(key)
+    state = stack.harness.container(pod["metadata"]["name"]) if pod else None
+    if state is None:
+        raise RuntimeError(f"{key}: no reconciler process to measure")
+    for line in Path(f"/proc/{state.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"{key}: no VmHWM in /proc/{state.pid}/status")
+
+
+def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+    try:
+        api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
+    except kubeapi.NotFound:
+        return True
+    return False
+
+
+def _wait(condition: Callable[[], bool], timeout: float, key: RSyncKey) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{key}: not done within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def _cores() -> int:
+    return os.cpu_count() or 0
+
+
+def read_points(path: Path) -> list[Point]:
+    if not path.exists():
+        return []
+    with path.open() as file:
+        rows = list(csv.DictReader(file))
+    kinds = {f.name: f.type for f in fields(Point)}
+    convert = {"int": int, "float": float, "str": str}
+    return [Point(**{k: convert[str(kinds[k])](v) for k, v in row.items()}) for row in rows]
+
+
+def append(path: Path, point: Point) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as file:
+        writer = csv.DictWriter(file, COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(asdict(point))
+
+
+def markdown(points: list[Point]) -> str:
+    lines = [
+        "| shape | objects | source KiB | inventory | peak RSS (MiB) | MiB per object over the base "
+        "| to synced (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    base = min((p.peak_rss_mib for p in points), default=0.0)
+    for p in points:
+        per_object = (p.peak_rss_mib - base) / p.objects if p.objects else 0.0
+        lines.append(
+            f"| {p.shape} | {p.objects} | {p.source_bytes / 1024:.0f} | {p.inventory_entries} | "
+            f"{p.peak_rss_mib:.1f} | {per_object:.3f} | {p.seconds_to_synced:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(points: list[Point], path: Path) -> None:
+    import matplotlib  # noqa: PLC0415 - slow to import, needed only here
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for shape in dict.fromkeys(p.shape for p in points):
+        mine = sorted((p.objects, p.peak_rss_mib) for p in points if p.shape == shape)
+        axis.plot(*zip(*mine, strict=True), "o-", label=shape)
+    axis.set_xlabel("objects in the commit")
+    axis.set_ylabel("reconciler peak RSS (MiB)")
+    axis.set_title(f"Config Sync {VERSION} reconciler, fresh start, local control plane", fontsize=9)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+
+
+def run(shapes: list[str], counts: list[int], out: Path, resume: bool) -> list[Point]:
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / "reconciler-memory.csv"
+    if not resume:
+        table.unlink(missing_ok=True)
+    done = {(p.shape, p.objects) for p in read_points(table)}
+    todo = [(s, n) for s in shapes for n in counts if (s, n) not in done]
+    with running_config_sync() as stack:
+        assert stack.api is not None
+        install_crds(stack.api, [WIDGET_CRD])
+        for shape, count in tqdm(todo, desc="points", unit="point"):
+            append(table, measure(stack, shape, count))
+    points = read_points(table)
+    (out / "reconciler-memory.md").write_text(markdown(points))
+    plot(points, out / "reconciler-memory.png")
+    return points
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m profiles.reconciler_memory", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--shapes", default=",".join(SHAPES), help="comma-separated, of: " + ", ".join(SHAPES)
+    )
+    parser.add_argument("--counts", default="250,1000,2000", help="comma-separated object counts")
+    parser.add_argument("--out", type=Path, default=Path("profiles/out/reconciler-memory"))
+    parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
+    args = parser.parse_args()
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = sorted(set(shapes) - set(SHAPES))
+    if unknown:
+        parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
+    points = run(shapes, [int(n) for n in args.counts.split(",")], args.out, args.resume)
+    print(markdown(points))
+
+
+if __name__ == "__main__":
+    main()
