@@ -8,6 +8,7 @@ from prometheus_client import REGISTRY
 
 import autoscaler.metrics
 import autoscaler.service
+import autoscaler.webhook
 import inventory.metrics
 from autoscaler.settings import markdown_table
 from controlplane.seed import REPO_ROOT
@@ -26,7 +27,7 @@ def test_settings_table_is_generated_from_the_settings_object() -> None:
 
 
 def test_every_metric_is_in_the_readme_table() -> None:
-    _registered_on_import = (autoscaler.metrics, autoscaler.service, inventory.metrics)
+    _registered_on_import = (autoscaler.metrics, autoscaler.service, autoscaler.webhook, inventory.metrics)
     documented = set(re.findall(r"^\| `(objcount_\w+)`", _between("metrics-table"), re.M))
     served = {m.name for m in REGISTRY.collect() if m.name.startswith("objcount_")}
     # prometheus_client strips `_total` from counter family names.
