@@ -21,12 +21,13 @@ that is too high costs memory until it decays; one that is too low costs another
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 from autoscaler import quantity
 from autoscaler.policy import ceil_to
-from inventory.objects import Pod, block_of
+from inventory.objects import Pod, block_of, named
 
 RAISE_FACTOR = Fraction(3, 2)
 RAISE_AT_LEAST_MIB = 128
@@ -73,16 +74,8 @@ def next_floor(
 def oom_kill_of(pod: Pod | None) -> OomKill | None:
     """The latest OOM kill of the reconciler container of this Pod, or None (none, or no memory limit to
     reason from: without a limit the kernel killed it for the node, not for its size)."""
-    statuses = block_of(pod, "status").get("containerStatuses")
-    status = (
-        next(
-            (s for s in statuses if isinstance(s, dict) and s.get("name") == RECONCILER_CONTAINER),
-            None,
-        )
-        if isinstance(statuses, list)
-        else None
-    )
-    if status is None:
+    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
+    if not status:
         return None
     kills = [
         str(terminated.get("finishedAt") or "")
@@ -95,15 +88,10 @@ def oom_kill_of(pod: Pod | None) -> OomKill | None:
     return OomKill(max(kills), limit)
 
 
-def _killed_at_limit(pod: Pod | None, status: dict[str, object]) -> int | None:
+def _killed_at_limit(pod: Pod | None, status: Mapping[str, object]) -> int | None:
     """The container's memory limit in MiB: what the kubelet reports it runs with, else its spec."""
     running = block_of(block_of(status, "resources"), "limits").get("memory")
-    containers = block_of(pod, "spec").get("containers")
-    spec = (
-        next((c for c in containers if isinstance(c, dict) and c.get("name") == RECONCILER_CONTAINER), {})
-        if isinstance(containers, list)
-        else {}
-    )
+    spec = named(block_of(pod, "spec").get("containers"), RECONCILER_CONTAINER)
     declared = block_of(block_of(spec, "resources"), "limits").get("memory")
     for value in (running, declared):
         if value is None:

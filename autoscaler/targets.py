@@ -49,6 +49,7 @@ from inventory.objects import (
     block_of,
     declared_by_config_sync,
     generation_of,
+    named,
 )
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,8 @@ class _NothingInTheRSync:
 
 
 def _container(containers: object, name: str = RECONCILER_CONTAINER) -> Container | None:
-    if not isinstance(containers, list):
-        return None
-    found = next((c for c in containers if isinstance(c, dict) and c.get("name") == name), None)
-    return cast(Container | None, found)
+    found = named(containers, name)
+    return cast(Container, found) if found else None
 
 
 def _container_resources(containers: object, where: str) -> Resources | None:

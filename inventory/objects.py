@@ -129,6 +129,13 @@ def block_of(obj: Mapping[str, object] | None, name: str) -> Mapping[str, object
     return value if isinstance(value, Mapping) else {}
 
 
+def named(items: object, name: str) -> Mapping[str, object]:
+    """The entry of a list (containers, container statuses) whose `name` is `name`; empty when there is
+    none or the list is not one."""
+    entries = items if isinstance(items, list) else []
+    return next((e for e in entries if isinstance(e, dict) and e.get("name") == name), {})
+
+
 def annotations_of(obj: Mapping[str, object]) -> Mapping[str, str]:
     """The object's annotations; empty when it has none (or they are not a mapping)."""
     metadata = obj.get("metadata")
