@@ -147,12 +147,9 @@ class Demo:
             return "-", "-"
         try:
             limit = state.cgroup.limit()
-            status = dict(
-                line.split(":", 1) for line in Path(f"/proc/{state.pid}/status").read_text().splitlines()
-            )
-        except (OSError, ValueError):  # between a process's exit and its replacement
+            rss, peak = (kib // 1024 for kib in state.resident_kib())
+        except OSError:  # between a process's exit and its replacement
             return "-", "-"
-        rss, peak = (int(status[name].split()[0]) // 1024 for name in ("VmRSS", "VmHWM"))
         return ("none" if limit is None else f"{limit // MiB}Mi"), f"{rss}Mi ({peak}Mi)"
 
     @staticmethod

@@ -918,6 +918,17 @@ class ContainerState:
     pid: int
     cgroup: MemoryCgroup
 
+    def resident_kib(self) -> tuple[int, int]:
+        """The process's resident memory now and at its peak (`VmRSS`, `VmHWM` of /proc), KiB; OSError
+        once the process is gone."""
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+        )
+        try:
+            return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+        except (KeyError, ValueError, IndexError) as error:  # a zombie has no Vm* lines
+            raise OSError(f"no resident memory for process {self.pid}") from error
+
 
 class NodeHarness:
     """Starts the supervisor as a child process and stops it (and everything it runs) on exit."""

@@ -171,10 +171,7 @@ def _peak_rss_mib(stack: ConfigSyncStack, key: RSyncKey) -> float:
     state = stack.harness.container(pod["metadata"]["name"]) if pod else None
     if state is None:
         raise RuntimeError(f"{key}: no reconciler process to measure")
-    for line in Path(f"/proc/{state.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"{key}: no VmHWM in /proc/{state.pid}/status")
+    return round(state.resident_kib()[1] / 1024, 1)
 
 
 def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
