@@ -26,7 +26,7 @@ from pathlib import Path
 from autoscaler.policy import PROTOTYPE, Sizing
 
 OBJECT_COLUMNS = ("objects", "objects_per_rootsync")
-USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0")
+USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0", "peak_rss_mib")
 MB_PER_MIB = 1.048576
 
 
