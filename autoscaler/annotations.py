@@ -9,6 +9,7 @@ zero.
 |---|---|---|
 | `objcount.dev/source-object-count` | us | objects in the source commit last parsed |
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
+| `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
 | `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
@@ -36,6 +37,7 @@ from inventory.objects import annotations_of, block_of
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
+SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
@@ -87,7 +89,11 @@ def status_counts(rsync: Mapping[str, object]) -> ObjectCounts:
 
 def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
     annotations = annotations_of(rsync)
-    return ObjectCounts(_count(annotations.get(SOURCE_ANNOTATION)), _count(annotations.get(SYNC_ANNOTATION)))
+    return ObjectCounts(
+        _count(annotations.get(SOURCE_ANNOTATION)),
+        _count(annotations.get(SYNC_ANNOTATION)),
+        _count(annotations.get(SOURCE_KIB_ANNOTATION)),
+    )
 
 
 def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
@@ -118,6 +124,8 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
         annotations[SOURCE_ANNOTATION] = str(counts.source)
     if counts.sync is not None:
         annotations[SYNC_ANNOTATION] = str(counts.sync)
+    if counts.source_kib is not None:
+        annotations[SOURCE_KIB_ANNOTATION] = str(counts.source_kib)
     return annotations
 
 

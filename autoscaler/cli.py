@@ -25,9 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the service (settings from OBJCOUNT_* variables and --config)")
     run.add_argument("--config", help="YAML file of settings (environment variables win)")
     recommend = commands.add_parser(
-        "recommend", help="print the resources for an object count, with the arithmetic"
+        "recommend", help="print the resources for an object count or a source, with the arithmetic"
     )
-    recommend.add_argument("--objects", type=int, required=True, help="max(source, sync) object count")
+    what = recommend.add_mutually_exclusive_group(required=True)
+    what.add_argument("--objects", type=int, help="max(source, sync) object count")
+    what.add_argument(
+        "--source", help="a directory of manifests: counted, and sized by their bytes in size-aware presets"
+    )
     recommend.add_argument(
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
@@ -111,17 +115,46 @@ def run_recommend(args: argparse.Namespace) -> int:
     from autoscaler.policy import SizingError, explain
     from autoscaler.settings import Settings
 
-    if args.objects < 0:
+    if args.objects is not None and args.objects < 0:
         print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     settings = Settings(mode="cluster", platform=args.profile, preset=args.preset)
     profile = settings.profile()
     try:
-        print(explain(args.objects, profile))
+        if args.source is None:
+            print(explain(args.objects, profile))
+        else:
+            objects, kib = _read_source(args.source)
+            print(explain(objects, profile, kib))
+    except SourceUnreadable as error:
+        print(f"objcount recommend: {error}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     except SizingError as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+class SourceUnreadable(Exception):
+    """--source names no readable directory of manifests."""
+
+
+def _read_source(directory: str) -> tuple[int, int]:
+    """(objects, KiB) of a directory of manifests, with its objects by kind printed."""
+    from pathlib import Path
+
+    from inventory.source_count import SourceError, count_directory, kib_of
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise SourceUnreadable(f"--source {directory}: not a directory")
+    try:
+        count = count_directory(root)
+    except (SourceError, OSError) as error:
+        raise SourceUnreadable(f"--source {directory}: {error}") from error
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted((count.kinds or {}).items(), key=lambda kv: -kv[1]))
+    print(f"source {root}: {count.objects} objects in {count.files} files ({kinds or 'none'})")
+    return count.objects, kib_of(count.bytes)
 
 
 def run_stress(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from autoscaler.annotations import (
@@ -55,18 +55,22 @@ class CountWriter:
         """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
         if in_annotations or not self.in_status:
             return self._write_annotations(key, rsync, desired)
-        if not desired.differs_where_known(status_counts(rsync)):
-            return "unchanged"
-        written = self._patch(key, status_patch(desired), subresource="status")
+        # The status has no field for the source's KiB: it stays in its annotation in either place.
+        counts = replace(desired, source_kib=None)
+        kib_only = ObjectCounts(source_kib=desired.source_kib)
+        if not counts.differs_where_known(status_counts(rsync)):
+            kib_written = self._write_annotations(key, rsync, kib_only)
+            return "unchanged" if kib_written == "unchanged" else kib_written
+        written = self._patch(key, status_patch(counts), subresource="status")
         if written is None:
             return "gone"
-        if desired.differs_where_known(status_counts(written)):
+        if counts.differs_where_known(status_counts(written)):
             self._report_fallback(key)
             outcome = self._write_annotations(key, written, desired)
             return "fell_back" if outcome != "gone" else outcome
         STATUS_WRITES.labels("status").inc()
         log.info("%s: counts written to status: source=%s sync=%s", key, desired.source, desired.sync)
-        return "status"
+        return "gone" if self._write_annotations(key, written, kib_only) == "gone" else "status"
 
     @staticmethod
     def _report_fallback(key: RSyncKey) -> None:
@@ -86,7 +90,13 @@ class CountWriter:
         if self._patch(key, annotation_patch(count_annotations(desired))) is None:
             return "gone"
         STATUS_WRITES.labels("annotations").inc()
-        log.info("%s: counts written to annotations: source=%s sync=%s", key, desired.source, desired.sync)
+        log.info(
+            "%s: counts written to annotations: source=%s sync=%s source KiB=%s",
+            key,
+            desired.source,
+            desired.sync,
+            desired.source_kib,
+        )
         return "annotations"
 
     def _patch(

@@ -1,6 +1,8 @@
 """How big the reconciler should be. Pure: no I/O, no clock (time is passed in).
 
-1. `size(objects, profile)`: memory = base + per-object x objects, rounded up to a step and clamped;
+1. `size(objects, profile, kib)`: memory = base + per-object x objects + per-KiB x KiB of the objects'
+   manifests (size-aware presets; an assumed KiB per object when only the count is known), rounded up to
+   a step and clamped;
    CPU from memory by a ratio, with a minimum and its own rounding; then the platform's pod-level rules
    (GKE Autopilot minimums, 250m CPU rounding, vCPU:GiB ratio) applied to the whole pod, with any
    surplus given to the reconciler container, so the result is a fixed point of those rules.
@@ -92,11 +94,20 @@ class Sizing:
     # limit = request x factor (rounded up to the step); None leaves that limit unset.
     memory_limit_factor: Fraction | None = Fraction(1)
     cpu_limit_factor: Fraction | None = Fraction(1)
+    # Size-aware presets (zero in count-only ones): MiB per KiB of the objects' manifests, and the KiB per
+    # object assumed when only a count is known (the inventory alone: cluster mode without a sidecar).
+    mib_per_kib: Fraction = Fraction(0)
+    assumed_kib_per_object: Fraction = Fraction(0)
 
-    def memory_mib(self, objects: int) -> int:
-        raw = ceil_to(self.base_mib + self.mib_per_object * objects, self.step_mib)
+    def memory_mib(self, objects: int, kib: int | None = None) -> int:
+        """Memory for `objects` objects whose manifests hold `kib` KiB (None: not known, assumed)."""
+        raw = ceil_to(self.raw_mib(objects, kib), self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
+
+    def raw_mib(self, objects: int, kib: int | None = None) -> Fraction:
+        known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
+        return self.base_mib + self.mib_per_object * objects + self.mib_per_kib * known_kib
 
     def cpu_m(self, memory_mib: int) -> int:
         return max(ceil_to(memory_mib * self.cpu_m_per_mib, self.cpu_step_m), self.cpu_min_m)
@@ -197,10 +208,11 @@ class SizingError(ValueError):
     """The platform cannot fit the pod (over its maximum)."""
 
 
-def size(objects: int, profile: Profile) -> Resources:
-    """Reconciler container resources for `objects` objects under `profile`."""
+def size(objects: int, profile: Profile, kib: int | None = None) -> Resources:
+    """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, where
+    known) under `profile`."""
     sizing, platform = profile.sizing, profile.platform
-    memory = sizing.memory_mib(max(objects, 0))
+    memory = sizing.memory_mib(max(objects, 0), kib)
     cpu = sizing.cpu_m(memory)
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
@@ -234,17 +246,21 @@ def _limit(request: int, factor: Fraction | None, step: int, platform: Platform)
     return None if factor is None else max(request, ceil_to(request * factor, step))
 
 
-def explain(objects: int, profile: Profile) -> str:
-    """The resources for `objects` under `profile`, with the arithmetic, for people."""
+def explain(objects: int, profile: Profile, kib: int | None = None) -> str:
+    """The resources for `objects` (size-aware: with `kib`) under `profile`, with the arithmetic."""
     sizing, platform = profile.sizing, profile.platform
     base, per_object, step = float(sizing.base_mib), float(sizing.mib_per_object), sizing.step_mib
-    raw = float(sizing.base_mib + sizing.mib_per_object * objects)
-    memory = sizing.memory_mib(objects)
+    raw = float(sizing.raw_mib(objects, kib))
+    memory = sizing.memory_mib(objects, kib)
     cpu = sizing.cpu_m(memory)
-    result = size(objects, profile)
+    result = size(objects, profile, kib)
+    terms = f"{base:g} + {per_object:g} x {objects}"
+    if sizing.mib_per_kib:
+        assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
+        terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
     lines = [
-        f"profile {profile.name}: {objects} objects",
-        f"memory = ceil(({base:g} + {per_object:g} x {objects}) / {step}) x {step}"
+        f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
+        f"memory = ceil(({terms}) / {step}) x {step}"
         f" = ceil({raw:g} / {step}) x {step} -> {memory}Mi (min {sizing.min_mib}Mi, max {sizing.max_mib}Mi)",
         f"cpu    = max(ceil({memory} x {float(sizing.cpu_m_per_mib):g} / {sizing.cpu_step_m})"
         f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {cpu}m",
@@ -334,7 +350,7 @@ def decide(
     if target is None:
         return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
     try:
-        recommended = size(target, profile)
+        recommended = size(target, profile, counts.target_kib)
     except SizingError as error:
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
     current = last.resources

@@ -7,6 +7,7 @@ was observed over what was stored, so missing information never lowers a stored 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -14,12 +15,16 @@ from dataclasses import dataclass
 class ObjectCounts:
     source: int | None = None
     sync: int | None = None
+    # KiB of the source's manifests (read with its count, so of the same commit): the size-aware input.
+    source_kib: int | None = None
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
-        """These counts where known, the stored ones where not."""
+        """These counts where known, the stored ones where not (the source's KiB goes with its count)."""
+        source_known = self.source is not None
         return ObjectCounts(
-            self.source if self.source is not None else stored.source,
+            self.source if source_known else stored.source,
             self.sync if self.sync is not None else stored.sync,
+            self.source_kib if source_known else stored.source_kib,
         )
 
     @property
@@ -32,8 +37,21 @@ class ObjectCounts:
         values = [v for v in (self.source, self.sync) if v is not None]
         return max(values) if values else None
 
+    @property
+    def target_kib(self) -> int | None:
+        """KiB of the target's manifests: the source's, scaled by its mean object size when the inventory
+        holds more objects (implicit Namespaces, objects still to prune); None when not known."""
+        target = self.target
+        if self.source_kib is None or self.source is None or target is None:
+            return None
+        if self.source == 0:
+            return 0 if target == 0 else None  # no object to take a mean size from
+        return math.ceil(self.source_kib * target / self.source)
+
     def differs_where_known(self, other: ObjectCounts) -> bool:
-        """True when a known count of ours is not what `other` has."""
-        return (self.source is not None and self.source != other.source) or (
-            self.sync is not None and self.sync != other.sync
+        """True when a known count (or the source's KiB) of ours is not what `other` has."""
+        return (
+            (self.source is not None and self.source != other.source)
+            or (self.sync is not None and self.sync != other.sync)
+            or (self.source_kib is not None and self.source_kib != other.source_kib)
         )

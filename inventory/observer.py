@@ -25,7 +25,7 @@ from inventory.ids import (
 )
 from inventory.inventory_count import InventorySummary
 from inventory.objects import RSync
-from inventory.source_count import SourceCount
+from inventory.source_count import SourceCount, kib_of
 from inventory.source_watch import SourceLayout, SourceWatcher
 from inventory.watch import InventoryCodec, Key, ObjectCodec, RawObject, Reflector, WatchSettings
 
@@ -72,7 +72,7 @@ class Observer:
         self._on_change = on_change
         settings = watch_settings or WatchSettings()
         self._lock = threading.Lock()
-        self._source_count: int | None = None
+        self._source: SourceCount | None = None
         # Which inventory belongs to which RSync (the counts stay in the reflector's store only).
         self._inventory_of: dict[RSyncKey, Key] = {}
         self.inventories: Reflector[InventorySummary] = Reflector(
@@ -144,9 +144,13 @@ class Observer:
         """The counts seen this run (None where not seen yet or never valid)."""
         with self._lock:
             inventory = self._inventory_of.get(key)
-            source = self._source_count if key == self.scope.rsync else None
+            source = self._source if key == self.scope.rsync else None
         summary = self.inventories.store.get(inventory) if inventory else None
-        return ObjectCounts(source, summary.count if summary else None)
+        return ObjectCounts(
+            source.objects if source else None,
+            summary.count if summary else None,
+            kib_of(source.bytes) if source else None,
+        )
 
     def rsync_keys(self) -> list[RSyncKey]:
         """Every RSync in the caches."""
@@ -179,6 +183,12 @@ class Observer:
     def _on_source(self, count: SourceCount) -> None:
         assert self.scope.rsync is not None
         with self._lock:
-            self._source_count = count.objects
-        log.info("%s: source has %d objects in %d files", self.scope.rsync, count.objects, count.files)
+            self._source = count
+        log.info(
+            "%s: source has %d objects in %d files, %d KiB",
+            self.scope.rsync,
+            count.objects,
+            count.files,
+            kib_of(count.bytes),
+        )
         self._on_change(self.scope.rsync)

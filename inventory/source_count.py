@@ -26,8 +26,8 @@ import re
 import stat
 import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,11 +59,25 @@ class SourceError(Exception):
     """The source cannot be counted (invalid file, unreadable directory); the message names the file."""
 
 
+def kib_of(size: int) -> int:
+    """Bytes to whole KiB, rounded up (a size estimate's input is never rounded down)."""
+    return -(-size // 1024)
+
+
+# Objects of one file or commit by kind (`kind` of each object, list items by their own kind).
+Kinds = Counter[str]
+
+
 @dataclass(frozen=True)
 class SourceCount:
+    """What a commit holds: objects, the manifest files read, and what the size estimate uses: the
+    bytes of the files that hold objects (their serialized form as committed) and the objects by kind."""
+
     objects: int
     files: int
     root: Path
+    bytes: int = 0
+    kinds: Mapping[str, int] | None = None
 
 
 # ----- the rule, on loaded documents (the reference) -------------------------------------------------
@@ -74,23 +88,27 @@ def is_object(document: Any) -> bool:
     return isinstance(api_version, str) and bool(api_version) and isinstance(kind, str) and bool(kind)
 
 
-def count_loaded(documents: Iterable[Any]) -> int:
-    total = 0
+def kinds_loaded(documents: Iterable[Any]) -> Kinds:
+    kinds: Kinds = Counter()
     for document in documents:
         if not is_object(document):
             continue
         items = document.get("items")
         if document["kind"].endswith("List") and isinstance(items, list):
-            total += sum(1 for item in items if is_object(item))
+            kinds.update(item["kind"] for item in items if is_object(item))
         else:
-            total += 1
-    return total
+            kinds[document["kind"]] += 1
+    return kinds
 
 
-def count_with_full_loader(data: bytes, name: str) -> int:
+def count_loaded(documents: Iterable[Any]) -> int:
+    return kinds_loaded(documents).total()
+
+
+def kinds_with_full_loader(data: bytes, name: str) -> Kinds:
     """The reference: PyYAML's C loader builds every object."""
     try:
-        return count_loaded(yaml.load_all(data, Loader=yaml.CSafeLoader))
+        return kinds_loaded(yaml.load_all(data, Loader=yaml.CSafeLoader))
     except (yaml.YAMLError, ValueError) as error:
         # ValueError: a plain scalar PyYAML resolves as a date but cannot construct (2024-02-30).
         raise SourceError(f"{name}: invalid YAML: {error}") from error
@@ -157,31 +175,38 @@ def _documents(tree: Any) -> Iterator[int]:
         yield root
 
 
-def _count_tree(tree: Any) -> int:
-    total = 0
+def _kind(tree: Any, keys: dict[str, int]) -> str:
+    return bytes(tree.val(keys["kind"])).decode()
+
+
+def _kinds_tree(tree: Any) -> Kinds:
+    kinds: Kinds = Counter()
     for document in _documents(tree):
         ok, keys = _is_object_node(tree, document)
         if not ok:
             continue
         items = keys.get("items")
-        if (
-            bytes(tree.val(keys["kind"])).endswith(b"List")
-            and items is not None
-            and tree.type(items) & ryml.SEQ
-        ):
+        if _kind(tree, keys).endswith("List") and items is not None and tree.type(items) & ryml.SEQ:
             item = tree.first_child(items)
             while item != ryml.NONE:
-                total += _is_object_node(tree, item)[0]
+                item_ok, item_keys = _is_object_node(tree, item)
+                if item_ok:
+                    kinds[_kind(tree, item_keys)] += 1
                 item = tree.next_sibling(item)
         else:
-            total += 1
-    return total
+            kinds[_kind(tree, keys)] += 1
+    return kinds
 
 
 def count_yaml(data: bytes, name: str = "<bytes>") -> int:
     """Count the objects in one YAML file's bytes, exactly as the full loader would."""
+    return kinds_yaml(data, name).total()
+
+
+def kinds_yaml(data: bytes, name: str = "<bytes>") -> Kinds:
+    """The objects of one YAML file's bytes by kind, exactly as the full loader would find them."""
     if any(marker in data for marker in _NEEDS_FULL_LOADER) or _TIMESTAMP.search(data):
-        return count_with_full_loader(data, name)
+        return kinds_with_full_loader(data, name)
     try:
         data.decode()
         # rapidyaml accepts some text that libyaml rejects: libyaml's own parser (in C, building
@@ -190,8 +215,8 @@ def count_yaml(data: bytes, name: str = "<bytes>") -> int:
         with _rapidyaml_errors_kept_off_stderr():
             tree = ryml.parse_in_arena(data)
     except Exception:
-        return count_with_full_loader(data, name)
-    return _count_tree(tree)
+        return kinds_with_full_loader(data, name)
+    return _kinds_tree(tree)
 
 
 _STDERR_LOCK = threading.Lock()
@@ -223,8 +248,12 @@ def _rapidyaml_errors_kept_off_stderr() -> Iterator[None]:
 
 
 def count_json(data: bytes, name: str = "<bytes>") -> int:
+    return kinds_json(data, name).total()
+
+
+def kinds_json(data: bytes, name: str = "<bytes>") -> Kinds:
     try:
-        return count_loaded([orjson.loads(data)])
+        return kinds_loaded([orjson.loads(data)])
     except orjson.JSONDecodeError as error:
         raise SourceError(f"{name}: invalid JSON: {error}") from error
 
@@ -246,17 +275,18 @@ def _raise(error: OSError) -> None:
 
 
 class CountCache:
-    """Counts of file contents already seen, keyed by a content digest (bounded, least recent dropped).
+    """Kinds of file contents already seen, keyed by a content digest (bounded, least recent dropped).
 
     A new commit is a new directory, but most of its files are byte-identical to the last commit's:
     only the changed ones are parsed again.
     """
 
     def __init__(self, max_entries: int = 50_000) -> None:
-        self._entries: OrderedDict[bytes, int] = OrderedDict()
+        self._entries: OrderedDict[bytes, Kinds] = OrderedDict()
         self._max = max_entries
 
-    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], int]) -> int:
+    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], Kinds]) -> Kinds:
+        """The file's kinds (callers must not change the Counter: it is the cached one)."""
         digest = hashlib.blake2b(data, digest_size=16).digest()
         cached = self._entries.get(digest)
         if cached is not None:
@@ -269,8 +299,8 @@ class CountCache:
         return result
 
 
-def count_file(data: bytes, name: str) -> int:
-    return count_json(data, name) if name.endswith(".json") else count_yaml(data, name)
+def kinds_file(data: bytes, name: str) -> Kinds:
+    return kinds_json(data, name) if name.endswith(".json") else kinds_yaml(data, name)
 
 
 # No manifest file Config Sync can apply comes near this (an object is at most 1.5 MiB in etcd); a larger
@@ -312,9 +342,12 @@ def count_directory(
     no file outside it is read.
     """
     commit = Path(os.path.realpath(names_relative_to or root))
-    total, files = 0, manifest_files(root)
+    kinds: Kinds = Counter()
+    size, files = 0, manifest_files(root)
     for path in files:
         name = str(path.relative_to(names_relative_to or root))
         data = read_manifest(path, commit, name)
-        total += cache.count(data, name, count_file) if cache else count_file(data, name)
-    return SourceCount(total, len(files), root)
+        found = cache.count(data, name, kinds_file) if cache else kinds_file(data, name)
+        kinds.update(found)
+        size += len(data) if found else 0
+    return SourceCount(kinds.total(), len(files), root, size, dict(kinds))

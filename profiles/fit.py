@@ -92,6 +92,56 @@ def fit(points: list[Point], *, step_mib: int = 32, safety: float = 0.10, name: 
     return preset
 
 
+# ----- size-aware: the real reconciler benchmark's points (profiles.reconciler_memory) ------------------
+@dataclass(frozen=True)
+class Measured:
+    shape: str
+    objects: int
+    kib: float  # of the commit's manifests
+    crds: int  # CRDs the cluster served
+    usage_mib: float  # peak RSS
+
+
+def read_measured(path: Path) -> list[Measured]:
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return [
+        Measured(
+            r["shape"],
+            int(r["objects"]),
+            int(r["source_bytes"]) / 1024,
+            int(r["crds"]),
+            float(r["peak_rss_mib"]),
+        )
+        for r in csv.DictReader(lines)
+    ]
+
+
+FEATURES = ("objects", "kib", "crds")
+
+
+def linear_fit(points: list[Measured], features: tuple[str, ...] = FEATURES) -> dict[str, float]:
+    """Least-squares `usage = base + sum(coefficient x feature)`, over the features that vary in the
+    points (a feature that never varies cannot be told from the base and is given 0). A feature whose
+    coefficient comes out negative is dropped and the rest refitted: no term of a memory model may make
+    more objects, bytes or CRDs need less memory."""
+    import numpy  # noqa: PLC0415 - the [tools] extra
+
+    varying = [f for f in features if len({getattr(p, f) for p in points}) > 1]
+    while True:
+        matrix = numpy.array([[1.0, *(float(getattr(p, f)) for f in varying)] for p in points])
+        usage = numpy.array([p.usage_mib for p in points])
+        solution = numpy.linalg.lstsq(matrix, usage, rcond=None)[0]
+        coefficients = dict(zip(("base", *varying), (float(c) for c in solution), strict=True))
+        negative = [f for f in varying if coefficients[f] < 0]
+        if not negative:
+            return {"base": coefficients["base"], **{f: coefficients.get(f, 0.0) for f in features}}
+        varying.remove(min(negative, key=lambda f: coefficients[f]))
+
+
+def predict(coefficients: dict[str, float], point: Measured) -> float:
+    return coefficients["base"] + sum(coefficients[f] * float(getattr(point, f)) for f in FEATURES)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -2,7 +2,7 @@
 
     python -m profiles.reconciler_memory [--shapes configmaps,deployments,small-crs,large-crs,mix]
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
-                                         [--resume]
+                                         [--extra-crds 0] [--resume]
 
 On the local stack (Config Sync v1.22.0 built from the pinned source; its Pods run by our node harness,
 PLAYED BY US: the kubelet and git-sync; the reconciler process and its memory are real), each point is
@@ -15,6 +15,10 @@ Config Sync's foreground deletion propagation, so its objects are gone before th
 
 Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); small custom
 resources and large ones (about 20 KiB each) of a CRD installed here (`Widget`); and a mix of the four.
+`--extra-crds N` installs N more CRDs first (each its own API group and kind, never used by a source), to
+measure how the reconciler's memory grows with the API surface it discovers; `crds` in the results is
+the number of CRDs the cluster serves at that point.
+
 Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has. Not
 done yet: a run against another cluster (its metrics API has no peak, only samples).
 """
@@ -30,7 +34,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import orjson
 from tqdm import tqdm
 
 from controlplane.configsync import NAMESPACE, VERSION, ConfigSyncStack, rootsync, running_config_sync, synced
@@ -41,7 +47,7 @@ from inventory.ids import RSyncKey
 LIMIT = "4Gi"  # far above any point here: a kill would end the measurement, not size it
 SYNC_TIMEOUT = 1800.0
 WIDGETS = kubeapi.Resource("profiles.objcount.dev", "v1", "widgets", "Widget")
-WIDGET_CRD = {
+WIDGET_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.profiles.objcount.dev"},
@@ -67,6 +73,17 @@ WIDGET_CRD = {
     },
 }
 LARGE_PAYLOAD = 20 * 1024  # bytes of a large Widget's spec
+
+
+def surface_crd(k: int) -> dict[str, Any]:
+    """The k-th CRD of the API surface ramp: Widget's schema under a group and kind of its own."""
+    group = f"g{k}.surface.objcount.dev"
+    spec = {
+        **WIDGET_CRD["spec"],
+        "group": group,
+        "names": {"kind": f"Gadget{k}", "plural": f"gadget{k}s", "singular": f"gadget{k}"},
+    }
+    return {**WIDGET_CRD, "metadata": {"name": f"gadget{k}s.{group}"}, "spec": spec}
 
 
 def configmap(i: int, namespace: str) -> str:
@@ -124,6 +141,8 @@ class Point:
     inventory_entries: int
     peak_rss_mib: float  # VmHWM of the reconciler process
     seconds_to_synced: float  # from the RootSync's creation
+    crds: int  # CRDs the cluster serves (Config Sync's, Widget, the --extra-crds)
+    extra_crds: int
     version: str
     date: str
     machine: str
@@ -132,11 +151,11 @@ class Point:
 COLUMNS = [f.name for f in fields(Point)]
 
 
-def measure(stack: ConfigSyncStack, shape: str, count: int) -> Point:
+def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> Point:
     api = stack.api
     assert api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}")
-    text = manifests(shape, count, f"mem-{shape}-{count}")
+    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}-{extra_crds}")
+    text = manifests(shape, count, key.name)
     commit = stack.commit(key, {"objects.yaml": text})
     body = rootsync(key.name)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
@@ -160,6 +179,8 @@ def measure(stack: ConfigSyncStack, shape: str, count: int) -> Point:
         len(entries or []),
         peak,
         round(seconds, 1),
+        _crds(api),
+        extra_crds,
         VERSION,
         datetime.now(UTC).date().isoformat(),
         f"{platform.machine()}, {_cores()} cores",
@@ -172,6 +193,11 @@ def _peak_rss_mib(stack: ConfigSyncStack, key: RSyncKey) -> float:
     if state is None:
         raise RuntimeError(f"{key}: no reconciler process to measure")
     return round(state.resident_kib()[1] / 1024, 1)
+
+
+def _crds(api: kubeapi.KubeApi) -> int:
+    """CRDs the cluster serves (fewer than a page's 500 here: the ramp installs at most a few hundred)."""
+    return len(orjson.loads(api.list_page(kubeapi.CRD, None, limit=5000))["items"])
 
 
 def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
@@ -215,15 +241,15 @@ def append(path: Path, point: Point) -> None:
 
 def markdown(points: list[Point]) -> str:
     lines = [
-        "| shape | objects | source KiB | inventory | peak RSS (MiB) | MiB per object over the base "
+        "| shape | objects | source KiB | inventory | CRDs | peak RSS (MiB) | MiB per object over the base "
         "| to synced (s) |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     base = min((p.peak_rss_mib for p in points), default=0.0)
     for p in points:
         per_object = (p.peak_rss_mib - base) / p.objects if p.objects else 0.0
         lines.append(
-            f"| {p.shape} | {p.objects} | {p.source_bytes / 1024:.0f} | {p.inventory_entries} | "
+            f"| {p.shape} | {p.objects} | {p.source_bytes / 1024:.0f} | {p.inventory_entries} | {p.crds} | "
             f"{p.peak_rss_mib:.1f} | {per_object:.3f} | {p.seconds_to_synced:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -247,18 +273,18 @@ def plot(points: list[Point], path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
-def run(shapes: list[str], counts: list[int], out: Path, resume: bool) -> list[Point]:
+def run(shapes: list[str], counts: list[int], out: Path, resume: bool, extra_crds: int = 0) -> list[Point]:
     out.mkdir(parents=True, exist_ok=True)
     table = out / "reconciler-memory.csv"
     if not resume:
         table.unlink(missing_ok=True)
-    done = {(p.shape, p.objects) for p in read_points(table)}
-    todo = [(s, n) for s in shapes for n in counts if (s, n) not in done]
+    done = {(p.shape, p.objects, p.extra_crds) for p in read_points(table)}
+    todo = [(s, n) for s in shapes for n in counts if (s, n, extra_crds) not in done]
     with running_config_sync() as stack:
         assert stack.api is not None
-        install_crds(stack.api, [WIDGET_CRD])
+        install_crds(stack.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
         for shape, count in tqdm(todo, desc="points", unit="point"):
-            append(table, measure(stack, shape, count))
+            append(table, measure(stack, shape, count, extra_crds))
     points = read_points(table)
     (out / "reconciler-memory.md").write_text(markdown(points))
     plot(points, out / "reconciler-memory.png")
@@ -274,13 +300,14 @@ def main() -> None:
     )
     parser.add_argument("--counts", default="250,1000,2000", help="comma-separated object counts")
     parser.add_argument("--out", type=Path, default=Path("profiles/out/reconciler-memory"))
+    parser.add_argument("--extra-crds", type=int, default=0, help="more CRDs to install first (API surface)")
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = sorted(set(shapes) - set(SHAPES))
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
-    points = run(shapes, [int(n) for n in args.counts.split(",")], args.out, args.resume)
+    points = run(shapes, [int(n) for n in args.counts.split(",")], args.out, args.resume, args.extra_crds)
     print(markdown(points))
 
 

@@ -198,3 +198,8 @@ class Sampler(Generic[T]):
         assert not self._thread.is_alive(), "the sampler did not stop"
         assert self.values, "nothing was sampled"
         return self.values
+
+
+def kib(*manifests: str) -> int:
+    """KiB of these manifests, rounded up (what the service records as `objcount.dev/source-kib`)."""
+    return -(-sum(len(text.encode()) for text in manifests) // 1024)

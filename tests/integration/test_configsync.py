@@ -46,7 +46,7 @@ from controlplane.node import ContainerState, MemoryCgroup
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import Service, wait_for
+from tests.helpers import Service, kib, wait_for
 
 JSON = dict[str, Any]
 MiB = 1 << 20
@@ -218,6 +218,9 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     wait_for(lambda: count_annotations(stack, key) == ("40", "41"), timeout=60, what="counts in annotations")
     source, sync = count_annotations(stack, key)
     assert (source, sync) == (str(objects_in(manifests)), str(len(inventory_entries(stack, key))))
+    assert stack.api is not None
+    body = stack.api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
+    assert body["metadata"]["annotations"]["objcount.dev/source-kib"] == str(kib(manifests))
     assert_config_sync_state_intact(stack, key, commit)
     assert_upstream_crds_unmodified(stack)
 

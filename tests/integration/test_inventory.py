@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,22 @@ from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, own_inventory_selector
 from inventory.source_watch import SourceLayout
 from inventory.watch import InventoryCodec, Reflector, WatchSettings
-from tests.helpers import Sampler, wait_for
+from tests.helpers import Sampler, kib, wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 
 
 def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+    """The recorded object counts (the source's KiB is checked where a test is about it)."""
+    return replace(_recorded(api, key), source_kib=None)
+
+
+def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
     return annotation_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
+
+
+C1 = {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)}
+C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()))
 
 
 def _metric(name: str, **labels: str) -> float:
@@ -40,7 +50,7 @@ def sidecar(
     key = RSyncKey("RootSync", namespace, "root-sync")
     api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
     api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 100))
-    write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)})
+    write_commit(tmp_path, "c1", C1)
     controllers: list[Controller] = []
     yield key, tmp_path, controllers
     for controller in controllers:
@@ -107,6 +117,8 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
 
     write_commit(repo, "c2", {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5)})
     wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(70, 250), what="source count update")
+    # The source's KiB goes with its count: the visible file's, not the hidden one's.
+    assert _recorded(api, key) == ObjectCounts(70, 250, kib(configmaps_yaml(70)))
 
 
 def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
@@ -193,7 +205,10 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
         lambda: status_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(42, 100),
         what="counts in the status",
     )
-    assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts()
+    # The status has no field for the source's KiB: only that is in the annotations.
+    assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(
+        source_kib=C1_COUNTS.source_kib
+    )
 
 
 def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored(
@@ -202,9 +217,9 @@ def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored
     key, repo, controllers = sidecar
     fallbacks = _metric("objcount_pruned_status_fallbacks_total")
     first = _start(api, key, repo, controllers, counts_in_status=True)
-    wait_for(lambda: read_counts(api, key) == ObjectCounts(42, 100), what="counts in annotations")
+    wait_for(lambda: read_counts(api, key) == C1_COUNTS, what="counts in annotations")
     body = api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
-    assert annotation_counts(body) == ObjectCounts(42, 100)
+    assert annotation_counts(body) == C1_COUNTS
     assert status_counts(body) == ObjectCounts()
     assert _metric("objcount_pruned_status_fallbacks_total") == fallbacks + 1
 
@@ -214,7 +229,7 @@ def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored
     second = _start(api, key, repo, controllers, counts_in_status=True)
     wait_for(lambda: second.synced, what="caches to sync")
     second.reconcile(key)
-    assert read_counts(api, key) == ObjectCounts(42, 100)
+    assert read_counts(api, key) == C1_COUNTS
 
 
 def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(

@@ -43,4 +43,14 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
         ("configmaps", 40),
         ("large-crs", 40),
     ]
-    assert rows_of(out)[:2] == rows, "the points measured before are kept as they were"
+    resumed = rows_of(out)
+    assert resumed[:2] == rows, "the points measured before are kept as they were"
+    assert {int(r["extra_crds"]) for r in resumed} == {0}
+
+    # --extra-crds: the same point with a larger API surface is a point of its own.
+    surface = ("--shapes", "configmaps", "--counts", "20", "--extra-crds", "3", "--resume")
+    run_module("profiles.reconciler_memory", "--out", str(out), *surface, bin_dir=control_plane_bin_dir)
+    *before, last = rows_of(out)
+    assert before == resumed
+    assert (last["shape"], int(last["objects"]), int(last["extra_crds"])) == ("configmaps", 20, 3)
+    assert int(last["crds"]) == int(rows[0]["crds"]) + 3

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from autoscaler.policy import (
     AUTOPILOT,
     AUTOPILOT_BURSTING,
+    FITTED,
     PLATFORMS,
     PROTOTYPE,
     STANDARD,
@@ -22,6 +23,7 @@ from autoscaler.policy import (
     Sizing,
     SizingError,
     decide,
+    explain,
     initial,
     size,
 )
@@ -317,3 +319,76 @@ def test_sizing_error_is_an_error_outcome() -> None:
     assert d.outcome == Outcome.ERROR
     assert d.resources == at(100)
     assert "over the autopilot pod maximum" in d.reason
+
+
+# ----- size-aware sizing --------------------------------------------------------------------------------
+SIZE_AWARE = Sizing(
+    "size-aware",
+    base_mib=Fraction(100),
+    mib_per_object=Fraction(1, 20),
+    mib_per_kib=Fraction(1, 10),
+    assumed_kib_per_object=Fraction(2),
+    min_mib=64,
+)
+
+
+@pytest.mark.parametrize(
+    ("objects", "kib", "memory"),
+    [
+        # 100 + 0.05 x 1000 + 0.1 x 500 = 200 -> 224 on the 32 MiB grid
+        (1000, 500, 224),
+        # bytes unknown: 2 KiB per object assumed, 100 + 50 + 0.1 x 2000 = 350 -> 352
+        (1000, None, 352),
+        # large objects: 100 + 50 + 0.1 x 20,000 = 2150 -> 2176
+        (1000, 20_000, 2176),
+        (0, 0, 128),
+    ],
+)
+def test_size_aware_memory(objects: int, kib: int | None, memory: int) -> None:
+    assert size(objects, Profile(SIZE_AWARE), kib).memory_request_mib == memory
+
+
+def test_count_only_presets_ignore_the_bytes() -> None:
+    assert size(1000, Profile(FITTED), 50_000) == size(1000, Profile(FITTED))
+
+
+def test_the_size_aware_explanation_shows_the_bytes_term() -> None:
+    text = explain(1000, Profile(SIZE_AWARE), 500)
+    assert "1000 objects, 500 KiB of manifests" in text
+    assert (
+        "memory = ceil((100 + 0.05 x 1000 + 0.1 x 500 KiB) / 32) x 32 = ceil(200 / 32) x 32 -> 224Mi" in text
+    )
+    assert "0.1 x 2 x 1000 assumed KiB" in explain(1000, Profile(SIZE_AWARE))
+
+
+def test_decide_sizes_from_the_source_kib_scaled_to_the_inventory() -> None:
+    # source 1000 objects in 500 KiB; the inventory holds 1200: 600 KiB at the source's mean size.
+    # 100 + 0.05 x 1200 + 0.1 x 600 = 220 -> 224
+    decision = decide(ObjectCounts(1000, 1200, 500), Profile(SIZE_AWARE), initial(None), now=0.0)
+    assert decision.recommended is not None
+    assert decision.recommended.memory_request_mib == 224
+
+
+@pytest.mark.parametrize(
+    ("counts", "kib"),
+    [
+        (ObjectCounts(1000, 1200, 500), 600),
+        (ObjectCounts(1000, 800, 500), 500),
+        (ObjectCounts(1000, None, 501), 501),
+        (ObjectCounts(3, 10, 1), 4),  # rounded up, never down
+        (ObjectCounts(0, 0, 0), 0),
+        (ObjectCounts(0, 5, 0), None),  # no object to take a mean size from
+        (ObjectCounts(None, 5, None), None),
+        (ObjectCounts(1000, 1200, None), None),
+    ],
+)
+def test_target_kib(counts: ObjectCounts, kib: int | None) -> None:
+    assert counts.target_kib == kib
+
+
+def test_the_source_kib_is_merged_with_its_count() -> None:
+    stored = ObjectCounts(10, 20, 5)
+    assert ObjectCounts(None, 30, None).over(stored) == ObjectCounts(10, 30, 5)
+    assert ObjectCounts(40, None, 9).over(stored) == ObjectCounts(40, 20, 9)
+    assert ObjectCounts(10, 20, 6).differs_where_known(stored)
+    assert not ObjectCounts(10, 20, None).differs_where_known(stored)

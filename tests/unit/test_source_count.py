@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from inventory.source_count import (
     _rapidyaml_errors_kept_off_stderr,
     count_directory,
     count_json,
-    count_loaded,
-    count_with_full_loader,
     count_yaml,
+    kinds_json,
+    kinds_with_full_loader,
+    kinds_yaml,
     read_manifest,
 )
 from inventory.source_watch import SourceLayout, SourceWatcher, count_source
@@ -76,14 +78,44 @@ CASES = {
 }
 
 
+def is_object(document: Any) -> bool:
+    return isinstance(document, dict) and all(
+        isinstance(document.get(k), str) and document[k] for k in ("apiVersion", "kind")
+    )
+
+
+def reference_kinds(documents: Any) -> Counter[str]:
+    """The counting rule written out here, on fully loaded documents: list kinds count their items."""
+    kinds: Counter[str] = Counter()
+    for document in documents:
+        if not is_object(document):
+            continue
+        items = document.get("items")
+        if document["kind"].endswith("List") and isinstance(items, list):
+            kinds.update(item["kind"] for item in items if is_object(item))
+        else:
+            kinds[document["kind"]] += 1
+    return kinds
+
+
 def reference(text: str) -> int:
-    return count_loaded(yaml.load_all(text, Loader=yaml.SafeLoader))
+    return reference_kinds(yaml.load_all(text, Loader=yaml.SafeLoader)).total()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fast_count_matches_full_load(name: str) -> None:
     data = CASES[name].encode()
-    assert count_yaml(data) == reference(CASES[name]) == count_with_full_loader(data, name)
+    assert count_yaml(data) == reference(CASES[name]) == kinds_with_full_loader(data, name).total()
+    expected = reference_kinds(yaml.load_all(CASES[name], Loader=yaml.SafeLoader))
+    assert kinds_yaml(data) == expected == kinds_with_full_loader(data, name)
+
+
+def test_kinds_are_counted_by_kind_with_list_items_by_their_own() -> None:
+    text = CM + "---\n" + CASES["list-with-junk-items"] + "---\n" + CASES["typed-list"] + "---\n" + CM
+    assert kinds_yaml(text.encode()) == {"ConfigMap": 3, "Secret": 1}
+    assert kinds_json(
+        b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "X"}]}'
+    ) == {"X": 1}
 
 
 @pytest.mark.parametrize(
@@ -131,6 +163,16 @@ def test_directory_walk_skips_hidden_and_other_files(tmp_path: Path) -> None:
     (tmp_path / ".e.yaml").write_text(configmaps_yaml(5))
     result = count_directory(tmp_path)
     assert (result.objects, result.files) == (6, 3)
+    assert result.kinds == {"ConfigMap": 5, "Secret": 1}
+    # The bytes of the three manifest files that hold objects; README.md and hidden files are not read.
+    sizes = [tmp_path / "a.yaml", tmp_path / "nested" / "deeper" / "b.yml", tmp_path / "nested" / "c.json"]
+    assert result.bytes == sum(p.stat().st_size for p in sizes)
+
+
+def test_files_without_objects_add_no_bytes(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(CM)
+    (tmp_path / "notes.yaml").write_text("# only a comment, and a mapping that is no object\na: b\n")
+    assert count_directory(tmp_path).bytes == len(CM)
 
 
 def test_counts_through_the_rev_link_and_prefers_hydrated_output(tmp_path: Path) -> None:
@@ -179,7 +221,7 @@ def test_fast_count_matches_full_load_on_generated_streams(
     docs: list[Any], start: bool, flow: bool | None
 ) -> None:
     text = yaml.safe_dump_all(docs, explicit_start=start, default_flow_style=flow, allow_unicode=True)
-    assert count_yaml(text.encode()) == reference(text)
+    assert kinds_yaml(text.encode()) == reference_kinds(yaml.load_all(text, Loader=yaml.SafeLoader))
 
 
 # ----- fuzzing: YAML-like garbage is counted exactly like the full loader, or rejected like it ---------
@@ -222,9 +264,9 @@ FRAGMENTS = [
 ]
 
 
-def full_load_or_error(text: str) -> int | None:
+def full_load_or_error(text: str) -> Counter[str] | None:
     try:
-        return count_loaded(yaml.load_all(text, Loader=yaml.CSafeLoader))
+        return reference_kinds(yaml.load_all(text, Loader=yaml.CSafeLoader))
     except (yaml.YAMLError, ValueError):
         return None
 
@@ -234,7 +276,7 @@ def full_load_or_error(text: str) -> int | None:
 def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: list[str]) -> None:
     text = "".join(parts)
     try:
-        counted: int | None = count_yaml(text.encode())
+        counted: Counter[str] | None = kinds_yaml(text.encode())
     except SourceError:
         counted = None
     assert counted == full_load_or_error(text)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from autoscaler import quantity
 from autoscaler.annotations import (
     SOURCE_ANNOTATION,
+    SOURCE_KIB_ANNOTATION,
     SYNC_ANNOTATION,
     annotation_counts,
     parse_resources_annotation,
@@ -95,8 +96,12 @@ def test_a_quantity_parses_to_a_non_negative_value_or_our_error(text: str) -> No
     ],
 )
 def test_count_annotations(text: str, expected: int | None) -> None:
-    rsync = {"metadata": {"annotations": {SOURCE_ANNOTATION: text, SYNC_ANNOTATION: text}}}
-    assert annotation_counts(rsync) == ObjectCounts(expected, expected)
+    rsync = {
+        "metadata": {
+            "annotations": {SOURCE_ANNOTATION: text, SYNC_ANNOTATION: text, SOURCE_KIB_ANNOTATION: text}
+        }
+    }
+    assert annotation_counts(rsync) == ObjectCounts(expected, expected, expected)
 
 
 @given(JSON_VALUES, JSON_VALUES)
