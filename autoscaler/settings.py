@@ -95,6 +95,18 @@ class Settings(BaseSettings):
     mib_per_object: float | None = Field(
         None, gt=0, le=100, description="Memory per object, MiB (fitted: 0.174, prototype: 0.2)."
     )
+    mib_per_kib: float | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="Memory per KiB of the source's manifests, MiB (size-aware presets; 0 in count-only ones).",
+    )
+    assumed_kib_per_object: float | None = Field(
+        None,
+        ge=0,
+        le=1536,
+        description="KiB per object assumed when only a count is known (no source read: cluster mode).",
+    )
     step_mib: int | None = Field(
         None, ge=1, le=4096, description="Memory is rounded up to a multiple of this, MiB (preset: 32)."
     )
@@ -256,6 +268,8 @@ class Settings(BaseSettings):
         for name in (
             "base_mib",
             "mib_per_object",
+            "mib_per_kib",
+            "assumed_kib_per_object",
             "cpu_m_per_mib",
             "memory_limit_factor",
             "cpu_limit_factor",

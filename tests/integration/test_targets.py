@@ -525,7 +525,7 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
     reverted = _metric("objcount_apply_errors_total", target="rsync-override", reason="reverted")
     theirs = Resources(10, 64, 10, 64)
 
-    def revert() -> None:
+    def revert_once() -> bool:
         body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
         body["spec"]["override"]["resources"] = [
             {
@@ -536,7 +536,16 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
                 "memoryLimit": "64Mi",
             }
         ]
-        rig.api.replace(kubeapi.ROOTSYNC, rig.namespace, rig.key.name, body)
+        try:
+            rig.api.replace(kubeapi.ROOTSYNC, rig.namespace, rig.key.name, body)
+        except (
+            kubeapi.Conflict
+        ):  # the service wrote in between (its annotations): read again, as a controller would
+            return False
+        return True
+
+    def revert() -> None:
+        wait_for(revert_once, what="the other writer's update")
 
     for round_ in range(1, controller.max_reverts_per_hour + 1):
         revert()
