@@ -10,8 +10,11 @@ one RootSync created for it, so each reconciler starts fresh: its source is a co
 shape in a namespace of their own (which the reconciler creates, an implicit Namespace), its memory limit
 4Gi so nothing is killed. When its status says the commit is synced, the point records the process's
 peak resident memory (`VmHWM` in /proc: the cgroup's peak would count page cache too), the seconds from
-the RootSync's creation to synced, and the counts (source, inventory). The RootSync is then deleted with
-Config Sync's foreground deletion propagation, so its objects are gone before the next point starts.
+the RootSync's creation to synced, and the counts (source, inventory). Then a commit of one object of
+the shape makes the same reconciler prune the rest, and the peak is read again when that commit is
+synced (the process's peak over the apply and the prune: the prune can cost more than the apply). The
+RootSync is then deleted with Config Sync's foreground deletion propagation, so its objects are gone
+before the next point starts.
 
 Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); small custom
 resources and large ones (about 20 KiB each) of a CRD installed here (`Widget`); and a mix of the four.
@@ -29,6 +32,8 @@ import argparse
 import csv
 import os
 import platform
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -139,8 +144,10 @@ class Point:
     objects: int
     source_bytes: int  # of the commit's manifests, as YAML
     inventory_entries: int
-    peak_rss_mib: float  # VmHWM of the reconciler process
+    peak_rss_mib: float  # VmHWM of the reconciler process after the apply
     seconds_to_synced: float  # from the RootSync's creation
+    peak_with_prune_mib: float  # VmHWM after the prune down to one object
+    seconds_to_pruned: float  # from the one-object commit
     crds: int  # CRDs the cluster serves (Config Sync's, Widget, the --extra-crds)
     extra_crds: int
     version: str
@@ -169,6 +176,11 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
         seconds = time.monotonic() - began
         peak = _peak_rss_mib(stack, key)
         entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
+        pruning = time.monotonic()
+        commit = stack.commit(key, {"objects.yaml": manifests(shape, 1, key.name)})
+        _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+        prune_seconds = time.monotonic() - pruning
+        peak_with_prune = _peak_rss_mib(stack, key)
     finally:
         api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
         _wait(lambda: _gone(api, key), SYNC_TIMEOUT, key)
@@ -179,6 +191,8 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
         len(entries or []),
         peak,
         round(seconds, 1),
+        peak_with_prune,
+        round(prune_seconds, 1),
         _crds(api),
         extra_crds,
         VERSION,
@@ -241,16 +255,15 @@ def append(path: Path, point: Point) -> None:
 
 def markdown(points: list[Point]) -> str:
     lines = [
-        "| shape | objects | source KiB | inventory | CRDs | peak RSS (MiB) | MiB per object over the base "
-        "| to synced (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape | objects | source KiB | inventory | CRDs | peak RSS, apply (MiB) | peak RSS with the prune "
+        "(MiB) | to synced (s) | to pruned (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    base = min((p.peak_rss_mib for p in points), default=0.0)
     for p in points:
-        per_object = (p.peak_rss_mib - base) / p.objects if p.objects else 0.0
         lines.append(
             f"| {p.shape} | {p.objects} | {p.source_bytes / 1024:.0f} | {p.inventory_entries} | {p.crds} | "
-            f"{p.peak_rss_mib:.1f} | {per_object:.3f} | {p.seconds_to_synced:.1f} |"
+            f"{p.peak_rss_mib:.1f} | {p.peak_with_prune_mib:.1f} | {p.seconds_to_synced:.1f} | "
+            f"{p.seconds_to_pruned:.1f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -263,8 +276,10 @@ def plot(points: list[Point], path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
     for shape in dict.fromkeys(p.shape for p in points):
-        mine = sorted((p.objects, p.peak_rss_mib) for p in points if p.shape == shape)
-        axis.plot(*zip(*mine, strict=True), "o-", label=shape)
+        mine = sorted((p.objects, p.peak_rss_mib, p.peak_with_prune_mib) for p in points if p.shape == shape)
+        objects, apply, prune = zip(*mine, strict=True)
+        (line,) = axis.plot(objects, apply, "o-", label=shape)
+        axis.plot(objects, prune, "x--", color=line.get_color(), label=f"{shape}, with the prune")
     axis.set_xlabel("objects in the commit")
     axis.set_ylabel("reconciler peak RSS (MiB)")
     axis.set_title(f"Config Sync {VERSION} reconciler, fresh start, local control plane", fontsize=9)
@@ -292,6 +307,8 @@ def run(shapes: list[str], counts: list[int], out: Path, resume: bool, extra_crd
 
 
 def main() -> None:
+    # SIGTERM unwinds like Ctrl-C, so the local stack is stopped and its directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(
         prog="python -m profiles.reconciler_memory", description=__doc__.split("\n")[0]
     )

@@ -27,6 +27,9 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
         # A real Go process that synced: more than its binary's pages, far under the 4Gi it was given.
         assert 30 < float(row["peak_rss_mib"]) < 1024
         assert float(row["seconds_to_synced"]) > 0
+        # The same process pruned down to one object: its peak over both is at least the apply's.
+        assert float(row["peak_with_prune_mib"]) >= float(row["peak_rss_mib"])
+        assert float(row["seconds_to_pruned"]) > 0
         assert row["version"] == "v1.22.0"
     small, large = (int(r["source_bytes"]) for r in rows)
     assert large > 20 * 20 * 1024 > small, "large custom resources carry about 20 KiB each"
