@@ -119,7 +119,18 @@ PROTOTYPE = Sizing("prototype")
 # through the measured peaks (146.2 MiB + 0.1577 MiB per object), raised so no measured point is above
 # it, plus 10 %. The prototype's 128 MiB base is below what an empty reconciler measured (146 MiB).
 FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000), min_mib=198)
-PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE}
+# `python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv`: fitted to the real
+# Config Sync v1.22.0 reconciler on the local stack (BENCHMARKS.md). Without the source's bytes (cluster
+# mode: the inventory alone) 2 KiB per object is assumed, more than a typical Deployment's manifest.
+SIZE_AWARE = Sizing(
+    "size-aware",
+    base_mib=Fraction(0),
+    mib_per_object=Fraction(0),
+    mib_per_kib=Fraction(0),
+    assumed_kib_per_object=Fraction(2),
+    min_mib=0,
+)
+PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
 
 
 @dataclass(frozen=True)

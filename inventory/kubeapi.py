@@ -58,6 +58,8 @@ CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "Custo
 RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
 
 
+_AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
 class ApiError(Exception):
     """An API call failed; `reason` is the server's reason or the transport error."""
 
@@ -174,10 +176,11 @@ class KubeApi:
         query: Mapping[str, str | int | bool] | None = None,
         body: object = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         timeout: float | tuple[float, float] | None = None,
     ) -> Any:
         params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         method, url, headers, body = self._client.param_serialize(
             method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"]
         )[:4]
@@ -208,6 +211,20 @@ class KubeApi:
     def request_json(self, method: str, path: str, **kwargs: Any) -> JSON:
         decoded: JSON = orjson.loads(self.request(method, path, **kwargs))
         return decoded
+
+    def api_resource_types(self) -> int:
+        """How many resource types the API server serves (the preferred version of every group, core
+        included; subresources not counted): the API surface a reconciler discovers. From aggregated
+        discovery, two requests any authenticated user may make (no RBAC of ours)."""
+        total = 0
+        for path in ("/api", "/apis"):
+            listing = self.request_json("GET", path, accept=_AGGREGATED_DISCOVERY)
+            if listing.get("kind") != "APIGroupDiscoveryList":
+                raise ApiError(f"GET {path}: no aggregated discovery (kind {listing.get('kind')!r})")
+            for group in listing.get("items") or []:
+                versions = group.get("versions") or []
+                total += len(versions[0].get("resources") or []) if versions else 0
+        return total
 
     # ----- objects -----------------------------------------------------------------------------------
     def get(

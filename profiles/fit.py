@@ -10,8 +10,9 @@ same size in the reference data is about that). Rounding up to the step only add
 the printed preset every measured point is at or below its limit (checked before printing).
 
 CSV files may carry `#` comment lines (provenance). Columns are found by name: objects
-(`objects`, `objects_per_rootsync`) and usage in MiB (`mem_usage_mib`, `peak_mem_mib`) or MB
-(`mem_mb_*`, converted to MiB); rows without a usage value are skipped.
+(`objects`, `objects_per_rootsync`) and usage in MiB (`mem_usage_mib`, `peak_mem_mib`, and of our own
+benchmark `peak_with_prune_mib`, else `peak_rss_mib`) or MB (`mem_mb_*`, converted to MiB); rows without
+a usage value are skipped. The size-aware model of our benchmark's data is `profiles.size_model`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from autoscaler.policy import PROTOTYPE, Sizing
 
 OBJECT_COLUMNS = ("objects", "objects_per_rootsync")
-USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0", "peak_rss_mib")
+USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0", "peak_with_prune_mib", "peak_rss_mib")
 MB_PER_MIB = 1.048576
 
 
@@ -90,56 +91,6 @@ def fit(points: list[Point], *, step_mib: int = 32, safety: float = 0.10, name: 
     if worst:  # cannot happen by construction; checked so a printed preset is never wrong
         raise AssertionError(f"fitted preset under measured points: {worst}")
     return preset
-
-
-# ----- size-aware: the real reconciler benchmark's points (profiles.reconciler_memory) ------------------
-@dataclass(frozen=True)
-class Measured:
-    shape: str
-    objects: int
-    kib: float  # of the commit's manifests
-    crds: int  # CRDs the cluster served
-    usage_mib: float  # peak RSS
-
-
-def read_measured(path: Path) -> list[Measured]:
-    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    return [
-        Measured(
-            r["shape"],
-            int(r["objects"]),
-            int(r["source_bytes"]) / 1024,
-            int(r["crds"]),
-            float(r["peak_rss_mib"]),
-        )
-        for r in csv.DictReader(lines)
-    ]
-
-
-FEATURES = ("objects", "kib", "crds")
-
-
-def linear_fit(points: list[Measured], features: tuple[str, ...] = FEATURES) -> dict[str, float]:
-    """Least-squares `usage = base + sum(coefficient x feature)`, over the features that vary in the
-    points (a feature that never varies cannot be told from the base and is given 0). A feature whose
-    coefficient comes out negative is dropped and the rest refitted: no term of a memory model may make
-    more objects, bytes or CRDs need less memory."""
-    import numpy  # noqa: PLC0415 - the [tools] extra
-
-    varying = [f for f in features if len({getattr(p, f) for p in points}) > 1]
-    while True:
-        matrix = numpy.array([[1.0, *(float(getattr(p, f)) for f in varying)] for p in points])
-        usage = numpy.array([p.usage_mib for p in points])
-        solution = numpy.linalg.lstsq(matrix, usage, rcond=None)[0]
-        coefficients = dict(zip(("base", *varying), (float(c) for c in solution), strict=True))
-        negative = [f for f in varying if coefficients[f] < 0]
-        if not negative:
-            return {"base": coefficients["base"], **{f: coefficients.get(f, 0.0) for f in features}}
-        varying.remove(min(negative, key=lambda f: coefficients[f]))
-
-
-def predict(coefficients: dict[str, float], point: Measured) -> float:
-    return coefficients["base"] + sum(coefficients[f] * float(getattr(point, f)) for f in FEATURES)
 
 
 def main() -> None:

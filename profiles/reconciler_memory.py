@@ -18,9 +18,11 @@ before the next point starts.
 
 Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); small custom
 resources and large ones (about 20 KiB each) of a CRD installed here (`Widget`); and a mix of the four.
-`--extra-crds N` installs N more CRDs first (each its own API group and kind, never used by a source), to
+`--extra-crds N` installs N more CRDs first (each its own API group and kind, with a documented schema of
+about 15 KiB like a typical operator's CRD, never used by a source), to
 measure how the reconciler's memory grows with the API surface it discovers; `crds` in the results is
-the number of CRDs the cluster serves at that point.
+the number of CRDs the cluster serves at that point, `api_resources` the resource types its discovery
+serves (the API surface the service reads).
 
 Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has. Not
 done yet: a run against another cluster (its metrics API has no peak, only samples).
@@ -80,15 +82,30 @@ WIDGET_CRD: dict[str, Any] = {
 LARGE_PAYLOAD = 20 * 1024  # bytes of a large Widget's spec
 
 
+SURFACE_FIELDS = 40  # properties of a surface CRD's schema, each with a description: about 15 KiB
+
+
 def surface_crd(k: int) -> dict[str, Any]:
-    """The k-th CRD of the API surface ramp: Widget's schema under a group and kind of its own."""
+    """The k-th CRD of the API surface ramp, under a group and kind of its own, with a schema the size of
+    a typical operator's CRD (real CRDs carry documented schemas; the reconciler may hold them)."""
     group = f"g{k}.surface.objcount.dev"
-    spec = {
-        **WIDGET_CRD["spec"],
-        "group": group,
-        "names": {"kind": f"Gadget{k}", "plural": f"gadget{k}s", "singular": f"gadget{k}"},
+    described = "A field of the surface benchmark, documented as an operator's CRD documents its fields. " * 4
+    properties = {
+        f"field{i}": {"type": "string", "description": f"{described}(field {i} of kind {k})"}
+        for i in range(SURFACE_FIELDS)
     }
-    return {**WIDGET_CRD, "metadata": {"name": f"gadget{k}s.{group}"}, "spec": spec}
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": properties}}}
+    version = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    return {
+        **WIDGET_CRD,
+        "metadata": {"name": f"gadget{k}s.{group}"},
+        "spec": {
+            **WIDGET_CRD["spec"],
+            "group": group,
+            "names": {"kind": f"Gadget{k}", "plural": f"gadget{k}s", "singular": f"gadget{k}"},
+            "versions": [version],
+        },
+    }
 
 
 def configmap(i: int, namespace: str) -> str:
@@ -149,6 +166,7 @@ class Point:
     peak_with_prune_mib: float  # VmHWM after the prune down to one object
     seconds_to_pruned: float  # from the one-object commit
     crds: int  # CRDs the cluster serves (Config Sync's, Widget, the --extra-crds)
+    api_resources: int  # resource types discovery serves (what the service reads as the API surface)
     extra_crds: int
     version: str
     date: str
@@ -171,19 +189,18 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
     }
     began = time.monotonic()
     api.create(kubeapi.ROOTSYNC, key.namespace, body)
-    try:
-        _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
-        seconds = time.monotonic() - began
-        peak = _peak_rss_mib(stack, key)
-        entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
-        pruning = time.monotonic()
-        commit = stack.commit(key, {"objects.yaml": manifests(shape, 1, key.name)})
-        _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
-        prune_seconds = time.monotonic() - pruning
-        peak_with_prune = _peak_rss_mib(stack, key)
-    finally:
-        api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
-        _wait(lambda: _gone(api, key), SYNC_TIMEOUT, key)
+    _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+    seconds = time.monotonic() - began
+    peak = _peak_rss_mib(stack, key)
+    entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
+    pruning = time.monotonic()
+    commit = stack.commit(key, {"objects.yaml": manifests(shape, 1, key.name)})
+    _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+    prune_seconds = time.monotonic() - pruning
+    peak_with_prune = _peak_rss_mib(stack, key)
+    # Not in a `finally`: after a failure or a signal the whole local stack is discarded anyway.
+    api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
+    _wait(lambda: _gone(api, key), SYNC_TIMEOUT, key)
     return Point(
         shape,
         count,
@@ -194,6 +211,7 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
         peak_with_prune,
         round(prune_seconds, 1),
         _crds(api),
+        api.api_resource_types(),
         extra_crds,
         VERSION,
         datetime.now(UTC).date().isoformat(),

@@ -57,3 +57,4 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
     assert before == resumed
     assert (last["shape"], int(last["objects"]), int(last["extra_crds"])) == ("configmaps", 20, 3)
     assert int(last["crds"]) == int(rows[0]["crds"]) + 3
+    assert int(last["api_resources"]) == int(rows[0]["api_resources"]) + 3  # one resource type per CRD

@@ -1,0 +1,170 @@
+"""The size-aware model: the reconciler's memory from its objects and their bytes, fitted to the real
+reconciler's measurements (`profiles.reconciler_memory`) and checked against every one of them.
+
+    python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
+        [--step 32] [--safety 0.10]
+
+Method: least squares `peak = a + b x objects + c x KiB` through the points measured with the local
+stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak over the apply and the
+prune (the prune can cost more than the apply); a term that comes out negative is dropped. Then a margin
+so that no point is above the plane (`a + max(residual)`), and a relative safety on every term
+(`--safety`). Rounding up to the step only adds headroom: under the printed preset every measured point
+is at or below its memory (checked before printing). The points with more CRDs give the cost of the API
+surface, MiB per CRD, printed beside the preset.
+
+The report, per point: the fit's error, the size-aware preset's memory and the count-only default's, and
+each one's over-provisioning (memory / peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from pathlib import Path
+
+from autoscaler.policy import FITTED, SIZE_AWARE, Sizing
+
+FEATURES = ("objects", "kib")
+
+
+@dataclass(frozen=True)
+class Measured:
+    shape: str
+    objects: int
+    kib: int  # of the commit's manifests, rounded up as the service records them
+    crds: int  # CRDs the cluster served
+    extra_crds: int
+    peak_mib: float  # over the apply and the prune
+
+
+def read_measured(path: Path) -> list[Measured]:
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return [
+        Measured(
+            row["shape"],
+            int(row["objects"]),
+            -(-int(row["source_bytes"]) // 1024),
+            int(row["crds"]),
+            int(row["extra_crds"]),
+            max(float(row["peak_rss_mib"]), float(row["peak_with_prune_mib"])),
+        )
+        for row in csv.DictReader(lines)
+    ]
+
+
+def linear_fit(points: list[Measured], features: tuple[str, ...] = FEATURES) -> dict[str, float]:
+    """Least-squares `peak = base + sum(coefficient x feature)`. A feature that never varies in the
+    points cannot be told from the base and gets 0; one whose coefficient comes out negative is dropped
+    and the rest refitted: more objects, bytes or CRDs never need less memory."""
+    import numpy  # noqa: PLC0415 - the [tools] extra
+
+    varying = [f for f in features if len({getattr(p, f) for p in points}) > 1]
+    while True:
+        matrix = numpy.array([[1.0, *(float(getattr(p, f)) for f in varying)] for p in points])
+        peaks = numpy.array([p.peak_mib for p in points])
+        solution = numpy.linalg.lstsq(matrix, peaks, rcond=None)[0]
+        coefficients = dict(zip(("base", *varying), (float(c) for c in solution), strict=True))
+        negative = [f for f in varying if coefficients[f] < 0]
+        if not negative:
+            return {"base": coefficients["base"], **{f: coefficients.get(f, 0.0) for f in features}}
+        varying.remove(min(negative, key=lambda f: coefficients[f]))
+
+
+def predict(coefficients: dict[str, float], point: Measured) -> float:
+    return coefficients["base"] + sum(coefficients[f] * float(getattr(point, f)) for f in FEATURES)
+
+
+def local_surface(points: list[Measured]) -> list[Measured]:
+    return [p for p in points if p.extra_crds == 0]
+
+
+def _up(value: float, places: int) -> Fraction:
+    return Fraction(math.ceil(value * 10**places), 10**places)
+
+
+def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
+    local = local_surface(points)
+    coefficients = linear_fit(local)
+    margin = max(0.0, *(p.peak_mib - predict(coefficients, p) for p in local))
+    grow = 1 + safety
+    base = math.ceil((coefficients["base"] + margin) * grow)
+    preset = replace(
+        SIZE_AWARE,
+        base_mib=Fraction(base),
+        mib_per_object=_up(coefficients["objects"] * grow, 4),
+        mib_per_kib=_up(coefficients["kib"] * grow, 4),
+        step_mib=step_mib,
+        min_mib=base,
+    )
+    under = [p for p in local if preset.memory_mib(p.objects, p.kib) < p.peak_mib]
+    if under:  # cannot happen by construction; checked so a printed preset is never wrong
+        raise AssertionError(f"size-aware preset under measured points: {under}")
+    return preset
+
+
+def mib_per_crd(points: list[Measured]) -> float | None:
+    """The API surface's cost: the slope of the peak against the CRDs served, over the points that
+    differ only in their CRDs (same shape and count); None without such points."""
+    slopes = []
+    for shape, objects in {(p.shape, p.objects) for p in points if p.extra_crds}:
+        same = [p for p in points if (p.shape, p.objects) == (shape, objects)]
+        if len({p.crds for p in same}) > 1:
+            slopes.append(linear_fit(same, ("crds",))["crds"])
+    return max(slopes) if slopes else None
+
+
+def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) -> str:
+    coefficients = linear_fit(local_surface(points))
+    lines = [
+        "| shape | objects | KiB | CRDs | peak (MiB) | fit (MiB) | fit error | size-aware (MiB) "
+        f"| size-aware / peak | {count_only.name} count-only (MiB) | {count_only.name} / peak |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in sorted(points, key=lambda p: (p.extra_crds, p.shape, p.objects)):
+        fitted = predict(coefficients, p)
+        mine, theirs = preset.memory_mib(p.objects, p.kib), count_only.memory_mib(p.objects)
+        lines.append(
+            f"| {p.shape} | {p.objects} | {p.kib} | {p.crds} | {p.peak_mib:.1f} | {fitted:.1f} | "
+            f"{(fitted - p.peak_mib) / p.peak_mib:+.1%} | {mine} | {mine / p.peak_mib:.2f} | {theirs} | "
+            f"{theirs / p.peak_mib:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("csv", nargs="+", type=Path)
+    parser.add_argument("--step", type=int, default=32, help="memory step, MiB")
+    parser.add_argument("--safety", type=float, default=0.10, help="relative headroom on every term")
+    args = parser.parse_args()
+    points = [p for path in args.csv for p in read_measured(path)]
+    coefficients = linear_fit(local_surface(points))
+    preset = fit_size_aware(points, step_mib=args.step, safety=args.safety)
+    surface = mib_per_crd(points)
+    print(
+        f"# {len(local_surface(points))} points on the local API surface; least squares: peak = "
+        f"{coefficients['base']:.1f} MiB + {coefficients['objects']:.5f} MiB x objects + "
+        f"{coefficients['kib']:.5f} MiB x KiB"
+    )
+    print(
+        f"# preset: memory = ceil(({preset.base_mib} + {float(preset.mib_per_object)} x objects + "
+        f"{float(preset.mib_per_kib)} x KiB) / {preset.step_mib}) x {preset.step_mib}; every measured "
+        "point is at or below its memory"
+    )
+    if surface is not None:
+        print(f"# API surface: {surface:.3f} MiB per CRD served")
+    print(f"OBJCOUNT_BASE_MIB={preset.base_mib}")
+    print(f"OBJCOUNT_MIB_PER_OBJECT={float(preset.mib_per_object)}")
+    print(f"OBJCOUNT_MIB_PER_KIB={float(preset.mib_per_kib)}")
+    print(f"OBJCOUNT_STEP_MIB={preset.step_mib}")
+    print()
+    print(report(points, preset))
+
+
+if __name__ == "__main__":
+    main()

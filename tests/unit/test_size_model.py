@@ -1,0 +1,61 @@
+"""The size-aware preset against the real reconciler's measurements (profiles/data, with provenance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoscaler.policy import SIZE_AWARE
+from profiles.size_model import (
+    Measured,
+    fit_size_aware,
+    linear_fit,
+    local_surface,
+    mib_per_crd,
+    read_measured,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "profiles" / "data" / "reconciler-memory-v1.22.0-local.csv"
+POINTS = read_measured(DATA)
+LOCAL = local_surface(POINTS)
+
+
+def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
+    derived = fit_size_aware(POINTS)
+    assert (derived.base_mib, derived.mib_per_object, derived.mib_per_kib, derived.step_mib) == (
+        SIZE_AWARE.base_mib,
+        SIZE_AWARE.mib_per_object,
+        SIZE_AWARE.mib_per_kib,
+        SIZE_AWARE.step_mib,
+    )
+
+
+@pytest.mark.parametrize("point", LOCAL, ids=lambda p: f"{p.shape}-{p.objects}")
+def test_no_measured_peak_is_above_its_memory(point: Measured) -> None:
+    # The peak over the apply and the prune down to one object, on the local stack's API surface.
+    assert SIZE_AWARE.memory_mib(point.objects, point.kib) >= point.peak_mib
+
+
+@pytest.mark.parametrize(
+    "point",
+    [p for p in LOCAL if p.shape in ("configmaps", "deployments") and p.objects >= 1000],
+    ids=lambda p: f"{p.shape}-{p.objects}",
+)
+def test_configmaps_and_deployments_are_not_over_provisioned(point: Measured) -> None:
+    # Issue 14: from 1,000 objects up, at most 1.5 times the measured peak plus one step.
+    assert SIZE_AWARE.memory_mib(point.objects, point.kib) <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
+
+
+def test_the_data_cover_every_shape_and_a_larger_api_surface() -> None:
+    assert {p.shape for p in LOCAL} == {"configmaps", "deployments", "small-crs", "large-crs", "mix"}
+    assert all(len({p.objects for p in LOCAL if p.shape == s}) >= 3 for s in {p.shape for p in LOCAL})
+    assert mib_per_crd(POINTS) is not None
+
+
+def test_a_negative_term_is_dropped_not_kept() -> None:
+    # Peaks that fall with the bytes: no model may say more bytes need less memory.
+    points = [
+        Measured("x", n, kib, 8, 0, 100 + n / 10 - kib / 100) for n, kib in [(10, 0), (20, 500), (30, 100)]
+    ]
+    assert linear_fit(points)["kib"] == 0.0
