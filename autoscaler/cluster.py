@@ -5,12 +5,15 @@ reconcile logic use an in-memory fake of `Cluster`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from autoscaler.annotations import annotation_patch
 from autoscaler.count_writer import CountWriter, WriteOutcome
+from autoscaler.metrics import RECONCILE_ERRORS
 from autoscaler.oom import OomKill, oom_kill_of
 from autoscaler.policy import Resources
 from autoscaler.targets import Applied, Target, other_containers_requests, reconciler_pod
@@ -18,6 +21,10 @@ from inventory import kubeapi
 from inventory.counts import ObjectCounts
 from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
 from inventory.objects import RSync
+
+log = logging.getLogger(__name__)
+
+API_SURFACE_TTL_S = 600.0
 
 
 class Cluster(Protocol):
@@ -46,6 +53,11 @@ class Cluster(Protocol):
         """The latest OOM kill of the reconciler container, as its Pod reports it."""
         ...
 
+    def api_resources(self) -> int | None:
+        """Resource types the API server serves (the API surface the reconciler holds the schemas of);
+        None when discovery cannot be read (the preset's assumption is used)."""
+        ...
+
     def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
 
     def publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> None:
@@ -63,7 +75,10 @@ class KubeCluster:
     target: Target
     reconciler_namespace: str = RECONCILER_NAMESPACE
     counts_in_status: bool = False
+    surface_ttl_s: float = API_SURFACE_TTL_S
+    clock: Callable[[], float] = time.monotonic
     writer: CountWriter = field(init=False)
+    _surface: tuple[float, int | None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.writer = CountWriter(self.api, in_status=self.counts_in_status)
@@ -86,6 +101,22 @@ class KubeCluster:
 
     def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
         return oom_kill_of(reconciler_pod(self.api, self.reconciler_namespace, key))
+
+    def api_resources(self) -> int | None:
+        """Read from discovery at most once per `surface_ttl_s` (CRDs come and go rarely); after a failed
+        read the last value stays (None before any), retried after the same interval."""
+        now = self.clock()
+        if self._surface is not None and now - self._surface[0] < self.surface_ttl_s:
+            return self._surface[1]
+        last = self._surface[1] if self._surface else None
+        try:
+            served: int | None = self.api.api_resource_types()
+        except kubeapi.ApiError as error:
+            RECONCILE_ERRORS.labels("discovery").inc()
+            log.warning("cannot read the API surface from discovery (%s); sizing with %s", error, last)
+            served = last
+        self._surface = (now, served)
+        return served
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         return self.target.apply(key, resources)

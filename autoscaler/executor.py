@@ -135,6 +135,7 @@ class Executor:
             held_by_owner=self.cluster.held_by_owner(rsync),
             oom_kill=self._last_oom_kill(key) if self.config.sizes else None,
             wall=self.wall_clock(),
+            api_resources=self.cluster.api_resources() if self.config.sizes else None,
         )
 
     def _last_oom_kill(self, key: RSyncKey) -> OomKill | None:

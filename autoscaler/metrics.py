@@ -33,7 +33,8 @@ APPLIED = Gauge(
 )
 RECONCILE_ERRORS = Counter(
     "objcount_reconcile_errors_total",
-    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash).",
+    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), and failed "
+    "reads of the API surface (discovery).",
     ["stage"],
 )
 OOM_FLOORS = Counter(

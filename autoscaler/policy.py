@@ -98,16 +98,32 @@ class Sizing:
     # object assumed when only a count is known (the inventory alone: cluster mode without a sidecar).
     mib_per_kib: Fraction = Fraction(0)
     assumed_kib_per_object: Fraction = Fraction(0)
+    # The API surface: MiB per resource type the API server serves beyond the `fit_api_resources` the
+    # preset was measured with (the reconciler holds the whole OpenAPI document), and the number assumed
+    # when discovery could not be read.
+    mib_per_api_resource: Fraction = Fraction(0)
+    fit_api_resources: int = 0
+    assumed_api_resources: int = 0
 
-    def memory_mib(self, objects: int, kib: int | None = None) -> int:
-        """Memory for `objects` objects whose manifests hold `kib` KiB (None: not known, assumed)."""
-        raw = ceil_to(self.raw_mib(objects, kib), self.step_mib)
+    def memory_mib(self, objects: int, kib: int | None = None, api_resources: int | None = None) -> int:
+        """Memory for `objects` objects whose manifests hold `kib` KiB, on an API server serving
+        `api_resources` resource types (None: not known, assumed)."""
+        raw = ceil_to(self.raw_mib(objects, kib, api_resources), self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
 
-    def raw_mib(self, objects: int, kib: int | None = None) -> Fraction:
+    def raw_mib(self, objects: int, kib: int | None = None, api_resources: int | None = None) -> Fraction:
         known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
-        return self.base_mib + self.mib_per_object * objects + self.mib_per_kib * known_kib
+        return (
+            self.base_mib
+            + self.mib_per_object * objects
+            + self.mib_per_kib * known_kib
+            + self.mib_per_api_resource * self.extra_api_resources(api_resources)
+        )
+
+    def extra_api_resources(self, api_resources: int | None) -> int:
+        surface = self.assumed_api_resources if api_resources is None else api_resources
+        return max(0, surface - self.fit_api_resources)
 
     def cpu_m(self, memory_mib: int) -> int:
         return max(ceil_to(memory_mib * self.cpu_m_per_mib, self.cpu_step_m), self.cpu_min_m)
@@ -209,6 +225,7 @@ class Profile:
     platform: Platform = STANDARD
     others_cpu_m: int = 0
     others_memory_mib: int = 0
+    api_resources: int | None = None  # resource types the API server serves (None: not read)
 
     @property
     def name(self) -> str:
@@ -223,7 +240,7 @@ def size(objects: int, profile: Profile, kib: int | None = None) -> Resources:
     """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, where
     known) under `profile`."""
     sizing, platform = profile.sizing, profile.platform
-    memory = sizing.memory_mib(max(objects, 0), kib)
+    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources)
     cpu = sizing.cpu_m(memory)
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
@@ -261,14 +278,19 @@ def explain(objects: int, profile: Profile, kib: int | None = None) -> str:
     """The resources for `objects` (size-aware: with `kib`) under `profile`, with the arithmetic."""
     sizing, platform = profile.sizing, profile.platform
     base, per_object, step = float(sizing.base_mib), float(sizing.mib_per_object), sizing.step_mib
-    raw = float(sizing.raw_mib(objects, kib))
-    memory = sizing.memory_mib(objects, kib)
+    raw = float(sizing.raw_mib(objects, kib, profile.api_resources))
+    memory = sizing.memory_mib(objects, kib, profile.api_resources)
     cpu = sizing.cpu_m(memory)
     result = size(objects, profile, kib)
     terms = f"{base:g} + {per_object:g} x {objects}"
     if sizing.mib_per_kib:
         assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
         terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
+    if sizing.mib_per_api_resource:
+        extra = sizing.extra_api_resources(profile.api_resources)
+        served = "assumed" if profile.api_resources is None else "served"
+        per = float(sizing.mib_per_api_resource)
+        terms += f" + {per:g} x {extra} API resources beyond {sizing.fit_api_resources} ({served})"
     lines = [
         f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
         f"memory = ceil(({terms}) / {step}) x {step}"

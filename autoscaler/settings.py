@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     preset: Annotated[str, _one_of(PRESETS, "preset")] = Field(
         "fitted",
         json_schema_extra=_choices(PRESETS),
-        description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to measured usage with a margin) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
+        description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to others' measurements of Deployments on GKE, with a margin), `size-aware` (objects, their manifests' KiB and the API surface, fitted to the real Config Sync v1.22.0 reconciler: BENCHMARKS.md) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )
     base_mib: float | None = Field(
         None, ge=0, description="Memory for an empty inventory, MiB (fitted: 198, prototype: 128)."

@@ -77,6 +77,7 @@ class Seen:
     others: tuple[int, int] | None = None  # measured requests of the other containers (CPU m, MiB)
     oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
     wall: float = 0.0  # wall-clock seconds (an OOM floor's quiet period outlives the service)
+    api_resources: int | None = None  # resource types the API server serves (None: not read)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
         return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
     if seen.others is not None:
         profile = replace(profile, others_cpu_m=seen.others[0], others_memory_mib=seen.others[1])
+    if seen.api_resources is not None:
+        profile = replace(profile, api_resources=seen.api_resources)
     stored = _newest(parse_oom_floor(annotations_of(seen.rsync).get(OOM_FLOOR_ANNOTATION)), state.oom_floor)
     floor = next_floor(
         stored,

@@ -60,6 +60,7 @@ RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
 
 _AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
+
 class ApiError(Exception):
     """An API call failed; `reason` is the server's reason or the transport error."""
 

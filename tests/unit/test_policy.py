@@ -392,3 +392,31 @@ def test_the_source_kib_is_merged_with_its_count() -> None:
     assert ObjectCounts(40, None, 9).over(stored) == ObjectCounts(40, 20, 9)
     assert ObjectCounts(10, 20, 6).differs_where_known(stored)
     assert not ObjectCounts(10, 20, None).differs_where_known(stored)
+
+
+SURFACE_AWARE = Sizing(
+    "surface",
+    base_mib=Fraction(100),
+    mib_per_object=Fraction(0),
+    mib_per_api_resource=Fraction(1, 10),
+    fit_api_resources=73,
+    assumed_api_resources=500,
+    min_mib=64,
+)
+
+
+@pytest.mark.parametrize(
+    ("api_resources", "memory"),
+    [
+        (73, 128),  # the surface it was measured on: 100 -> 128
+        (40, 128),  # a smaller one never lowers the base
+        (373, 160),  # 300 more: 100 + 30 = 130 -> 160
+        (None, 160),  # not read: 500 assumed, 100 + 42.7 -> 160
+        (1073, 224),  # 1000 more: 200 -> 224
+    ],
+)
+def test_the_api_surface_term(api_resources: int | None, memory: int) -> None:
+    profile = Profile(SURFACE_AWARE, api_resources=api_resources)
+    assert size(0, profile).memory_request_mib == memory
+    if api_resources == 373:
+        assert "0.1 x 300 API resources beyond 73 (served)" in explain(0, profile)

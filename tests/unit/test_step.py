@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import pytest
 from prometheus_client import REGISTRY
@@ -25,7 +26,7 @@ from autoscaler.annotations import (
 from autoscaler.count_writer import WriteOutcome
 from autoscaler.executor import Executor
 from autoscaler.oom import OomKill
-from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
+from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources, Sizing
 from autoscaler.step import RSyncState, StepConfig
 from autoscaler.targets import Applied, ApplyError
 from inventory import kubeapi
@@ -57,6 +58,7 @@ class FakeCluster:
     failing: set[str] = field(default_factory=set)
     oom_kill: OomKill | None = None  # what the reconciler's Pod reports
     count_write: WriteOutcome = "status"
+    surface: int | None = None  # resource types discovery serves
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -69,6 +71,9 @@ class FakeCluster:
 
     def others(self, key: RSyncKey) -> tuple[int, int] | None:
         return None
+
+    def api_resources(self) -> int | None:
+        return self.surface
 
     def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
         if "oom" in self.failing:
@@ -199,6 +204,19 @@ def test_prune_pending_is_said_in_the_decision() -> None:
     assert r.reconcile(ObjectCounts(10, 100)) == Outcome.POSTPONED
     assert "prune pending" in r.executor.states[KEY].decision.reason  # type: ignore[union-attr]
     assert r.cluster.applied == []
+
+
+def test_the_reconciler_is_sized_for_the_api_surface_discovery_reports() -> None:
+    surface = Sizing(
+        "surface", base_mib=Fraction(100), mib_per_object=Fraction(0), mib_per_api_resource=Fraction(1)
+    )
+    cluster = FakeCluster(size=None, surface=300)
+    clock = Clock()
+    config = StepConfig(Profile(surface, STANDARD), Hysteresis(DELAY, 100), 3)
+    executor = Executor(cluster, config, clock, lambda key, delay: None)
+    executor.reconcile(KEY, annotated({}), ObjectCounts(10, 10))
+    # 100 MiB + 1 MiB x 300 resource types (fitted on none) = 400 -> 416 on the 32 MiB grid.
+    assert [r.memory_request_mib for r in cluster.applied] == [416]
 
 
 def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:

@@ -1,0 +1,86 @@
+"""The API surface the service sizes with: resource types from aggregated discovery, on the real API
+server, against the legacy discovery documents walked one group at a time."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client import REGISTRY
+
+from autoscaler.cluster import KubeCluster
+from autoscaler.targets import RecommendTarget
+from controlplane.seed import install_crds
+from inventory import kubeapi
+
+
+def legacy_count(api: kubeapi.KubeApi) -> int:
+    """Resource types (no subresources) of the core group and of every group's preferred version."""
+    core = api.request_json("GET", "/api/v1")["resources"]
+    total = sum("/" not in r["name"] for r in core)
+    for group in api.request_json("GET", "/apis")["groups"]:
+        listing = api.request_json("GET", f"/apis/{group['preferredVersion']['groupVersion']}")
+        total += sum("/" not in r["name"] for r in listing["resources"])
+    return total
+
+
+def crd(kind: str) -> dict[str, object]:
+    group = f"{kind.lower()}.surface-test.objcount.dev"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{kind.lower()}s.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": f"{kind.lower()}s", "singular": kind.lower()},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
+        },
+    }
+
+
+@dataclass
+class Clock:
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_resource_types_match_the_legacy_discovery_and_follow_a_new_crd(api: kubeapi.KubeApi) -> None:
+    before = api.api_resource_types()
+    assert before == legacy_count(api)
+    assert before > 50, "a kube-apiserver serves more than 50 built-in resource types"
+    install_crds(api, [crd(f"Probe{uuid.uuid4().hex[:8]}")])
+    assert api.api_resource_types() == legacy_count(api) == before + 1
+
+
+def test_the_service_reads_the_surface_at_most_once_per_interval(api: kubeapi.KubeApi) -> None:
+    clock = Clock()
+    cluster = KubeCluster(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
+    first = cluster.api_resources()
+    assert first == legacy_count(api)
+    install_crds(api, [crd(f"Later{uuid.uuid4().hex[:8]}")])
+    clock.now = 599.0
+    assert cluster.api_resources() == first, "read again before the interval"
+    clock.now = 600.0
+    assert cluster.api_resources() == first + 1
+
+
+def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
+    api: kubeapi.KubeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    cluster = KubeCluster(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
+    first = cluster.api_resources()
+    errors = REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) or 0.0
+
+    def refused(*args: object, **kwargs: object) -> bytes:
+        raise kubeapi.Forbidden("GET /apis: 403")
+
+    monkeypatch.setattr(api, "request", refused)
+    clock.now = 600.0
+    assert cluster.api_resources() == first
+    assert REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) == errors + 1
