@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import orjson
@@ -97,8 +98,10 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
 
 
 def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
-    """What a restarted service starts from: the status counts, else the annotation fallback."""
-    return status_counts(rsync).over(annotation_counts(rsync))
+    """What a restarted service starts from: the status counts, else the annotation fallback; the
+    source's KiB is only ever in its annotation (the status has no field for it)."""
+    in_annotations = annotation_counts(rsync)
+    return replace(status_counts(rsync).over(in_annotations), source_kib=in_annotations.source_kib)
 
 
 def status_patch(counts: ObjectCounts) -> dict[str, dict[str, dict[str, int]]]:

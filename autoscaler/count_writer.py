@@ -59,8 +59,7 @@ class CountWriter:
         counts = replace(desired, source_kib=None)
         kib_only = ObjectCounts(source_kib=desired.source_kib)
         if not counts.differs_where_known(status_counts(rsync)):
-            kib_written = self._write_annotations(key, rsync, kib_only)
-            return "unchanged" if kib_written == "unchanged" else kib_written
+            return self._write_annotations(key, rsync, kib_only)
         written = self._patch(key, status_patch(counts), subresource="status")
         if written is None:
             return "gone"

@@ -9,8 +9,8 @@ stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak o
 prune (the prune can cost more than the apply); a term that comes out negative is dropped. Then a margin
 so that no point is above the plane (`a + max(residual)`), and a relative safety on every term
 (`--safety`). Rounding up to the step only adds headroom: under the printed preset every measured point
-is at or below its memory (checked before printing). The points with more CRDs give the cost of the API
-surface, MiB per CRD, printed beside the preset.
+is at or below its memory (checked before printing). The points with more CRDs installed give the cost of
+the API surface, MiB per resource type served beyond the local stack's (each CRD adds one).
 
 The report, per point: the fit's error, the size-aware preset's memory and the count-only default's, and
 each one's over-provisioning (memory / peak).
@@ -36,6 +36,7 @@ class Measured:
     objects: int
     kib: int  # of the commit's manifests, rounded up as the service records them
     crds: int  # CRDs the cluster served
+    api_resources: int  # resource types its discovery served
     extra_crds: int
     peak_mib: float  # over the apply and the prune
 
@@ -48,6 +49,7 @@ def read_measured(path: Path) -> list[Measured]:
             int(row["objects"]),
             -(-int(row["source_bytes"]) // 1024),
             int(row["crds"]),
+            int(row["api_resources"]),
             int(row["extra_crds"]),
             max(float(row["peak_rss_mib"]), float(row["peak_with_prune_mib"])),
         )
@@ -91,43 +93,47 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
     margin = max(0.0, *(p.peak_mib - predict(coefficients, p) for p in local))
     grow = 1 + safety
     base = math.ceil((coefficients["base"] + margin) * grow)
+    surface = mib_per_api_resource(points)
     preset = replace(
         SIZE_AWARE,
         base_mib=Fraction(base),
         mib_per_object=_up(coefficients["objects"] * grow, 4),
         mib_per_kib=_up(coefficients["kib"] * grow, 4),
+        mib_per_api_resource=_up((surface or 0.0) * grow, 4),
+        fit_api_resources=max(p.api_resources for p in local),
         step_mib=step_mib,
         min_mib=base,
     )
-    under = [p for p in local if preset.memory_mib(p.objects, p.kib) < p.peak_mib]
-    if under:  # cannot happen by construction; checked so a printed preset is never wrong
+    under = [p for p in points if preset.memory_mib(p.objects, p.kib, p.api_resources) < p.peak_mib]
+    if under:  # the base plane covers the local points by construction; the surface term must cover the rest
         raise AssertionError(f"size-aware preset under measured points: {under}")
     return preset
 
 
-def mib_per_crd(points: list[Measured]) -> float | None:
-    """The API surface's cost: the slope of the peak against the CRDs served, over the points that
-    differ only in their CRDs (same shape and count); None without such points."""
+def mib_per_api_resource(points: list[Measured]) -> float | None:
+    """The API surface's cost: the steepest slope of the peak against the resource types served, over
+    points that differ only in the CRDs installed (same shape and count); None without such points."""
     slopes = []
     for shape, objects in {(p.shape, p.objects) for p in points if p.extra_crds}:
         same = [p for p in points if (p.shape, p.objects) == (shape, objects)]
-        if len({p.crds for p in same}) > 1:
-            slopes.append(linear_fit(same, ("crds",))["crds"])
+        if len({p.api_resources for p in same}) > 1:
+            slopes.append(linear_fit(same, ("api_resources",))["api_resources"])
     return max(slopes) if slopes else None
 
 
 def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) -> str:
     coefficients = linear_fit(local_surface(points))
     lines = [
-        "| shape | objects | KiB | CRDs | peak (MiB) | fit (MiB) | fit error | size-aware (MiB) "
+        "| shape | objects | KiB | API resources | peak (MiB) | fit (MiB) | fit error | size-aware (MiB) "
         f"| size-aware / peak | {count_only.name} count-only (MiB) | {count_only.name} / peak |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in sorted(points, key=lambda p: (p.extra_crds, p.shape, p.objects)):
         fitted = predict(coefficients, p)
-        mine, theirs = preset.memory_mib(p.objects, p.kib), count_only.memory_mib(p.objects)
+        mine = preset.memory_mib(p.objects, p.kib, p.api_resources)
+        theirs = count_only.memory_mib(p.objects)
         lines.append(
-            f"| {p.shape} | {p.objects} | {p.kib} | {p.crds} | {p.peak_mib:.1f} | {fitted:.1f} | "
+            f"| {p.shape} | {p.objects} | {p.kib} | {p.api_resources} | {p.peak_mib:.1f} | {fitted:.1f} | "
             f"{(fitted - p.peak_mib) / p.peak_mib:+.1%} | {mine} | {mine / p.peak_mib:.2f} | {theirs} | "
             f"{theirs / p.peak_mib:.2f} |"
         )
@@ -145,7 +151,7 @@ def main() -> None:
     points = [p for path in args.csv for p in read_measured(path)]
     coefficients = linear_fit(local_surface(points))
     preset = fit_size_aware(points, step_mib=args.step, safety=args.safety)
-    surface = mib_per_crd(points)
+    surface = mib_per_api_resource(points)
     print(
         f"# {len(local_surface(points))} points on the local API surface; least squares: peak = "
         f"{coefficients['base']:.1f} MiB + {coefficients['objects']:.5f} MiB x objects + "
@@ -157,10 +163,14 @@ def main() -> None:
         "point is at or below its memory"
     )
     if surface is not None:
-        print(f"# API surface: {surface:.3f} MiB per CRD served")
+        print(
+            f"# API surface: {surface:.4f} MiB per resource type served beyond the "
+            f"{preset.fit_api_resources} measured on"
+        )
     print(f"OBJCOUNT_BASE_MIB={preset.base_mib}")
     print(f"OBJCOUNT_MIB_PER_OBJECT={float(preset.mib_per_object)}")
     print(f"OBJCOUNT_MIB_PER_KIB={float(preset.mib_per_kib)}")
+    print(f"OBJCOUNT_MIB_PER_API_RESOURCE={float(preset.mib_per_api_resource)}")
     print(f"OBJCOUNT_STEP_MIB={preset.step_mib}")
     print()
     print(report(points, preset))

@@ -209,6 +209,7 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
     assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(
         source_kib=C1_COUNTS.source_kib
     )
+    assert read_counts(api, key) == C1_COUNTS, "a restarted service restores the counts and the KiB"
 
 
 def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored(

@@ -12,7 +12,7 @@ from profiles.size_model import (
     fit_size_aware,
     linear_fit,
     local_surface,
-    mib_per_crd,
+    mib_per_api_resource,
     read_measured,
 )
 
@@ -23,18 +23,21 @@ LOCAL = local_surface(POINTS)
 
 def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
     derived = fit_size_aware(POINTS)
-    assert (derived.base_mib, derived.mib_per_object, derived.mib_per_kib, derived.step_mib) == (
-        SIZE_AWARE.base_mib,
-        SIZE_AWARE.mib_per_object,
-        SIZE_AWARE.mib_per_kib,
-        SIZE_AWARE.step_mib,
+    fields = (
+        "base_mib",
+        "mib_per_object",
+        "mib_per_kib",
+        "mib_per_api_resource",
+        "fit_api_resources",
+        "step_mib",
     )
+    assert {f: getattr(derived, f) for f in fields} == {f: getattr(SIZE_AWARE, f) for f in fields}
 
 
-@pytest.mark.parametrize("point", LOCAL, ids=lambda p: f"{p.shape}-{p.objects}")
+@pytest.mark.parametrize("point", POINTS, ids=lambda p: f"{p.shape}-{p.objects}-{p.api_resources}")
 def test_no_measured_peak_is_above_its_memory(point: Measured) -> None:
-    # The peak over the apply and the prune down to one object, on the local stack's API surface.
-    assert SIZE_AWARE.memory_mib(point.objects, point.kib) >= point.peak_mib
+    # The peak over the apply and the prune down to one object, on the surface it was measured on.
+    assert SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources) >= point.peak_mib
 
 
 @pytest.mark.parametrize(
@@ -50,7 +53,7 @@ def test_configmaps_and_deployments_are_not_over_provisioned(point: Measured) ->
 def test_the_data_cover_every_shape_and_a_larger_api_surface() -> None:
     assert {p.shape for p in LOCAL} == {"configmaps", "deployments", "small-crs", "large-crs", "mix"}
     assert all(len({p.objects for p in LOCAL if p.shape == s}) >= 3 for s in {p.shape for p in LOCAL})
-    assert mib_per_crd(POINTS) is not None
+    assert mib_per_api_resource(POINTS) is not None
 
 
 def test_a_negative_term_is_dropped_not_kept() -> None:
