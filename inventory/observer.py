@@ -184,11 +184,13 @@ class Observer:
         assert self.scope.rsync is not None
         with self._lock:
             self._source = count
+        kinds = sorted((count.kinds or {}).items(), key=lambda kind: -kind[1])
         log.info(
-            "%s: source has %d objects in %d files, %d KiB",
+            "%s: source has %d objects in %d files, %d KiB; by kind: %s",
             self.scope.rsync,
             count.objects,
             count.files,
             kib_of(count.bytes),
+            ", ".join(f"{kind[:64]} {n}" for kind, n in kinds[:10]) + (", ..." if len(kinds) > 10 else ""),
         )
         self._on_change(self.scope.rsync)
