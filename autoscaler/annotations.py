@@ -10,6 +10,7 @@ zero.
 | `objcount.dev/source-object-count` | us | objects in the source commit last parsed |
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
 | `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
+| `objcount.dev/source-kinds` | us | its objects by kind, JSON `{"kind": count}` (the most common 50) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
 | `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
@@ -33,12 +34,14 @@ from autoscaler import quantity
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.oom import OomFloor
 from autoscaler.policy import Resources
-from inventory.counts import ObjectCounts
+from inventory.counts import Kinds, ObjectCounts, kinds_of
 from inventory.objects import annotations_of, block_of
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
+SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
+MAX_KINDS = 50  # kinds recorded; objects of the others are sized at the preset's cost for any kind
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
@@ -94,14 +97,43 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         _count(annotations.get(SOURCE_ANNOTATION)),
         _count(annotations.get(SYNC_ANNOTATION)),
         _count(annotations.get(SOURCE_KIB_ANNOTATION)),
+        parse_kinds(annotations.get(SOURCE_KINDS_ANNOTATION)),
     )
+
+
+def kinds_annotation(kinds: Kinds) -> str:
+    """The most common kinds, as JSON (bounded: an annotation must stay small)."""
+    named = [(kind, n) for kind, n in kinds if 0 < len(kind) <= 253]  # a longer one is no Kubernetes kind
+    kept = sorted(named, key=lambda kind: (-kind[1], kind[0]))[:MAX_KINDS]
+    return orjson.dumps(dict(kept)).decode()
+
+
+def parse_kinds(text: object) -> Kinds | None:
+    """Our kinds annotation; None (unknown: every object at the cost of any kind) when it is not a JSON
+    object of at most MAX_KINDS kind names and counts."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or len(value) > MAX_KINDS:
+        return None
+    counts = {kind: _count(n) for kind, n in value.items()}
+    if any(n is None or not 0 < len(kind) <= 253 for kind, n in counts.items()):
+        return None
+    return kinds_of({kind: n for kind, n in counts.items() if n is not None})
 
 
 def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
     """What a restarted service starts from: the status counts, else the annotation fallback; the
     source's KiB is only ever in its annotation (the status has no field for it)."""
     in_annotations = annotation_counts(rsync)
-    return replace(status_counts(rsync).over(in_annotations), source_kib=in_annotations.source_kib)
+    return replace(
+        status_counts(rsync).over(in_annotations),
+        source_kib=in_annotations.source_kib,
+        source_kinds=in_annotations.source_kinds,
+    )
 
 
 def status_patch(counts: ObjectCounts) -> dict[str, dict[str, dict[str, int]]]:
@@ -129,6 +161,8 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
         annotations[SYNC_ANNOTATION] = str(counts.sync)
     if counts.source_kib is not None:
         annotations[SOURCE_KIB_ANNOTATION] = str(counts.source_kib)
+    if counts.source_kinds is not None:
+        annotations[SOURCE_KINDS_ANNOTATION] = kinds_annotation(counts.source_kinds)
     return annotations
 
 

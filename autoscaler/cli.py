@@ -11,8 +11,12 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from autoscaler.policy import PLATFORMS, PRESETS
+
+if TYPE_CHECKING:
+    from inventory.counts import Kinds
 
 EXIT_BAD_SETTINGS = 2
 
@@ -124,8 +128,8 @@ def run_recommend(args: argparse.Namespace) -> int:
         if args.source is None:
             print(explain(args.objects, profile))
         else:
-            objects, kib = _read_source(args.source)
-            print(explain(objects, profile, kib))
+            objects, kib, kinds = _read_source(args.source)
+            print(explain(objects, profile, kib, kinds))
     except SourceUnreadable as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -139,10 +143,11 @@ class SourceUnreadable(Exception):
     """--source names no readable directory of manifests."""
 
 
-def _read_source(directory: str) -> tuple[int, int]:
-    """(objects, KiB) of a directory of manifests, with its objects by kind printed."""
+def _read_source(directory: str) -> tuple[int, int, Kinds]:
+    """(objects, KiB, kinds) of a directory of manifests, with its objects by kind printed."""
     from pathlib import Path
 
+    from inventory.counts import kinds_of
     from inventory.source_count import SourceError, count_directory, kib_of
 
     root = Path(directory)
@@ -154,7 +159,7 @@ def _read_source(directory: str) -> tuple[int, int]:
         raise SourceUnreadable(f"--source {directory}: {error}") from error
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted((count.kinds or {}).items(), key=lambda kv: -kv[1]))
     print(f"source {root}: {count.objects} objects in {count.files} files ({kinds or 'none'})")
-    return count.objects, kib_of(count.bytes)
+    return count.objects, kib_of(count.bytes), kinds_of(count.kinds or {})
 
 
 def run_stress(args: argparse.Namespace) -> int:

@@ -55,9 +55,9 @@ class CountWriter:
         """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
         if in_annotations or not self.in_status:
             return self._write_annotations(key, rsync, desired)
-        # The status has no field for the source's KiB: it stays in its annotation in either place.
-        counts = replace(desired, source_kib=None)
-        kib_only = ObjectCounts(source_kib=desired.source_kib)
+        # The status has no field for the source's KiB and kinds: they stay in annotations either way.
+        counts = replace(desired, source_kib=None, source_kinds=None)
+        kib_only = ObjectCounts(source_kib=desired.source_kib, source_kinds=desired.source_kinds)
         if not counts.differs_where_known(status_counts(rsync)):
             return self._write_annotations(key, rsync, kib_only)
         written = self._patch(key, status_patch(counts), subresource="status")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
-from inventory.counts import ObjectCounts
+from inventory.counts import Kinds, ObjectCounts
 from inventory.sync_progress import UNREPORTED, SyncProgress
 
 
@@ -104,22 +104,46 @@ class Sizing:
     mib_per_api_resource: Fraction = Fraction(0)
     fit_api_resources: int = 0
     assumed_api_resources: int = 0
+    # MiB per object of the kinds measured (size-aware presets); an object of any other kind, or of a
+    # kind not known (the inventory alone), costs `mib_per_object`, which such a preset sets to the most
+    # expensive kind measured.
+    mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
 
-    def memory_mib(self, objects: int, kib: int | None = None, api_resources: int | None = None) -> int:
-        """Memory for `objects` objects whose manifests hold `kib` KiB, on an API server serving
-        `api_resources` resource types (None: not known, assumed)."""
-        raw = ceil_to(self.raw_mib(objects, kib, api_resources), self.step_mib)
+    def memory_mib(
+        self,
+        objects: int,
+        kib: int | None = None,
+        api_resources: int | None = None,
+        kinds: Kinds | None = None,
+    ) -> int:
+        """Memory for `objects` objects whose manifests hold `kib` KiB and are of `kinds` (where known),
+        on an API server serving `api_resources` resource types (None: not known, assumed)."""
+        raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds), self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
 
-    def raw_mib(self, objects: int, kib: int | None = None, api_resources: int | None = None) -> Fraction:
+    def raw_mib(
+        self,
+        objects: int,
+        kib: int | None = None,
+        api_resources: int | None = None,
+        kinds: Kinds | None = None,
+    ) -> Fraction:
         known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
         return (
             self.base_mib
-            + self.mib_per_object * objects
+            + self.objects_mib(objects, kinds)
             + self.mib_per_kib * known_kib
             + self.mib_per_api_resource * self.extra_api_resources(api_resources)
         )
+
+    def objects_mib(self, objects: int, kinds: Kinds | None = None) -> Fraction:
+        """The per-object terms: each known kind at its cost, the rest (other kinds, objects beyond the
+        source's: implicit Namespaces, objects still to prune) at `mib_per_object`."""
+        costs = dict(self.mib_per_object_of_kind)
+        of_kinds = [(costs.get(kind, self.mib_per_object), n) for kind, n in (kinds or ()) if n > 0]
+        rest = max(0, objects - sum(n for _, n in of_kinds))
+        return sum((cost * n for cost, n in of_kinds), Fraction(0)) + self.mib_per_object * rest
 
     def extra_api_resources(self, api_resources: int | None) -> int:
         surface = self.assumed_api_resources if api_resources is None else api_resources
@@ -236,11 +260,11 @@ class SizingError(ValueError):
     """The platform cannot fit the pod (over its maximum)."""
 
 
-def size(objects: int, profile: Profile, kib: int | None = None) -> Resources:
-    """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, where
-    known) under `profile`."""
+def size(objects: int, profile: Profile, kib: int | None = None, kinds: Kinds | None = None) -> Resources:
+    """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB and are of
+    `kinds`, where known) under `profile`."""
     sizing, platform = profile.sizing, profile.platform
-    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources)
+    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds)
     cpu = sizing.cpu_m(memory)
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
@@ -268,21 +292,32 @@ def size(objects: int, profile: Profile, kib: int | None = None) -> Resources:
     )
 
 
+def _objects_terms(sizing: Sizing, objects: int, kinds: Kinds | None) -> str:
+    costs = dict(sizing.mib_per_object_of_kind)
+    if not costs:
+        return f"{float(sizing.mib_per_object):g} x {objects}"
+    named = [(kind, n) for kind, n in (kinds or ()) if kind in costs and n > 0]
+    rest = objects - sum(n for _, n in named)
+    terms = [f"{float(costs[kind]):g} x {n} {kind}" for kind, n in named]
+    return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} other"])
+
+
 def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:
     if platform.limits_equal_requests:
         return request
     return None if factor is None else max(request, ceil_to(request * factor, step))
 
 
-def explain(objects: int, profile: Profile, kib: int | None = None) -> str:
-    """The resources for `objects` (size-aware: with `kib`) under `profile`, with the arithmetic."""
+def explain(objects: int, profile: Profile, kib: int | None = None, kinds: Kinds | None = None) -> str:
+    """The resources for `objects` (size-aware: with `kib` and `kinds`) under `profile`, with the
+    arithmetic."""
     sizing, platform = profile.sizing, profile.platform
-    base, per_object, step = float(sizing.base_mib), float(sizing.mib_per_object), sizing.step_mib
-    raw = float(sizing.raw_mib(objects, kib, profile.api_resources))
-    memory = sizing.memory_mib(objects, kib, profile.api_resources)
+    base, step = float(sizing.base_mib), sizing.step_mib
+    raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds))
+    memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds)
     cpu = sizing.cpu_m(memory)
-    result = size(objects, profile, kib)
-    terms = f"{base:g} + {per_object:g} x {objects}"
+    result = size(objects, profile, kib, kinds)
+    terms = f"{base:g} + {_objects_terms(sizing, objects, kinds)}"
     if sizing.mib_per_kib:
         assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
         terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
@@ -383,7 +418,7 @@ def decide(
     if target is None:
         return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
     try:
-        recommended = size(target, profile, counts.target_kib)
+        recommended = size(target, profile, counts.target_kib, counts.source_kinds)
     except SizingError as error:
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
     current = last.resources

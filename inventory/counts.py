@@ -8,23 +8,34 @@ was observed over what was stored, so missing information never lowers a stored 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+# Objects by kind, as sorted (kind, count) pairs (hashable, one order).
+Kinds = tuple[tuple[str, int], ...]
+
+
+def kinds_of(counts: Mapping[str, int]) -> Kinds:
+    return tuple(sorted(counts.items()))
 
 
 @dataclass(frozen=True)
 class ObjectCounts:
     source: int | None = None
     sync: int | None = None
-    # KiB of the source's manifests (read with its count, so of the same commit): the size-aware input.
+    # The source's manifests (read with its count, so of the same commit): the size-aware inputs.
     source_kib: int | None = None
+    source_kinds: Kinds | None = None
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
-        """These counts where known, the stored ones where not (the source's KiB goes with its count)."""
-        source_known = self.source is not None
+        """These counts where known, the stored ones where not (the source's KiB and kinds go with its
+        count)."""
+        source = self if self.source is not None else stored
         return ObjectCounts(
-            self.source if source_known else stored.source,
+            source.source,
             self.sync if self.sync is not None else stored.sync,
-            self.source_kib if source_known else stored.source_kib,
+            source.source_kib,
+            source.source_kinds,
         )
 
     @property
@@ -54,4 +65,5 @@ class ObjectCounts:
             (self.source is not None and self.source != other.source)
             or (self.sync is not None and self.sync != other.sync)
             or (self.source_kib is not None and self.source_kib != other.source_kib)
+            or (self.source_kinds is not None and self.source_kinds != other.source_kinds)
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from inventory import kubeapi
-from inventory.counts import ObjectCounts
+from inventory.counts import ObjectCounts, kinds_of
 from inventory.ids import (
     RSyncKey,
     key_from_inventory_labels,
@@ -150,6 +150,7 @@ class Observer:
             source.objects if source else None,
             summary.count if summary else None,
             kib_of(source.bytes) if source else None,
+            kinds_of(source.kinds or {}) if source else None,
         )
 
     def rsync_keys(self) -> list[RSyncKey]:

@@ -221,6 +221,7 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     assert stack.api is not None
     body = stack.api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
     assert body["metadata"]["annotations"]["objcount.dev/source-kib"] == str(kib(manifests))
+    assert body["metadata"]["annotations"]["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
     assert_config_sync_state_intact(stack, key, commit)
     assert_upstream_crds_unmodified(stack)
 

@@ -66,7 +66,11 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
         return None if resources is None else resources.memory_request_mib
 
     def stored() -> ObjectCounts:
-        return replace(annotation_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name)), source_kib=None)
+        return replace(
+            annotation_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name)),
+            source_kib=None,
+            source_kinds=None,
+        )
 
     first = Service(env, tmp_path / "first.log")
     try:

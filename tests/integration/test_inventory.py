@@ -27,7 +27,7 @@ FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0
 
 def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
     """The recorded object counts (the source's KiB is checked where a test is about it)."""
-    return replace(_recorded(api, key), source_kib=None)
+    return replace(_recorded(api, key), source_kib=None, source_kinds=None)
 
 
 def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
@@ -35,7 +35,7 @@ def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
 
 
 C1 = {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)}
-C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()))
+C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()), (("ConfigMap", 42),))
 
 
 def _metric(name: str, **labels: str) -> float:
@@ -118,7 +118,7 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
     write_commit(repo, "c2", {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5)})
     wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(70, 250), what="source count update")
     # The source's KiB goes with its count: the visible file's, not the hidden one's.
-    assert _recorded(api, key) == ObjectCounts(70, 250, kib(configmaps_yaml(70)))
+    assert _recorded(api, key) == ObjectCounts(70, 250, kib(configmaps_yaml(70)), (("ConfigMap", 70),))
 
 
 def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
@@ -207,7 +207,7 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
     )
     # The status has no field for the source's KiB: only that is in the annotations.
     assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(
-        source_kib=C1_COUNTS.source_kib
+        source_kib=C1_COUNTS.source_kib, source_kinds=C1_COUNTS.source_kinds
     )
     assert read_counts(api, key) == C1_COUNTS, "a restarted service restores the counts and the KiB"
 

@@ -386,10 +386,12 @@ def test_target_kib(counts: ObjectCounts, kib: int | None) -> None:
     assert counts.target_kib == kib
 
 
-def test_the_source_kib_is_merged_with_its_count() -> None:
-    stored = ObjectCounts(10, 20, 5)
-    assert ObjectCounts(None, 30, None).over(stored) == ObjectCounts(10, 30, 5)
-    assert ObjectCounts(40, None, 9).over(stored) == ObjectCounts(40, 20, 9)
+def test_the_source_kib_and_kinds_are_merged_with_its_count() -> None:
+    stored = ObjectCounts(10, 20, 5, (("ConfigMap", 10),))
+    assert ObjectCounts(None, 30, None).over(stored) == ObjectCounts(10, 30, 5, (("ConfigMap", 10),))
+    assert ObjectCounts(40, None, 9, (("Secret", 40),)).over(stored) == ObjectCounts(
+        40, 20, 9, (("Secret", 40),)
+    )
     assert ObjectCounts(10, 20, 6).differs_where_known(stored)
     assert not ObjectCounts(10, 20, None).differs_where_known(stored)
 
@@ -420,3 +422,37 @@ def test_the_api_surface_term(api_resources: int | None, memory: int) -> None:
     assert size(0, profile).memory_request_mib == memory
     if api_resources == 373:
         assert "0.1 x 300 API resources beyond 73 (served)" in explain(0, profile)
+
+
+BY_KIND = Sizing(
+    "by-kind",
+    base_mib=Fraction(100),
+    mib_per_object=Fraction(1, 5),
+    mib_per_object_of_kind=(("ConfigMap", Fraction(1, 20)), ("Deployment", Fraction(1, 10))),
+    min_mib=64,
+)
+
+
+@pytest.mark.parametrize(
+    ("objects", "kinds", "memory"),
+    [
+        # 100 + 0.05 x 1000 = 150 -> 160
+        (1000, (("ConfigMap", 1000),), 160),
+        # 100 + 0.05 x 1000 + 0.1 x 1000 = 250 -> 256
+        (2000, (("ConfigMap", 1000), ("Deployment", 1000)), 256),
+        # an unmeasured kind costs the preset's per-object cost: 100 + 0.2 x 1000 = 300 -> 320
+        (1000, (("Widget", 1000),), 320),
+        # kinds not known (the inventory alone): every object at 0.2 -> 320
+        (1000, None, 320),
+        # the inventory holds 500 more than the source names (a prune to come): those at 0.2,
+        # 100 + 0.05 x 1000 + 0.2 x 500 = 250 -> 256
+        (1500, (("ConfigMap", 1000),), 256),
+    ],
+)
+def test_per_kind_costs(objects: int, kinds: tuple[tuple[str, int], ...] | None, memory: int) -> None:
+    assert size(objects, Profile(BY_KIND), kinds=kinds).memory_request_mib == memory
+
+
+def test_the_explanation_names_each_kind() -> None:
+    text = explain(1500, Profile(BY_KIND), kinds=(("ConfigMap", 1000),))
+    assert "memory = ceil((100 + 0.05 x 1000 ConfigMap + 0.2 x 500 other) / 32) x 32" in text

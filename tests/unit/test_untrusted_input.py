@@ -18,6 +18,8 @@ from autoscaler.annotations import (
     SOURCE_KIB_ANNOTATION,
     SYNC_ANNOTATION,
     annotation_counts,
+    kinds_annotation,
+    parse_kinds,
     parse_resources_annotation,
 )
 from autoscaler.codecs import resources_of
@@ -102,6 +104,35 @@ def test_count_annotations(text: str, expected: int | None) -> None:
         }
     }
     assert annotation_counts(rsync) == ObjectCounts(expected, expected, expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"ConfigMap": 3, "Deployment": "2"}', (("ConfigMap", 3), ("Deployment", 2))),
+        ("{}", ()),
+        ('{"ConfigMap": -1}', None),
+        ('{"ConfigMap": true}', None),
+        ('{"": 1}', None),
+        ('{"' + "K" * 254 + '": 1}', None),
+        ('["ConfigMap"]', None),
+        ("{", None),
+        (7, None),
+        ("{" + ", ".join(f'"K{i}": 1' for i in range(51)) + "}", None),  # more kinds than we ever write
+    ],
+)
+def test_kinds_annotation(text: object, expected: tuple[tuple[str, int], ...] | None) -> None:
+    assert parse_kinds(text) == expected
+
+
+def test_the_kinds_annotation_is_bounded_and_reads_back() -> None:
+    kinds = (*((f"Kind{i:03d}", i) for i in range(1, 200)), ("X" * 5000, 10**6))
+    text = kinds_annotation(kinds)
+    assert len(text) < 2048
+    kept = parse_kinds(text)
+    assert kept is not None
+    assert len(kept) == 50, "the 50 most common real kinds"
+    assert min(n for _, n in kept) == 150
 
 
 @given(JSON_VALUES, JSON_VALUES)
