@@ -4,9 +4,11 @@ reconciler's measurements (`profiles.reconciler_memory`) and checked against eve
     python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
         [--step 32] [--safety 0.10]
 
-Method: least squares `peak = a + b x objects + c x KiB` through the points measured with the local
-stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak over the apply and the
-prune (the prune can cost more than the apply); a term that comes out negative is dropped. Then a margin
+Method: least squares `peak = a + sum(b_kind x objects of that kind) + c x KiB` through the points
+measured with the local stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak
+over the apply and the prune (the prune can cost more than the apply), the kinds those of the shape's
+manifests as our source counter reads them; a term that comes out negative is dropped. An object of a
+kind not measured is costed as the most expensive kind measured. Then a margin
 so that no point is above the plane (`a + max(residual)`), and a relative safety on every term
 (`--safety`). Rounding up to the step only adds headroom: under the printed preset every measured point
 is at or below its memory (checked before printing). The points with more CRDs installed give the cost of
@@ -26,8 +28,9 @@ from fractions import Fraction
 from pathlib import Path
 
 from autoscaler.policy import FITTED, SIZE_AWARE, Sizing
-
-FEATURES = ("objects", "kib")
+from inventory.counts import Kinds, kinds_of
+from inventory.source_count import kinds_yaml
+from profiles.reconciler_memory import manifests
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,19 @@ class Measured:
     api_resources: int  # resource types its discovery served
     extra_crds: int
     peak_mib: float  # over the apply and the prune
+
+    @property
+    def kinds(self) -> Kinds:
+        """The objects by kind of the shape's manifests, as the service's source counter reads them."""
+        return kinds_of(kinds_yaml(manifests(self.shape, self.objects, "ns").encode()))
+
+    def features(self) -> dict[str, float]:
+        return {
+            "objects": self.objects,
+            "kib": self.kib,
+            "api_resources": self.api_resources,
+            **{f"kind:{kind}": n for kind, n in self.kinds},
+        }
 
 
 def read_measured(path: Path) -> list[Measured]:
@@ -57,15 +73,16 @@ def read_measured(path: Path) -> list[Measured]:
     ]
 
 
-def linear_fit(points: list[Measured], features: tuple[str, ...] = FEATURES) -> dict[str, float]:
+def linear_fit(points: list[Measured], features: tuple[str, ...]) -> dict[str, float]:
     """Least-squares `peak = base + sum(coefficient x feature)`. A feature that never varies in the
     points cannot be told from the base and gets 0; one whose coefficient comes out negative is dropped
     and the rest refitted: more objects, bytes or CRDs never need less memory."""
     import numpy  # noqa: PLC0415 - the [tools] extra
 
-    varying = [f for f in features if len({getattr(p, f) for p in points}) > 1]
+    rows = [p.features() for p in points]
+    varying = [f for f in features if len({row.get(f, 0.0) for row in rows}) > 1]
     while True:
-        matrix = numpy.array([[1.0, *(float(getattr(p, f)) for f in varying)] for p in points])
+        matrix = numpy.array([[1.0, *(float(row.get(f, 0.0)) for f in varying)] for row in rows])
         peaks = numpy.array([p.peak_mib for p in points])
         solution = numpy.linalg.lstsq(matrix, peaks, rcond=None)[0]
         coefficients = dict(zip(("base", *varying), (float(c) for c in solution), strict=True))
@@ -76,7 +93,15 @@ def linear_fit(points: list[Measured], features: tuple[str, ...] = FEATURES) -> 
 
 
 def predict(coefficients: dict[str, float], point: Measured) -> float:
-    return coefficients["base"] + sum(coefficients[f] * float(getattr(point, f)) for f in FEATURES)
+    features = point.features()
+    return coefficients["base"] + sum(
+        c * features.get(f, 0.0) for f, c in coefficients.items() if f != "base"
+    )
+
+
+def base_features(points: list[Measured]) -> tuple[str, ...]:
+    """The plane's features: a count per kind measured, and the KiB."""
+    return (*sorted({f for p in points for f in p.features() if f.startswith("kind:")}), "kib")
 
 
 def local_surface(points: list[Measured]) -> list[Measured]:
@@ -89,25 +114,33 @@ def _up(value: float, places: int) -> Fraction:
 
 def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
     local = local_surface(points)
-    coefficients = linear_fit(local)
+    coefficients = linear_fit(local, base_features(local))
     margin = max(0.0, *(p.peak_mib - predict(coefficients, p) for p in local))
     grow = 1 + safety
     base = math.ceil((coefficients["base"] + margin) * grow)
     surface = mib_per_api_resource(points)
+    costs = {
+        f.removeprefix("kind:"): _up(c * grow, 4) for f, c in coefficients.items() if f.startswith("kind:")
+    }
     preset = replace(
         SIZE_AWARE,
         base_mib=Fraction(base),
-        mib_per_object=_up(coefficients["objects"] * grow, 4),
+        mib_per_object=max(costs.values()),
+        mib_per_object_of_kind=tuple(sorted(costs.items())),
         mib_per_kib=_up(coefficients["kib"] * grow, 4),
         mib_per_api_resource=_up((surface or 0.0) * grow, 4),
         fit_api_resources=max(p.api_resources for p in local),
         step_mib=step_mib,
         min_mib=base,
     )
-    under = [p for p in points if preset.memory_mib(p.objects, p.kib, p.api_resources) < p.peak_mib]
+    under = [p for p in points if memory(preset, p) < p.peak_mib]
     if under:  # the base plane covers the local points by construction; the surface term must cover the rest
         raise AssertionError(f"size-aware preset under measured points: {under}")
     return preset
+
+
+def memory(preset: Sizing, point: Measured) -> int:
+    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
 
 
 def mib_per_api_resource(points: list[Measured]) -> float | None:
@@ -122,7 +155,8 @@ def mib_per_api_resource(points: list[Measured]) -> float | None:
 
 
 def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) -> str:
-    coefficients = linear_fit(local_surface(points))
+    local = local_surface(points)
+    coefficients = linear_fit(local, base_features(local))
     lines = [
         "| shape | objects | KiB | API resources | peak (MiB) | fit (MiB) | fit error | size-aware (MiB) "
         f"| size-aware / peak | {count_only.name} count-only (MiB) | {count_only.name} / peak |",
@@ -130,7 +164,7 @@ def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) 
     ]
     for p in sorted(points, key=lambda p: (p.extra_crds, p.shape, p.objects)):
         fitted = predict(coefficients, p)
-        mine = preset.memory_mib(p.objects, p.kib, p.api_resources)
+        mine = memory(preset, p)
         theirs = count_only.memory_mib(p.objects)
         lines.append(
             f"| {p.shape} | {p.objects} | {p.kib} | {p.api_resources} | {p.peak_mib:.1f} | {fitted:.1f} | "
@@ -149,19 +183,22 @@ def main() -> None:
     parser.add_argument("--safety", type=float, default=0.10, help="relative headroom on every term")
     args = parser.parse_args()
     points = [p for path in args.csv for p in read_measured(path)]
-    coefficients = linear_fit(local_surface(points))
+    local = local_surface(points)
+    coefficients = linear_fit(local, base_features(local))
     preset = fit_size_aware(points, step_mib=args.step, safety=args.safety)
     surface = mib_per_api_resource(points)
+    terms = " + ".join(f"{c:.5f} x {f}" for f, c in coefficients.items() if f != "base")
     print(
-        f"# {len(local_surface(points))} points on the local API surface; least squares: peak = "
-        f"{coefficients['base']:.1f} MiB + {coefficients['objects']:.5f} MiB x objects + "
-        f"{coefficients['kib']:.5f} MiB x KiB"
+        f"# {len(local)} points on the local API surface; least squares: "
+        f"peak = {coefficients['base']:.1f} + {terms}"
     )
+    kinds = " + ".join(f"{float(c)} x {kind}" for kind, c in preset.mib_per_object_of_kind)
     print(
-        f"# preset: memory = ceil(({preset.base_mib} + {float(preset.mib_per_object)} x objects + "
+        f"# preset: memory = ceil(({preset.base_mib} + {kinds} + {float(preset.mib_per_object)} x other + "
         f"{float(preset.mib_per_kib)} x KiB) / {preset.step_mib}) x {preset.step_mib}; every measured "
         "point is at or below its memory"
     )
+    print(f"# SIZE_AWARE per kind: {preset.mib_per_object_of_kind}")
     if surface is not None:
         print(
             f"# API surface: {surface:.4f} MiB per resource type served beyond the "
