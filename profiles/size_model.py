@@ -30,6 +30,7 @@ from pathlib import Path
 from autoscaler.policy import FITTED, SIZE_AWARE, Sizing
 from inventory.counts import Kinds, kinds_of
 from inventory.source_count import kinds_yaml
+from profiles import fit
 from profiles.reconciler_memory import manifests
 
 
@@ -154,6 +155,24 @@ def mib_per_api_resource(points: list[Measured]) -> float | None:
     return max(slopes) if slopes else None
 
 
+REFERENCE = Path(__file__).resolve().parent / "data" / "reconciler-memory-by-object-count.csv"
+
+
+def surface_to_cover(preset: Sizing, reference: list[fit.Point]) -> int | None:
+    """The fewest resource types served at which the preset covers every point of others' measurements
+    of Deployments on real clusters (their manifests' KiB not known: assumed); None when no surface does."""
+    worst = max(
+        p.usage_mib
+        - float(preset.raw_mib(p.objects, None, preset.fit_api_resources, (("Deployment", p.objects),)))
+        for p in reference
+    )
+    if worst <= 0:
+        return preset.fit_api_resources
+    if not preset.mib_per_api_resource:
+        return None
+    return preset.fit_api_resources + math.ceil(worst / float(preset.mib_per_api_resource))
+
+
 def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) -> str:
     local = local_surface(points)
     coefficients = linear_fit(local, base_features(local))
@@ -204,6 +223,11 @@ def main() -> None:
             f"# API surface: {surface:.4f} MiB per resource type served beyond the "
             f"{preset.fit_api_resources} measured on"
         )
+    needed = surface_to_cover(preset, fit.read_points(REFERENCE))
+    print(
+        f"# others' measurements of Deployments on GKE ({REFERENCE.name}) are covered from {needed} "
+        "resource types served"
+    )
     print(f"OBJCOUNT_BASE_MIB={preset.base_mib}")
     print(f"OBJCOUNT_MIB_PER_OBJECT={float(preset.mib_per_object)}")
     print(f"OBJCOUNT_MIB_PER_KIB={float(preset.mib_per_kib)}")
