@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
     recommend.add_argument("--preset", choices=sorted(PRESETS), default="fitted", help="sizing preset")
+    recommend.add_argument(
+        "--api-resources",
+        type=int,
+        help="resource types the cluster serves (`kubectl api-resources | wc -l`, less one); size-aware "
+        "presets only; default: the preset's assumption",
+    )
     commands.add_parser(
         "stress",
         help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)",
@@ -116,6 +122,8 @@ def run_service(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from autoscaler.policy import SizingError, explain
     from autoscaler.settings import Settings
 
@@ -123,7 +131,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     settings = Settings(mode="cluster", platform=args.profile, preset=args.preset)
-    profile = settings.profile()
+    profile = replace(settings.profile(), api_resources=args.api_resources)
     try:
         if args.source is None:
             print(explain(args.objects, profile))

@@ -160,15 +160,25 @@ PROTOTYPE = Sizing("prototype")
 # it, plus 10 %. The prototype's 128 MiB base is below what an empty reconciler measured (146 MiB).
 FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000), min_mib=198)
 # `python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv`: fitted to the real
-# Config Sync v1.22.0 reconciler on the local stack (BENCHMARKS.md). Without the source's bytes (cluster
-# mode: the inventory alone) 2 KiB per object is assumed, more than a typical Deployment's manifest.
+# Config Sync v1.22.0 reconciler on the local stack, peaks over the apply and the prune, plus 10 % on every
+# term (BENCHMARKS.md). Any other kind (custom resources too) costs as much as a Deployment, the most
+# expensive measured.
+# Without the source's bytes and kinds (cluster mode: the inventory alone) 2 KiB per object is assumed,
+# more than a typical Deployment's manifest; without discovery, 500 resource types.
 SIZE_AWARE = Sizing(
     "size-aware",
-    base_mib=Fraction(0),
-    mib_per_object=Fraction(0),
-    mib_per_kib=Fraction(0),
+    base_mib=Fraction(100),
+    mib_per_object=Fraction(1441, 10000),
+    mib_per_object_of_kind=(
+        ("ConfigMap", Fraction(501, 10000)),
+        ("Deployment", Fraction(1441, 10000)),
+    ),
+    mib_per_kib=Fraction(41, 5000),
     assumed_kib_per_object=Fraction(2),
-    min_mib=0,
+    mib_per_api_resource=Fraction(5237, 10000),
+    fit_api_resources=73,
+    assumed_api_resources=500,
+    min_mib=100,
 )
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
 

@@ -293,15 +293,19 @@ def plot(points: list[Point], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for shape in dict.fromkeys(p.shape for p in points):
-        mine = sorted((p.objects, p.peak_rss_mib, p.peak_with_prune_mib) for p in points if p.shape == shape)
+    local = [p for p in points if not p.extra_crds]
+    for shape in dict.fromkeys(p.shape for p in local):
+        mine = sorted((p.objects, p.peak_rss_mib, p.peak_with_prune_mib) for p in local if p.shape == shape)
         objects, apply, prune = zip(*mine, strict=True)
         (line,) = axis.plot(objects, apply, "o-", label=shape)
         axis.plot(objects, prune, "x--", color=line.get_color(), label=f"{shape}, with the prune")
+    for p in (p for p in points if p.extra_crds):
+        label = f"{p.shape}, {p.api_resources} API resources, with the prune"
+        axis.plot([p.objects], [p.peak_with_prune_mib], "s", label=label)
     axis.set_xlabel("objects in the commit")
     axis.set_ylabel("reconciler peak RSS (MiB)")
     axis.set_title(f"Config Sync {VERSION} reconciler, fresh start, local control plane", fontsize=9)
-    axis.legend()
+    axis.legend(fontsize=7, loc="upper left")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
 

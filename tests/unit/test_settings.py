@@ -131,6 +131,16 @@ def test_cli_recommend_reads_a_source_directory(capsys: pytest.CaptureFixture[st
     assert "reconciler: requests 219m/224Mi, limits 219m/224Mi" in out
 
 
+def test_cli_recommend_size_aware_on_a_given_api_surface(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["recommend", "--objects", "1000", "--preset", "size-aware", "--api-resources", "173"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # Kinds and bytes not known: 0.1441 MiB and 2 KiB (x 0.0082 MiB) per object; 100 resource types above
+    # the 73 measured on, 0.5237 MiB each: 100 + 144.1 + 16.4 + 52.37 = 312.87 -> 320 MiB.
+    assert "0.5237 x 100 API resources beyond 73 (served)" in out
+    assert "-> 320Mi" in out
+
+
 @pytest.mark.parametrize("problem", ["missing", "invalid"])
 def test_cli_recommend_refuses_an_unreadable_source(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, problem: str

@@ -61,6 +61,9 @@ def test_the_data_cover_every_shape_and_a_larger_api_surface() -> None:
 def test_a_negative_term_is_dropped_not_kept() -> None:
     # Peaks that fall with the bytes: no model may say more bytes need less memory.
     points = [
-        Measured("x", n, kib, 8, 0, 100 + n / 10 - kib / 100) for n, kib in [(10, 0), (20, 500), (30, 100)]
+        Measured("configmaps", n, kib, 8, 73, 0, 100 + n / 10 - kib / 100)
+        for n, kib in [(10, 0), (20, 500), (30, 100)]
     ]
-    assert linear_fit(points)["kib"] == 0.0
+    fitted = linear_fit(points, ("kind:ConfigMap", "kib"))
+    assert fitted["kib"] == 0.0
+    assert fitted["kind:ConfigMap"] > 0
