@@ -164,3 +164,5 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         kubeapi.RESOURCEGROUP,
     ):  # cluster mode lists everywhere
         limited.list_page(resource, None)
+    # The API surface comes from discovery, which Kubernetes lets every authenticated user read.
+    assert limited.api_resource_types() == api.api_resource_types()
