@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -19,13 +20,14 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
+from autoscaler.annotations import RECOMMENDED_ANNOTATION, SOURCE_ANNOTATION, SYNC_ANNOTATION
 from controlplane.configsync import (
     NAMESPACE,
     SIDECAR_CONTAINER,
@@ -47,6 +49,7 @@ from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, mani
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from tests.helpers import Service, kib, wait_for
+from tests.integration.test_api_surface import legacy_count
 
 JSON = dict[str, Any]
 MiB = 1 << 20
@@ -214,14 +217,29 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     assert {"group": "", "kind": "Namespace", "namespace": "", "name": apps} in entries
     assert objects_in(manifests) == 40
 
-    services.append(Service(sidecar_env(stack, key, "recommend"), tmp_path / "service.log"))
+    # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
+    size_aware = {"OBJCOUNT_PRESET": "size-aware", "OBJCOUNT_BASE_MIB": "0", "OBJCOUNT_MIN_MIB": "1"}
+    env = sidecar_env(stack, key, "recommend") | size_aware | {"OBJCOUNT_STEP_MIB": "1"}
+    assert stack.api is not None
+    surface = legacy_count(stack.api)
+    services.append(Service(env, tmp_path / "service.log"))
     wait_for(lambda: count_annotations(stack, key) == ("40", "41"), timeout=60, what="counts in annotations")
     source, sync = count_annotations(stack, key)
     assert (source, sync) == (str(objects_in(manifests)), str(len(inventory_entries(stack, key))))
-    assert stack.api is not None
-    body = stack.api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
-    assert body["metadata"]["annotations"]["objcount.dev/source-kib"] == str(kib(manifests))
-    assert body["metadata"]["annotations"]["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
+    annotations = get_rsync(stack, key)["metadata"]["annotations"]
+    assert annotations["objcount.dev/source-kib"] == str(kib(manifests))
+    assert annotations["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
+    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0501 MiB, the Namespace at 0.1441 (any other
+    # kind), the source's KiB scaled to 41 objects at 0.0082, and 0.5237 per resource type over 73.
+    scaled_kib = -(-kib(manifests) * 41 // 40)
+    objects_mib = Fraction("0.0501") * 40 + Fraction("0.1441") + Fraction("0.0082") * scaled_kib
+    memory = objects_mib + Fraction("0.5237") * max(0, surface - 73)
+
+    def recommended_memory() -> str | None:
+        text = get_rsync(stack, key)["metadata"]["annotations"].get(RECOMMENDED_ANNOTATION)
+        return None if text is None else str(json.loads(text)["requests"]["memory"])
+
+    wait_for(lambda: recommended_memory() == f"{math.ceil(memory)}Mi", what="the size-aware recommendation")
     assert_config_sync_state_intact(stack, key, commit)
     assert_upstream_crds_unmodified(stack)
 
