@@ -1,8 +1,8 @@
 """How big the reconciler should be. Pure: no I/O, no clock (time is passed in).
 
-1. `size(objects, profile, kib)`: memory = base + per-object x objects + per-KiB x KiB of the objects'
-   manifests (size-aware presets; an assumed KiB per object when only the count is known), rounded up to
-   a step and clamped;
+1. `size(objects, profile, kib, kinds)`: memory = base + per-object x objects (size-aware presets: a
+   cost per kind measured) + per-KiB x KiB of the objects' manifests + per-resource-type x the API
+   surface beyond the one measured on (assumed where not known), rounded up to a step and clamped;
    CPU from memory by a ratio, with a minimum and its own rounding; then the platform's pod-level rules
    (GKE Autopilot minimums, 250m CPU rounding, vCPU:GiB ratio) applied to the whole pod, with any
    surplus given to the reconciler container, so the result is a fixed point of those rules.
@@ -307,7 +307,7 @@ def _objects_terms(sizing: Sizing, objects: int, kinds: Kinds | None) -> str:
     if not costs:
         return f"{float(sizing.mib_per_object):g} x {objects}"
     named = [(kind, n) for kind, n in (kinds or ()) if kind in costs and n > 0]
-    rest = objects - sum(n for _, n in named)
+    rest = max(0, objects - sum(n for _, n in named))
     terms = [f"{float(costs[kind]):g} x {n} {kind}" for kind, n in named]
     return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} other"])
 

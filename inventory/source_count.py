@@ -65,7 +65,7 @@ def kib_of(size: int) -> int:
 
 
 # Objects of one file or commit by kind (`kind` of each object, list items by their own kind).
-Kinds = Counter[str]
+KindCounter = Counter[str]
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ def is_object(document: Any) -> bool:
     return isinstance(api_version, str) and bool(api_version) and isinstance(kind, str) and bool(kind)
 
 
-def kinds_loaded(documents: Iterable[Any]) -> Kinds:
-    kinds: Kinds = Counter()
+def kinds_loaded(documents: Iterable[Any]) -> KindCounter:
+    kinds: KindCounter = Counter()
     for document in documents:
         if not is_object(document):
             continue
@@ -105,7 +105,7 @@ def count_loaded(documents: Iterable[Any]) -> int:
     return kinds_loaded(documents).total()
 
 
-def kinds_with_full_loader(data: bytes, name: str) -> Kinds:
+def kinds_with_full_loader(data: bytes, name: str) -> KindCounter:
     """The reference: PyYAML's C loader builds every object."""
     try:
         return kinds_loaded(yaml.load_all(data, Loader=yaml.CSafeLoader))
@@ -179,8 +179,8 @@ def _kind(tree: Any, keys: dict[str, int]) -> str:
     return bytes(tree.val(keys["kind"])).decode()
 
 
-def _kinds_tree(tree: Any) -> Kinds:
-    kinds: Kinds = Counter()
+def _kinds_tree(tree: Any) -> KindCounter:
+    kinds: KindCounter = Counter()
     for document in _documents(tree):
         ok, keys = _is_object_node(tree, document)
         if not ok:
@@ -203,7 +203,7 @@ def count_yaml(data: bytes, name: str = "<bytes>") -> int:
     return kinds_yaml(data, name).total()
 
 
-def kinds_yaml(data: bytes, name: str = "<bytes>") -> Kinds:
+def kinds_yaml(data: bytes, name: str = "<bytes>") -> KindCounter:
     """The objects of one YAML file's bytes by kind, exactly as the full loader would find them."""
     if any(marker in data for marker in _NEEDS_FULL_LOADER) or _TIMESTAMP.search(data):
         return kinds_with_full_loader(data, name)
@@ -251,7 +251,7 @@ def count_json(data: bytes, name: str = "<bytes>") -> int:
     return kinds_json(data, name).total()
 
 
-def kinds_json(data: bytes, name: str = "<bytes>") -> Kinds:
+def kinds_json(data: bytes, name: str = "<bytes>") -> KindCounter:
     try:
         return kinds_loaded([orjson.loads(data)])
     except orjson.JSONDecodeError as error:
@@ -282,10 +282,10 @@ class CountCache:
     """
 
     def __init__(self, max_entries: int = 50_000) -> None:
-        self._entries: OrderedDict[bytes, Kinds] = OrderedDict()
+        self._entries: OrderedDict[bytes, KindCounter] = OrderedDict()
         self._max = max_entries
 
-    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], Kinds]) -> Kinds:
+    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], KindCounter]) -> KindCounter:
         """The file's kinds (callers must not change the Counter: it is the cached one)."""
         digest = hashlib.blake2b(data, digest_size=16).digest()
         cached = self._entries.get(digest)
@@ -299,7 +299,7 @@ class CountCache:
         return result
 
 
-def kinds_file(data: bytes, name: str) -> Kinds:
+def kinds_file(data: bytes, name: str) -> KindCounter:
     return kinds_json(data, name) if name.endswith(".json") else kinds_yaml(data, name)
 
 
@@ -342,7 +342,7 @@ def count_directory(
     no file outside it is read.
     """
     commit = Path(os.path.realpath(names_relative_to or root))
-    kinds: Kinds = Counter()
+    kinds: KindCounter = Counter()
     size, files = 0, manifest_files(root)
     for path in files:
         name = str(path.relative_to(names_relative_to or root))
