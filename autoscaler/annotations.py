@@ -34,14 +34,13 @@ from autoscaler import quantity
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.oom import OomFloor
 from autoscaler.policy import Resources
-from inventory.counts import Kinds, ObjectCounts, kinds_of
+from inventory.counts import MAX_KIND_LENGTH, MAX_KINDS, Kinds, ObjectCounts, kinds_of
 from inventory.objects import annotations_of, block_of
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
-MAX_KINDS = 50  # kinds recorded; objects of the others are sized at the preset's cost for any kind
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
@@ -102,10 +101,8 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
 
 
 def kinds_annotation(kinds: Kinds) -> str:
-    """The most common kinds, as JSON (bounded: an annotation must stay small)."""
-    named = [(kind, n) for kind, n in kinds if 0 < len(kind) <= 253]  # a longer one is no Kubernetes kind
-    kept = sorted(named, key=lambda kind: (-kind[1], kind[0]))[:MAX_KINDS]
-    return orjson.dumps(dict(kept)).decode()
+    """The kinds as JSON, bounded as `kinds_of` bounds them (an annotation must stay small)."""
+    return orjson.dumps(dict(kinds_of(dict(kinds)))).decode()
 
 
 def parse_kinds(text: object) -> Kinds | None:
@@ -120,7 +117,7 @@ def parse_kinds(text: object) -> Kinds | None:
     if not isinstance(value, dict) or len(value) > MAX_KINDS:
         return None
     counts = {kind: _count(n) for kind, n in value.items()}
-    if any(n is None or not 0 < len(kind) <= 253 for kind, n in counts.items()):
+    if any(n is None or not 0 < len(kind) <= MAX_KIND_LENGTH for kind, n in counts.items()):
         return None
     return kinds_of({kind: n for kind, n in counts.items() if n is not None})
 

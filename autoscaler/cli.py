@@ -155,7 +155,7 @@ def _read_source(directory: str) -> tuple[int, int, Kinds]:
     """(objects, KiB, kinds) of a directory of manifests, with its objects by kind printed."""
     from pathlib import Path
 
-    from inventory.counts import kinds_of
+    from inventory.counts import describe_kinds, kinds_of
     from inventory.source_count import SourceError, count_directory, kib_of
 
     root = Path(directory)
@@ -165,9 +165,8 @@ def _read_source(directory: str) -> tuple[int, int, Kinds]:
         count = count_directory(root)
     except (SourceError, OSError) as error:
         raise SourceUnreadable(f"--source {directory}: {error}") from error
-    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted((count.kinds or {}).items(), key=lambda kv: -kv[1]))
-    print(f"source {root}: {count.objects} objects in {count.files} files ({kinds or 'none'})")
-    return count.objects, kib_of(count.bytes), kinds_of(count.kinds or {})
+    print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
+    return count.objects, kib_of(count.bytes), kinds_of(count.kinds)
 
 
 def run_stress(args: argparse.Namespace) -> int:

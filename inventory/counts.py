@@ -13,10 +13,22 @@ from dataclasses import dataclass
 
 # Objects by kind, as sorted (kind, count) pairs (hashable, one order).
 Kinds = tuple[tuple[str, int], ...]
+MAX_KINDS = 50  # kinds kept (and recorded); objects of the others are sized at the cost of any kind
+MAX_KIND_LENGTH = 253  # a longer name is no Kubernetes kind
 
 
 def kinds_of(counts: Mapping[str, int]) -> Kinds:
-    return tuple(sorted(counts.items()))
+    """The MAX_KINDS most common kinds whose names a Kubernetes kind could have: what is sized from
+    and what is recorded are the same, so a restored record equals what the next count observes."""
+    named = [(kind, n) for kind, n in counts.items() if 0 < len(kind) <= MAX_KIND_LENGTH]
+    return tuple(sorted(sorted(named, key=lambda kind: (-kind[1], kind[0]))[:MAX_KINDS]))
+
+
+def describe_kinds(counts: Mapping[str, int], most: int | None = None) -> str:
+    """`Kind n, ...`, the most common first (names cut at 64 characters: the source is untrusted)."""
+    ordered = sorted(counts.items(), key=lambda kind: (-kind[1], kind[0]))
+    shown = ", ".join(f"{kind[:64]} {n}" for kind, n in ordered[:most])
+    return (shown + (", ..." if most is not None and len(ordered) > most else "")) or "none"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from inventory import kubeapi
-from inventory.counts import ObjectCounts, kinds_of
+from inventory.counts import ObjectCounts, describe_kinds, kinds_of
 from inventory.ids import (
     RSyncKey,
     key_from_inventory_labels,
@@ -72,7 +72,7 @@ class Observer:
         self._on_change = on_change
         settings = watch_settings or WatchSettings()
         self._lock = threading.Lock()
-        self._source: SourceCount | None = None
+        self._source: ObjectCounts | None = None  # the source's count, KiB and kinds, once counted
         # Which inventory belongs to which RSync (the counts stay in the reflector's store only).
         self._inventory_of: dict[RSyncKey, Key] = {}
         self.inventories: Reflector[InventorySummary] = Reflector(
@@ -146,12 +146,7 @@ class Observer:
             inventory = self._inventory_of.get(key)
             source = self._source if key == self.scope.rsync else None
         summary = self.inventories.store.get(inventory) if inventory else None
-        return ObjectCounts(
-            source.objects if source else None,
-            summary.count if summary else None,
-            kib_of(source.bytes) if source else None,
-            kinds_of(source.kinds or {}) if source else None,
-        )
+        return replace(source or ObjectCounts(), sync=summary.count if summary else None)
 
     def rsync_keys(self) -> list[RSyncKey]:
         """Every RSync in the caches."""
@@ -183,15 +178,17 @@ class Observer:
 
     def _on_source(self, count: SourceCount) -> None:
         assert self.scope.rsync is not None
+        source = ObjectCounts(
+            count.objects, source_kib=kib_of(count.bytes), source_kinds=kinds_of(count.kinds)
+        )
         with self._lock:
-            self._source = count
-        kinds = sorted((count.kinds or {}).items(), key=lambda kind: -kind[1])
+            self._source = source
         log.info(
             "%s: source has %d objects in %d files, %d KiB; by kind: %s",
             self.scope.rsync,
             count.objects,
             count.files,
-            kib_of(count.bytes),
-            ", ".join(f"{kind[:64]} {n}" for kind, n in kinds[:10]) + (", ..." if len(kinds) > 10 else ""),
+            source.source_kib,
+            describe_kinds(count.kinds, most=10),
         )
         self._on_change(self.scope.rsync)

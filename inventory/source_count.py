@@ -28,7 +28,7 @@ import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ class SourceCount:
     files: int
     root: Path
     bytes: int = 0
-    kinds: Mapping[str, int] | None = None
+    kinds: Mapping[str, int] = field(default_factory=dict)
 
 
 # ----- the rule, on loaded documents (the reference) -------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from autoscaler.policy import FITTED, SIZE_AWARE, Sizing
 from inventory.counts import Kinds, kinds_of
-from inventory.source_count import kinds_yaml
+from inventory.source_count import kib_of, kinds_yaml
 from profiles import fit
 from profiles.reconciler_memory import manifests
 
@@ -41,15 +42,13 @@ class Measured:
     shape: str
     objects: int
     kib: int  # of the commit's manifests, rounded up as the service records them
-    crds: int  # CRDs the cluster served
     api_resources: int  # resource types its discovery served
     extra_crds: int
     peak_mib: float  # over the apply and the prune
 
     @property
     def kinds(self) -> Kinds:
-        """The objects by kind of the shape's manifests, as the service's source counter reads them."""
-        return kinds_of(kinds_yaml(manifests(self.shape, self.objects, "ns").encode()))
+        return shape_kinds(self.shape, self.objects)
 
     def features(self) -> dict[str, float]:
         return {
@@ -60,14 +59,20 @@ class Measured:
         }
 
 
+@functools.cache
+def shape_kinds(shape: str, objects: int) -> Kinds:
+    """The objects by kind of a shape's manifests, as the service's source counter reads them (once per
+    shape and count: the manifests run to megabytes)."""
+    return kinds_of(kinds_yaml(manifests(shape, objects, "ns").encode()))
+
+
 def read_measured(path: Path) -> list[Measured]:
     lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
     return [
         Measured(
             row["shape"],
             int(row["objects"]),
-            -(-int(row["source_bytes"]) // 1024),
-            int(row["crds"]),
+            kib_of(int(row["source_bytes"])),
             int(row["api_resources"]),
             int(row["extra_crds"]),
             max(float(row["peak_rss_mib"]), float(row["peak_with_prune_mib"])),

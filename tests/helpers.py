@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 import yaml
 
 from controlplane.launcher import free_port
+from inventory import kubeapi
 
 T = TypeVar("T")
 
@@ -203,3 +204,13 @@ class Sampler(Generic[T]):
 def kib(*manifests: str) -> int:
     """KiB of these manifests, rounded up (what the service records as `objcount.dev/source-kib`)."""
     return -(-sum(len(text.encode()) for text in manifests) // 1024)
+
+
+def legacy_count(api: kubeapi.KubeApi) -> int:
+    """Resource types (no subresources) of the core group and of every group's preferred version."""
+    core = api.request_json("GET", "/api/v1")["resources"]
+    total = sum("/" not in r["name"] for r in core)
+    for group in api.request_json("GET", "/apis")["groups"]:
+        listing = api.request_json("GET", f"/apis/{group['preferredVersion']['groupVersion']}")
+        total += sum("/" not in r["name"] for r in listing["resources"])
+    return total

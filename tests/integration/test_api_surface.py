@@ -13,16 +13,7 @@ from autoscaler.cluster import KubeCluster
 from autoscaler.targets import RecommendTarget
 from controlplane.seed import install_crds
 from inventory import kubeapi
-
-
-def legacy_count(api: kubeapi.KubeApi) -> int:
-    """Resource types (no subresources) of the core group and of every group's preferred version."""
-    core = api.request_json("GET", "/api/v1")["resources"]
-    total = sum("/" not in r["name"] for r in core)
-    for group in api.request_json("GET", "/apis")["groups"]:
-        listing = api.request_json("GET", f"/apis/{group['preferredVersion']['groupVersion']}")
-        total += sum("/" not in r["name"] for r in listing["resources"])
-    return total
+from tests.helpers import legacy_count
 
 
 def crd(kind: str) -> dict[str, object]:

@@ -48,8 +48,7 @@ from controlplane.node import ContainerState, MemoryCgroup
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import Service, kib, wait_for
-from tests.integration.test_api_surface import legacy_count
+from tests.helpers import Service, kib, legacy_count, wait_for
 
 JSON = dict[str, Any]
 MiB = 1 << 20

@@ -61,7 +61,7 @@ def test_the_data_cover_every_shape_and_a_larger_api_surface() -> None:
 def test_a_negative_term_is_dropped_not_kept() -> None:
     # Peaks that fall with the bytes: no model may say more bytes need less memory.
     points = [
-        Measured("configmaps", n, kib, 8, 73, 0, 100 + n / 10 - kib / 100)
+        Measured("configmaps", n, kib, 73, 0, 100 + n / 10 - kib / 100)
         for n, kib in [(10, 0), (20, 500), (30, 100)]
     ]
     fitted = linear_fit(points, ("kind:ConfigMap", "kib"))

@@ -18,6 +18,7 @@ from autoscaler.annotations import (
     SOURCE_KIB_ANNOTATION,
     SYNC_ANNOTATION,
     annotation_counts,
+    count_annotations,
     kinds_annotation,
     parse_kinds,
     parse_resources_annotation,
@@ -25,7 +26,7 @@ from autoscaler.annotations import (
 from autoscaler.codecs import resources_of
 from autoscaler.policy import FITTED, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
 from autoscaler.targets import ApplyError, _reconciler_override
-from inventory.counts import ObjectCounts
+from inventory.counts import ObjectCounts, kinds_of
 from inventory.ids import RSyncKey, key_from_inventory_labels
 from inventory.inventory_count import InventoryCounter
 
@@ -133,6 +134,16 @@ def test_the_kinds_annotation_is_bounded_and_reads_back() -> None:
     assert kept is not None
     assert len(kept) == 50, "the 50 most common real kinds"
     assert min(n for _, n in kept) == 150
+
+
+def test_recorded_kinds_read_back_as_what_was_observed() -> None:
+    # Otherwise a source of more than 50 kinds would be written again at every reconcile.
+    observed = kinds_of({**{f"Kind{i:03d}": i for i in range(1, 200)}, "X" * 5000: 10**6})
+    assert len(observed) == 50
+    assert parse_kinds(kinds_annotation(observed)) == observed
+    assert not ObjectCounts(1, 1, 1, observed).differs_where_known(
+        annotation_counts({"metadata": {"annotations": count_annotations(ObjectCounts(1, 1, 1, observed))}})
+    )
 
 
 @given(JSON_VALUES, JSON_VALUES)
