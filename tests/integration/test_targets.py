@@ -497,6 +497,13 @@ def test_a_reconciler_entry_someone_else_set_is_theirs_until_they_hand_it_to_us(
         ),
         what="the user's entry held",
     )
+    # The decision is taken before its annotations are written: wait for the write, not the decision.
+    wait_for(
+        lambda: HELD_ANNOTATION in rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"].get(
+            "annotations", {}
+        ),
+        what="why it is held, published",
+    )
     body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
     assert body["spec"]["override"]["resources"] == [theirs], "their entry is untouched"
     assert "set by someone else" in body["metadata"]["annotations"][HELD_ANNOTATION]
