@@ -499,8 +499,9 @@ def test_a_reconciler_entry_someone_else_set_is_theirs_until_they_hand_it_to_us(
     )
     # The decision is taken before its annotations are written: wait for the write, not the decision.
     wait_for(
-        lambda: HELD_ANNOTATION in rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"].get(
-            "annotations", {}
+        lambda: (
+            HELD_ANNOTATION
+            in rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"].get("annotations", {})
         ),
         what="why it is held, published",
     )
