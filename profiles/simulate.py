@@ -11,7 +11,8 @@ while a sync runs. Usage above the limit is an OOM kill. Every restart (OOM kill
 or override change) takes the reconciler down for `RESTART_SECONDS`, after which it parses everything
 again.
 
-Policies: ours (the service's `decide` on the counts it persists in the RSync status, per platform);
+Policies: ours (the service's `decide` with the count-only `fitted` preset on the counts it persists, per
+platform);
 static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the
 prototype formula without count persistence (after a restart it reports the inventory as 0 until its
 first sync completes: the OOM loop of DESIGN.md 2.5); a VPA-like recommender (every minute, p90 of the
@@ -29,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autoscaler.policy import FITTED, PROTOTYPE, Decision, Hysteresis, decide, initial, size
+from autoscaler.policy import FITTED, Decision, Hysteresis, decide, initial, size
 from autoscaler.settings import Settings
 from inventory.counts import ObjectCounts
 from profiles.fit import least_squares, read_points
+from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Change, Static, VpaLike, prototype_memory_mib
 
 TICK = 10.0
 APPLY_RATE = 50.0  # objects per second
@@ -95,8 +97,10 @@ Policy = Callable[[float, Reconciler, float], tuple[float, float | None, bool]]
 
 
 def ours(platform_name: str) -> Callable[[], Policy]:
-    """The service with its default settings on a platform."""
-    profile = Settings(mode="cluster", platform=platform_name).profile()
+    """The service on a platform with the count-only preset fitted to the reference data the usage model
+    is fitted to: the default, size-aware, needs kinds, KiB and the API surface, which this model does not
+    have (`profiles.policies_real` runs the default against the real reconciler)."""
+    profile = Settings(mode="cluster", platform=platform_name, preset="fitted").profile()
 
     def make() -> Policy:
         state: list[Decision] = [initial(size(0, profile))]
@@ -115,9 +119,9 @@ def ours(platform_name: str) -> Callable[[], Policy]:
     return make
 
 
-def static(request: float, limit: float | None) -> Callable[[], Policy]:
+def static(rule: Static) -> Callable[[], Policy]:
     def make() -> Policy:
-        return lambda now, reconciler, usage: (request, limit, False)
+        return lambda now, reconciler, usage: (rule.request_mib, rule.limit_mib, False)
 
     return make
 
@@ -126,8 +130,9 @@ def prototype_without_persistence() -> Policy:
     last = [0.0]
 
     def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
-        reported_sync = reconciler.inventory if reconciler.synced_since_restart else 0  # lost on restart
-        memory = float(PROTOTYPE.memory_mib(max(reconciler.source, reported_sync)))
+        memory = float(
+            prototype_memory_mib(reconciler.source, reconciler.inventory, reconciler.synced_since_restart)
+        )
         changed = memory != last[0]
         last[0] = memory
         return memory, memory, changed and now > 0
@@ -136,22 +141,12 @@ def prototype_without_persistence() -> Policy:
 
 
 def vpa_like() -> Policy:
-    samples: deque[float] = deque(maxlen=int(3600 / TICK))
-    state = {"request": 200.0, "next": 60.0, "ooms": 0}
+    vpa = VpaLike(every_s=60, window_s=3600)
 
     def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
-        samples.append(usage)
-        if reconciler.ooms > state["ooms"]:  # VPA bumps memory after an OOM kill
-            state["ooms"] = reconciler.ooms
-            state["request"] *= 1.2
-        restart = False
-        if now >= state["next"]:
-            state["next"] = now + 60
-            ordered = sorted(samples)
-            target = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1.15
-            if abs(target - state["request"]) / state["request"] > 0.10:
-                state["request"], restart = target, True
-        return state["request"], state["request"], restart
+        # The kill restarted the reconciler already: only a new recommendation evicts.
+        evict = vpa.observe(now, usage, reconciler.ooms) == Change.RECOMMENDATION
+        return vpa.request_mib, vpa.request_mib, evict
 
     return policy
 
@@ -175,8 +170,8 @@ def addon_resizer_like() -> Policy:
 POLICIES: dict[str, Callable[[], Policy]] = {
     "ours (standard)": ours("standard"),
     "ours (autopilot)": ours("autopilot"),
-    "static Autopilot 512Mi": static(512, 512),
-    "static Standard 200Mi": static(200, None),
+    "static Autopilot 512Mi": static(STATIC_AUTOPILOT),
+    "static Standard 200Mi": static(STATIC_STANDARD),
     "prototype, no persistence": prototype_without_persistence,
     "VPA-like": vpa_like,
     "addon-resizer-like": addon_resizer_like,
