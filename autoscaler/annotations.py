@@ -11,6 +11,7 @@ zero.
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
 | `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
 | `objcount.dev/source-kinds` | us | its objects by kind, JSON `{"kind": count}` (the most common 50) |
+| `objcount.dev/synced-source` | us | counts, KiB, kinds of the commit last finished (kept through a prune) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
 | `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
@@ -41,6 +42,7 @@ SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
+SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
@@ -111,9 +113,12 @@ def parse_kinds(text: object) -> Kinds | None:
     if not isinstance(text, str):
         return None
     try:
-        value = orjson.loads(text)
+        return _kinds_of_json(orjson.loads(text))
     except orjson.JSONDecodeError:
         return None
+
+
+def _kinds_of_json(value: object) -> Kinds | None:
     if not isinstance(value, dict) or len(value) > MAX_KINDS:
         return None
     counts = {kind: _count(n) for kind, n in value.items()}
@@ -161,6 +166,31 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
     if counts.source_kinds is not None:
         annotations[SOURCE_KINDS_ANNOTATION] = kinds_annotation(counts.source_kinds)
     return annotations
+
+
+def synced_source_annotation(counts: ObjectCounts) -> str | None:
+    """The source counts of the commit the reconciler finished (None: its count is not known)."""
+    if counts.source is None:
+        return None
+    kinds = None if counts.source_kinds is None else dict(kinds_of(dict(counts.source_kinds)))
+    return orjson.dumps({"objects": counts.source, "kib": counts.source_kib, "kinds": kinds}).decode()
+
+
+def parse_synced_source(text: object) -> ObjectCounts | None:
+    """Our synced-source annotation; None when absent or unreadable (sized from the new source alone, as
+    before the first finished sync). A KiB or kinds that does not parse reads as unknown."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    objects = _count(value.get("objects")) if isinstance(value, dict) else None
+    if objects is None:
+        return None
+    return ObjectCounts(
+        objects, source_kib=_count(value.get("kib")), source_kinds=_kinds_of_json(value.get("kinds"))
+    )
 
 
 # ----- recommended and applied resources ---------------------------------------------------------------

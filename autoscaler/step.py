@@ -16,19 +16,22 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler.annotations import (
     OOM_FLOOR_ANNOTATION,
+    SYNCED_SOURCE_ANNOTATION,
     autoscale_enabled,
     changed,
     oom_floor_annotation,
     parse_oom_floor,
+    parse_synced_source,
     platform_asked,
     published,
     restored_counts,
+    synced_source_annotation,
 )
 from autoscaler.oom import OomFloor, OomKill, next_floor
 from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
 from inventory.counts import ObjectCounts
 from inventory.objects import RSync, annotations_of, generation_of
-from inventory.sync_progress import sync_progress
+from inventory.sync_progress import finished_commit, sync_progress
 
 HOUR = 3600.0
 
@@ -48,6 +51,8 @@ class RSyncState:
     failed: tuple[str, Resources] | None = None
     # The memory floor after an OOM kill, as last decided (the RSync's annotation may lag behind it).
     oom_floor: OomFloor | None = None
+    # The source counts of the commit the reconciler last finished (the annotation may lag behind).
+    synced_source: ObjectCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,7 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
         profile = replace(profile, others_cpu_m=seen.others[0], others_memory_mib=seen.others[1])
     if seen.api_resources is not None:
         profile = replace(profile, api_resources=seen.api_resources)
+    synced = _synced_source(seen, state, counts)
     stored = _newest(parse_oom_floor(annotations_of(seen.rsync).get(OOM_FLOOR_ANNOTATION)), state.oom_floor)
     floor = next_floor(
         stored,
@@ -148,15 +154,37 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
     if floor is not None:  # the least memory this RSync gets, whatever its count
         sizing = profile.sizing
         profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
-    plan = _sized(seen, replace(state, oom_floor=floor), config, counts, profile)
+    state = replace(state, oom_floor=floor, synced_source=synced)
+    # Sized from the counts that cover what the reconciler holds; the counts recorded are the real ones.
+    plan = replace(_sized(seen, state, config, _covered(seen, counts, synced), profile), counts=counts)
     if plan.outcome == Outcome.HANDS_OFF:
         return plan
     wanted = {OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor)}
+    if synced is not None:
+        wanted[SYNCED_SOURCE_ANNOTATION] = synced_source_annotation(synced)
     return replace(
         plan,
         publish={**plan.publish, **changed(seen.rsync, wanted)},
         oom_raised=(seen.oom_kill, floor) if seen.oom_kill and floor and floor != stored else None,
     )
+
+
+def _synced_source(seen: Seen, state: RSyncState, counts: ObjectCounts) -> ObjectCounts | None:
+    """The source counts of the commit the reconciler last finished: the counts of our source once the
+    reconciler reports its commit finished, else the last ones we knew (after a restart, from the RSync)."""
+    if counts.source_commit is not None and counts.source_commit == finished_commit(seen.rsync):
+        return ObjectCounts(counts.source, source_kib=counts.source_kib, source_kinds=counts.source_kinds)
+    recorded = annotations_of(seen.rsync).get(SYNCED_SOURCE_ANNOTATION)
+    return state.synced_source or parse_synced_source(recorded)
+
+
+def _covered(seen: Seen, counts: ObjectCounts, synced: ObjectCounts | None) -> ObjectCounts:
+    """The counts to size from: until the reconciler reports our source's commit finished, it may still
+    hold the last finished commit's objects (a prune deletes them last), so both are covered; the
+    objects it will prune are then sized by what they are, not at the cost of any kind."""
+    if counts.source_commit is not None and counts.source_commit == finished_commit(seen.rsync):
+        return counts
+    return counts.covering(synced)
 
 
 def _newest(*floors: OomFloor | None) -> OomFloor | None:

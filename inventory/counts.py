@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Objects by kind, as sorted (kind, count) pairs (hashable, one order).
 Kinds = tuple[tuple[str, int], ...]
@@ -38,17 +38,36 @@ class ObjectCounts:
     # The source's manifests (read with its count, so of the same commit): the size-aware inputs.
     source_kib: int | None = None
     source_kinds: Kinds | None = None
+    source_commit: str | None = None  # the commit those were read from (None: restored, or not read)
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
-        """These counts where known, the stored ones where not (the source's KiB and kinds go with its
-        count)."""
+        """These counts where known, the stored ones where not (the source's KiB, kinds and commit go
+        with its count)."""
         source = self if self.source is not None else stored
         return ObjectCounts(
             source.source,
             self.sync if self.sync is not None else stored.sync,
             source.source_kib,
             source.source_kinds,
+            source.source_commit,
         )
+
+    def covering(self, synced: ObjectCounts | None) -> ObjectCounts:
+        """While the reconciler moves from the last synced commit to this source, it holds objects of
+        both (the prune deletes the old ones last): the source counts that cover both, the larger count
+        and KiB and each kind at its larger count. Unchanged when the synced commit is not known."""
+        if synced is None or synced.source is None or self.source is None:
+            return self
+        kinds = None
+        if self.source_kinds is not None and synced.source_kinds is not None:
+            merged = dict(synced.source_kinds)
+            for kind, n in self.source_kinds:
+                merged[kind] = max(merged.get(kind, 0), n)
+            kinds = kinds_of(merged)
+        kib = None
+        if self.source_kib is not None and synced.source_kib is not None:
+            kib = max(self.source_kib, synced.source_kib)
+        return replace(self, source=max(self.source, synced.source), source_kib=kib, source_kinds=kinds)
 
     @property
     def known(self) -> bool:

@@ -179,7 +179,10 @@ class Observer:
     def _on_source(self, count: SourceCount) -> None:
         assert self.scope.rsync is not None
         source = ObjectCounts(
-            count.objects, source_kib=kib_of(count.bytes), source_kinds=kinds_of(count.kinds)
+            count.objects,
+            source_kib=kib_of(count.bytes),
+            source_kinds=kinds_of(count.kinds),
+            source_commit=count.commit or None,
         )
         with self._lock:
             self._source = source

@@ -78,6 +78,7 @@ class SourceCount:
     root: Path
     bytes: int = 0
     kinds: Mapping[str, int] = field(default_factory=dict)
+    commit: str = ""  # the directory `rev` points to, named by its commit (as Config Sync reads it)
 
 
 # ----- the rule, on loaded documents (the reference) -------------------------------------------------

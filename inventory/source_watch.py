@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from inventory.metrics import SOURCE_ERRORS
@@ -61,7 +61,8 @@ def count_source(layout: SourceLayout, attempts: int = 3, cache: CountCache | No
         except OSError as error:
             raise SourceError(f"cannot read {root}: {error}") from error
         if Path(os.path.realpath(link)) == commit_dir:
-            return result
+            # Config Sync's reconciler names the commit it syncs the same way (pkg/parse/source.go).
+            return replace(result, commit=commit_dir.name)
         last_error = SourceError(f"{link} moved while {root} was being counted")
     raise last_error
 

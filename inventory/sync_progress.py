@@ -44,6 +44,16 @@ def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
     return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Syncing"), {})
 
 
+def finished_commit(rsync: RSync) -> str | None:
+    """The commit the reconciler reports it has finished (applied and pruned, without errors); None
+    while a sync is pending or nothing is reported."""
+    progress = sync_progress(rsync)
+    if not progress.reported or progress.pending is not None:
+        return None
+    commit = block_of(block_of(rsync, "status"), "sync").get("commit")
+    return commit if isinstance(commit, str) and commit else None
+
+
 def sync_progress(rsync: RSync) -> SyncProgress:
     """What the RSync status says of the reconciler's last sync."""
     status = block_of(rsync, "status")

@@ -178,12 +178,12 @@ def test_files_without_objects_add_no_bytes(tmp_path: Path) -> None:
 def test_counts_through_the_rev_link_and_prefers_hydrated_output(tmp_path: Path) -> None:
     write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(4)}, sync_dir="config")
     layout = SourceLayout(tmp_path, "config")
-    assert count_source(layout).objects == 4
+    assert (count_source(layout).objects, count_source(layout).commit) == (4, "c1")
     hydrated = tmp_path / "hydrated" / "h1" / "config"
     hydrated.mkdir(parents=True)
     (hydrated / "all.yaml").write_text(configmaps_yaml(11))
     os.symlink(tmp_path / "hydrated" / "h1", tmp_path / "hydrated" / "rev")
-    assert count_source(layout).objects == 11
+    assert (count_source(layout).objects, count_source(layout).commit) == (11, "h1")
 
 
 def test_missing_source_is_an_error_not_zero(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from autoscaler.annotations import (
     OOM_FLOOR_ANNOTATION,
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
+    SYNCED_SOURCE_ANNOTATION,
 )
 from autoscaler.count_writer import WriteOutcome
 from autoscaler.executor import Executor
@@ -423,3 +424,66 @@ def test_an_oom_kill_that_cannot_be_read_leaves_the_sizing_to_the_counts() -> No
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert r.cluster.applied == [AT_5000]
     assert metric("objcount_reconcile_errors_total", stage="read") == errors + 1
+
+
+# ----- a new commit: sized for both commits until the reconciler has finished the new one -----------------
+# By hand: 1 MiB per object of any kind, 0.1 MiB per ConfigMap, no base, 1 MiB steps (minimum 1 MiB).
+KINDS = Sizing(
+    "kinds",
+    base_mib=Fraction(0),
+    mib_per_object=Fraction(1),
+    mib_per_object_of_kind=(("ConfigMap", Fraction(1, 10)),),
+    step_mib=1,
+    min_mib=1,
+    cpu_min_m=1,
+)
+
+
+def reporting(
+    commit_fetched: str, commit_synced: str, annotations: Mapping[str, str | None] | None = None
+) -> RSync:
+    """An RSync whose reconciler fetched one commit and finished another (the same: nothing pending)."""
+    syncing = "True" if commit_fetched != commit_synced else "False"
+    return {
+        "metadata": {
+            "name": KEY.name,
+            "generation": 1,
+            "annotations": {k: v for k, v in (annotations or {}).items() if v is not None},
+        },
+        "status": {
+            "source": {"commit": commit_fetched},
+            "sync": {"commit": commit_synced},
+            "conditions": [{"type": "Syncing", "status": syncing, "message": "Sync Completed"}],
+        },
+    }
+
+
+def configmaps(objects: int, inventory: int, commit: str) -> ObjectCounts:
+    return ObjectCounts(objects, inventory, source_kinds=(("ConfigMap", objects),), source_commit=commit)
+
+
+def test_objects_still_to_prune_are_sized_as_what_the_last_finished_commit_held() -> None:
+    cluster = FakeCluster(size=None)
+    config = StepConfig(Profile(KINDS, STANDARD), Hysteresis(DELAY, 100), 3)
+    clock = Clock()
+    executor = Executor(cluster, config, clock, lambda key, delay: None)
+    # 800 ConfigMaps synced, and the implicit Namespace: 80 + 1 = 81 MiB.
+    executor.reconcile(KEY, reporting("a", "a"), configmaps(800, 801, "a"))
+    assert [r.memory_request_mib for r in cluster.applied] == [81]
+    recorded = {k: v for p in cluster.published for k, v in p.items() if k == SYNCED_SOURCE_ANNOTATION}
+    assert recorded == {SYNCED_SOURCE_ANNOTATION: '{"objects":800,"kib":null,"kinds":{"ConfigMap":800}}'}
+    # A commit of 200 ConfigMaps, seen before the reconciler fetched it, then while it prunes: the 600 to
+    # prune are ConfigMaps (81 MiB), not objects of any kind (200 x 0.1 + 601 x 1 = 621 MiB).
+    for rsync in (reporting("a", "a"), reporting("b", "a")):
+        assert executor.reconcile(KEY, rsync, configmaps(200, 801, "b")) == Outcome.UNCHANGED
+    # A restart of the service in the middle of the prune: the record on the RSync says the same.
+    again = Executor(cluster, config, clock, lambda key, delay: None)
+    assert again.reconcile(KEY, reporting("b", "a", recorded), configmaps(200, 801, "b")) == Outcome.UNCHANGED
+    assert [r.memory_request_mib for r in cluster.applied] == [81]
+    # Pruned and finished: 200 x 0.1 + 1 = 21 MiB once the lower target held for the delay.
+    assert again.reconcile(KEY, reporting("b", "b", recorded), configmaps(200, 201, "b")) == Outcome.POSTPONED
+    clock.now += DELAY
+    assert (
+        again.reconcile(KEY, reporting("b", "b", recorded), configmaps(200, 201, "b")) == Outcome.SCALED_DOWN
+    )
+    assert [r.memory_request_mib for r in cluster.applied] == [81, 21]

@@ -22,6 +22,8 @@ from autoscaler.annotations import (
     kinds_annotation,
     parse_kinds,
     parse_resources_annotation,
+    parse_synced_source,
+    synced_source_annotation,
 )
 from autoscaler.codecs import resources_of
 from autoscaler.policy import FITTED, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
@@ -124,6 +126,34 @@ def test_count_annotations(text: str, expected: int | None) -> None:
 )
 def test_kinds_annotation(text: object, expected: tuple[tuple[str, int], ...] | None) -> None:
     assert parse_kinds(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"objects": 800, "kib": 90, "kinds": {"ConfigMap": 800}}',
+            ObjectCounts(800, None, 90, (("ConfigMap", 800),)),
+        ),
+        ('{"objects": "800", "kib": null, "kinds": null}', ObjectCounts(800)),
+        ('{"objects": 800, "kib": -1, "kinds": {"": 3}}', ObjectCounts(800)),  # unreadable parts: unknown
+        ('{"objects": -800}', None),
+        ('{"objects": 1e3}', None),
+        ('{"kib": 90}', None),
+        ("[800]", None),
+        ("{", None),
+        (None, None),
+    ],
+)
+def test_synced_source_annotation(text: object, expected: ObjectCounts | None) -> None:
+    assert parse_synced_source(text) == expected
+
+
+def test_the_synced_source_annotation_reads_back() -> None:
+    counts = ObjectCounts(800, None, 90, (("ConfigMap", 700), ("Secret", 100)))
+    text = synced_source_annotation(counts)
+    assert text == '{"objects":800,"kib":90,"kinds":{"ConfigMap":700,"Secret":100}}'
+    assert parse_synced_source(text) == counts
 
 
 def test_the_kinds_annotation_is_bounded_and_reads_back() -> None:
