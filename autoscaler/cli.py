@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING
 
-from autoscaler.policy import PLATFORMS, PRESETS
+from autoscaler.policy import DEFAULT_PRESET, PLATFORMS, PRESETS
 
 if TYPE_CHECKING:
     from inventory.counts import Kinds
@@ -39,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument(
         "--profile", choices=sorted(PLATFORMS), default="standard", help="platform profile"
     )
-    recommend.add_argument("--preset", choices=sorted(PRESETS), default="fitted", help="sizing preset")
+    recommend.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=DEFAULT_PRESET,
+        help="sizing preset",
+    )
     recommend.add_argument(
         "--api-resources",
         type=int,

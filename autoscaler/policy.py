@@ -181,6 +181,9 @@ SIZE_AWARE = Sizing(
     min_mib=100,
 )
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
+# Size-aware: measured on the real reconciler, and it still works from the count alone (assumed KiB per
+# object and API surface) where the source is not read.
+DEFAULT_PRESET = SIZE_AWARE.name
 
 
 @dataclass(frozen=True)

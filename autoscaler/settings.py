@@ -22,7 +22,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from autoscaler.policy import PLATFORMS, PRESETS, Hysteresis, Profile, Sizing
+from autoscaler.policy import DEFAULT_PRESET, PLATFORMS, PRESETS, Hysteresis, Profile, Sizing
 from autoscaler.targets import TARGETS
 from inventory.ids import RECONCILER_NAMESPACE, ROOT_SYNC_NAMESPACE, RSyncKey
 
@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         json_schema_extra=_choices(PLATFORMS),
     )
     preset: Annotated[str, _one_of(PRESETS, "preset")] = Field(
-        "fitted",
+        DEFAULT_PRESET,
         json_schema_extra=_choices(PRESETS),
         description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to others' measurements of Deployments on GKE, with a margin), `size-aware` (objects, their manifests' KiB and the API surface, fitted to the real Config Sync v1.22.0 reconciler: BENCHMARKS.md) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )

@@ -288,6 +288,10 @@ def run_local(once: bool = False, live: bool = True) -> int:
             console.print(f"Config Sync {stack.build.root.name} installed; our webhook adds the sidecar")
             console.print(f"  export KUBECONFIG={plane.kubeconfig}   # to look with kubectl; Ctrl-C stops")
             console.print(f"  logs: {plane.work_dir}/webhook.log, {stack.harness.work_dir}/logs/")
+            surface = stack.api.api_resource_types()
+            console.print(
+                f"  the API server serves {surface} resource types (the default sizing counts them)"
+            )
             stack.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
             stack.api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, rootsync(SAMPLE.name))
             demo = Demo(stack, stack.api)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -214,3 +216,22 @@ def legacy_count(api: kubeapi.KubeApi) -> int:
         listing = api.request_json("GET", f"/apis/{group['preferredVersion']['groupVersion']}")
         total += sum("/" not in r["name"] for r in listing["resources"])
     return total
+
+
+def size_aware_by_hand(*, configmaps: int, others: int, kib: float, api_resources: int) -> tuple[str, str]:
+    """The default (size-aware) preset on Standard, written out by hand from its documented constants:
+    100 MiB + 0.0501 MiB per ConfigMap + 0.1441 MiB per object of another (or unknown) kind + 0.0082 MiB
+    per KiB of manifests + 0.5237 MiB per resource type served beyond 73, rounded up to 32 MiB; CPU 1m per
+    1.024 MiB, rounded up (at least 125m); limits = requests. `kib` is what the service sizes from: the
+    source's KiB scaled to the objects sized (rounded up), or 2 KiB per object where the source is not
+    read. Returns (CPU, memory) as quantities."""
+    raw = (
+        Fraction(100)
+        + Fraction("0.0501") * configmaps
+        + Fraction("0.1441") * others
+        + Fraction("0.0082") * Fraction(kib)
+        + Fraction("0.5237") * max(0, api_resources - 73)
+    )
+    memory = -(-math.ceil(raw) // 32) * 32
+    cpu = max(-(-memory * 1000 // 1024), 125)
+    return f"{cpu}m", f"{memory}Mi"

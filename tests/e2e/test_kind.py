@@ -19,7 +19,7 @@ from autoscaler.annotations import annotation_counts
 from controlplane.configsync import RSYNC_CRD_FILES, build_configsync
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory.ids import RSyncKey
-from tests.helpers import wait_for
+from tests.helpers import size_aware_by_hand, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "objcount-e2e"
@@ -96,6 +96,9 @@ def test_cluster_mode_sizes_a_reconciler_on_kind(cluster: None) -> None:
     body, entries = wait_for(
         reconciler_override, timeout=180, interval=2, what="the service to write the reconciler override"
     )
-    expected = 736  # the default (fitted) preset, 3,000 objects: 198 + 0.174 x 3000 = 720 -> 736 MiB
-    assert entries[0]["memoryRequest"] == f"{expected}Mi"
+    # The default (size-aware) preset with no source: 3,000 entries of unknown kind, 2 KiB assumed each,
+    # on the resource types kind's API server serves (kubectl's listing: preferred versions, no subresources).
+    surface = len(kubectl("api-resources", "-o", "name").split())
+    cpu, memory = size_aware_by_hand(configmaps=0, others=3000, kib=6000, api_resources=surface)
+    assert (entries[0]["cpuRequest"], entries[0]["memoryRequest"]) == (cpu, memory)
     assert annotation_counts(body).sync == 3000

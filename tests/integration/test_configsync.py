@@ -48,7 +48,7 @@ from controlplane.node import ContainerState, MemoryCgroup
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import Service, kib, legacy_count, wait_for
+from tests.helpers import Service, kib, legacy_count, size_aware_by_hand, wait_for
 
 JSON = dict[str, Any]
 MiB = 1 << 20
@@ -135,8 +135,11 @@ def objects_in(text: str) -> int:
 
 
 def sidecar_env(stack: ConfigSyncStack, key: RSyncKey, target: str) -> dict[str, str]:
-    """Our service in sidecar mode for one RSync, run on the host next to the stack (admin credentials)."""
+    """Our service in sidecar mode for one RSync, run on the host next to the stack (admin credentials),
+    with the count-only `fitted` preset: the tests using it work each size out by hand from the counts
+    (the default, size-aware, is worked out by hand where the shipped install runs it)."""
     return {
+        "OBJCOUNT_PRESET": "fitted",
         "OBJCOUNT_KUBECONFIG": str(stack.plane.kubeconfig),
         "OBJCOUNT_MODE": "sidecar",
         "OBJCOUNT_RSYNC_KIND": key.kind,
@@ -146,6 +149,15 @@ def sidecar_env(stack: ConfigSyncStack, key: RSyncKey, target: str) -> dict[str,
         "OBJCOUNT_TARGET": target,
         "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
     }
+
+
+def scaled_kib(stack: ConfigSyncStack, key: RSyncKey, objects: int) -> int:
+    """KiB of the RSync's current commit (read here from its files), scaled from its objects to `objects`
+    and rounded up, as the size-aware preset sizes them."""
+    commit_dir = (stack.repo(key) / "source" / "rev").resolve()
+    manifests = [path.read_text() for path in sorted(commit_dir.rglob("*.yaml"))]
+    in_source = sum(objects_in(text) for text in manifests)
+    return -(-kib(*manifests) * objects // in_source)
 
 
 def count_annotations(stack: ConfigSyncStack, key: RSyncKey) -> tuple[str | None, str | None]:
@@ -302,7 +314,7 @@ def test_override_reaches_the_reconciler_process_memory_limit(
     wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
     services.append(Service(sidecar_env(stack, key, "rsync-override"), tmp_path / "service.log"))
 
-    # Worked by hand for the shipped defaults (fitted preset, Standard): n = max(source 100, inventory
+    # Worked by hand for the fitted preset (sidecar_env), Standard: n = max(source 100, inventory
     # 101) = 101; 198 MiB + 0.174 MiB x 101 = 215.6 MiB, rounded up to a 32 MiB step = 224 MiB; CPU
     # 224 x 1000 / 1024 = 218.75, rounded up = 219m; limits equal requests.
     expected = {"memoryLimit": "224Mi", "memoryRequest": "224Mi", "cpuLimit": "219m", "cpuRequest": "219m"}
@@ -659,9 +671,18 @@ def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
     commits = root_and_repo_syncs(stack, "sidecar")
     root, repo = commits
 
-    # Each sidecar, with its own token and the shipped RBAC, counts and sizes its own RSync: 40 objects
-    # and the implicit Namespace, and 25 objects. Both need 198 + 0.174 x 41 (or 25) MiB < 224 MiB.
+    # Each sidecar, with its own token and the shipped RBAC (and the shipped default, size-aware),
+    # counts and sizes its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps.
     expected = {root: ("40", "41"), repo: ("25", "25")}
+    surface = legacy_count(api)
+    sizes = {
+        root: size_aware_by_hand(
+            configmaps=40, others=1, kib=scaled_kib(stack, root, 41), api_resources=surface
+        ),
+        repo: size_aware_by_hand(
+            configmaps=25, others=0, kib=scaled_kib(stack, repo, 25), api_resources=surface
+        ),
+    }
     for key in (root, repo):
         wait_for(
             lambda k=key: sidecar_process(stack, k), timeout=SYNC_TIMEOUT, what=f"our sidecar in {key}'s Pod"
@@ -672,12 +693,15 @@ def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
             found = sidecar_process(stack, key)
             log = stack.harness.log(found[0]["metadata"]["name"], SIDECAR_CONTAINER) if found else ""
             raise AssertionError(f"{key}: {error}; the sidecar's log ends with:\n{log[-3000:]}") from None
-        wait_for(lambda k=key: override_memory(stack, k) == "224Mi", timeout=60, what=f"{key}'s override")
+        wait_for(lambda k=key: override_memory(stack, k) == sizes[k][1], timeout=60, what=f"{key}'s override")
+        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == sizes[key][0]
     for key in (root, repo):
         # The override rolled the reconciler out: the new Pod got the sidecar again.
         pod, pid = wait_for(
             lambda k=key: (
-                (found := sidecar_process(stack, k)) and memory_limit_of_pod(found[0]) == "224Mi" and found
+                (found := sidecar_process(stack, k))
+                and memory_limit_of_pod(found[0]) == sizes[k][1]
+                and found
             ),
             timeout=SYNC_TIMEOUT,
             what=f"{key}'s new Pod with the sidecar",
@@ -756,20 +780,25 @@ def test_cluster_mode_installed_as_the_readme_says_sizes_every_rsync(
             tmp_path / "service.log",
         )
     )
-    # Inventories of 41 (40 and the implicit Namespace) and 25 entries: 198 + 0.174 x 41 = 205.1 MiB and
-    # 198 + 0.174 x 25 = 202.4 MiB, both 224Mi in 32 MiB steps; CPU 224 x 1000 / 1024 -> 219m.
+    # The shipped default (size-aware) with no source: inventories of 41 (40 and the implicit Namespace)
+    # and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
+    surface = legacy_count(api)
+    sizes = {
+        key: size_aware_by_hand(configmaps=0, others=n, kib=2 * n, api_resources=surface)
+        for key, n in ((root, 41), (repo, 25))
+    }
     for key, entries in ((root, "41"), (repo, "25")):
         wait_for(
             lambda k=key: sync_completed(stack, k, commits[k]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
         )
         wait_for(lambda k=key, e=entries: count_annotations(stack, k) == (None, e), timeout=60, what="counts")
-        wait_for(lambda k=key: override_memory(stack, k) == "224Mi", timeout=60, what=f"{key}'s override")
-        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == "219m"
+        wait_for(lambda k=key: override_memory(stack, k) == sizes[k][1], timeout=60, what=f"{key}'s override")
+        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == sizes[key][0]
     for key in (root, repo):
         wait_for(
             lambda k=key: (
                 (pod := stack.reconciler_pod(k))
-                and memory_limit_of_pod(pod) == "224Mi"
+                and memory_limit_of_pod(pod) == sizes[k][1]
                 and container_running(pod, "reconciler")
             ),
             timeout=SYNC_TIMEOUT,

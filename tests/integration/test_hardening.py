@@ -63,7 +63,7 @@ def test_autopilot_sizes_against_the_other_containers_the_pod_really_has(rig: Ri
         },
     ]
     rig.api.replace(kubeapi.DEPLOYMENT, rig.namespace, reconciler_name(rig.key), deployment)
-    profile = Settings(rsync_name="x", platform="autopilot").profile()
+    profile = Settings(rsync_name="x", platform="autopilot", preset="fitted").profile()
     _controller(
         rig,
         DeploymentTarget(rig.api, namespace=rig.namespace),

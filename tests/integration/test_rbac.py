@@ -79,6 +79,7 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
             "OBJCOUNT_LEASE_NAMESPACE": namespace,
             "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
             "OBJCOUNT_TARGET": target,
+            "OBJCOUNT_PRESET": "fitted",  # count-only: the size worked out by hand from the count
         },
         tmp_path / "service.log",
     )

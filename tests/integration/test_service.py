@@ -38,6 +38,7 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
             "OBJCOUNT_TARGET": "deployment",
             "OBJCOUNT_SOURCE_ROOT": str(tmp_path / "repo"),
             "OBJCOUNT_LOG_LEVEL": "DEBUG",  # the most it ever says, still without credentials
+            "OBJCOUNT_PRESET": "fitted",  # count-only: each size worked out by hand from the count
         },
         tmp_path / "service.log",
     )
@@ -52,7 +53,7 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
         resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
         return None if resources is None else resources.memory_request_mib
 
-    # The default (fitted) preset: 600 objects 198 + 104.4 = 302.4 -> 320 MiB; 5,000: 1068 -> 1088 MiB.
+    # The fitted preset: 600 objects 198 + 104.4 = 302.4 -> 320 MiB; 5,000: 1068 -> 1088 MiB.
     wait_for(lambda: reconciler_memory() == 320, what="first size")
     api.patch(kubeapi.RESOURCEGROUP, namespace, key.name, resourcegroup(key, 5000))
     wait_for(

@@ -11,11 +11,13 @@ from tests.helpers import run_module
 def test_stress_small_ramp_end_to_end(control_plane_bin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     steps = ("--start", "200", "--step", "200", "--out", str(out))
-    run_module("autoscaler.cli", "stress", *steps, "--stop", "600", bin_dir=control_plane_bin_dir)
+    # The service the script starts inherits its environment: the count-only preset, by hand below.
+    fitted = {"OBJCOUNT_PRESET": "fitted"}
+    run_module("autoscaler.cli", "stress", *steps, "--stop", "600", bin_dir=control_plane_bin_dir, env=fitted)
     with (out / "stress.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["objects"]) for r in rows] == [200, 400, 600]
-    # The default (fitted) preset: 198 + 0.174 x n MiB rounded up to 32 MiB.
+    # The fitted preset: 198 + 0.174 x n MiB rounded up to 32 MiB.
     expected_mib = {200: 256, 400: 288, 600: 320}
     for row in rows:
         n = int(row["objects"])
@@ -28,6 +30,8 @@ def test_stress_small_ramp_end_to_end(control_plane_bin_dir: Path, tmp_path: Pat
     assert (out / "stress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # --resume keeps what was measured and only runs the new steps.
-    run_module("profiles.stress", *steps, "--stop", "800", "--resume", bin_dir=control_plane_bin_dir)
+    run_module(
+        "profiles.stress", *steps, "--stop", "800", "--resume", bin_dir=control_plane_bin_dir, env=fitted
+    )
     with (out / "stress.csv").open() as handle:
         assert [int(r["objects"]) for r in csv.DictReader(handle)] == [200, 400, 600, 800]

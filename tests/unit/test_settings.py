@@ -85,6 +85,7 @@ def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch,
         {
             "OBJCOUNT_MODE": "cluster",
+            "OBJCOUNT_PRESET": "fitted",
             "OBJCOUNT_BASE_MIB": "100",
             "OBJCOUNT_MIB_PER_OBJECT": "0.5",
             "OBJCOUNT_STEP_MIB": "64",
@@ -110,8 +111,18 @@ def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None
     assert size(100, load_settings().profile()) == Resources(385, 192, None, None)
 
 
-def test_cli_recommend_shows_the_fitted_minimum(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_recommend_defaults_to_size_aware_on_an_assumed_api_surface(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["recommend", "--objects", "0"]) == 0
+    out = capsys.readouterr().out
+    # 100 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 323.6 -> 352 MiB on the 32 MiB grid;
+    # CPU 352 x 1000 / 1024 = 343.75 -> 344m.
+    assert "reconciler: requests 344m/352Mi, limits 344m/352Mi" in out
+
+
+def test_cli_recommend_shows_the_fitted_minimum(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recommend", "--objects", "0", "--preset", "fitted"]) == 0
     out = capsys.readouterr().out
     assert "(min 198Mi, max 65536Mi)" in out
     # 0 objects: 198 MiB -> 224 MiB on the 32 MiB grid, CPU 218.75 -> 219m.
@@ -123,7 +134,7 @@ def test_cli_recommend_reads_a_source_directory(capsys: pytest.CaptureFixture[st
     secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"
     (tmp_path / "a.yaml").write_text("---\n".join([configmap] * 3 + [secret]))
     (tmp_path / "notes.md").write_text("not read")
-    assert main(["recommend", "--source", str(tmp_path)]) == 0
+    assert main(["recommend", "--source", str(tmp_path), "--preset", "fitted"]) == 0
     out = capsys.readouterr().out
     assert f"source {tmp_path}: 4 objects in 1 files (ConfigMap 3, Secret 1)" in out
     # The fitted preset sizes by the count alone: 198 + 0.174 x 4 = 198.7 -> 224 MiB.
