@@ -184,7 +184,7 @@ class Settings(BaseSettings):
     )
     counts_in_status: bool = Field(
         False,
-        description="Write the counts to `status.source.objectCount` and `status.sync.objectCount` instead of our annotations. Only for a Config Sync whose RSync status defines them: v1.22.0 does not, and its reconciler's status writes would erase them. Where the API server drops them, the counts go to the annotations anyway.",
+        description="Write the counts to `status.source.objectCount` and `status.sync.objectCount` instead of our annotations. Only for a Config Sync whose RSync status defines them: v1.22.0 does not, and its reconciler's status writes would erase them. Where the API server drops them, the counts go to the annotations anyway. Needs `patch` on `rootsyncs/status` and `reposyncs/status`, which the shipped ClusterRole does not grant and the shipped admission policy refuses (SECURITY.md).",
     )
     watch_timeout_seconds: int = Field(
         300, ge=10, le=3600, description="Server-side timeout of each watch request (it is then resumed)."

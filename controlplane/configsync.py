@@ -83,8 +83,18 @@ _RESOURCES = {
     "MutatingWebhookConfiguration": kubeapi.Resource(
         "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"
     ),
+    "ValidatingAdmissionPolicy": kubeapi.Resource(
+        "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
+    ),
+    "ValidatingAdmissionPolicyBinding": kubeapi.Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+    ),
 }
 SIDECAR_MANIFESTS = REPO_ROOT / "manifests" / "sidecar"
+GUARD_MANIFEST = REPO_ROOT / "manifests" / "rbac" / "guard.yaml"
 CLUSTER_MANIFESTS = REPO_ROOT / "manifests" / "cluster"
 WEBHOOK_CONFIGURATION = "objcount-sidecar"
 WEBHOOK_TLS_SECRET = "objcount-webhook-tls"
@@ -190,6 +200,13 @@ def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | 
     )
 
 
+def install_guard(api: kubeapi.KubeApi) -> None:
+    """Our admission policy (part of both installs): what our identities may change. It matches only
+    them, so Config Sync runs under it as without it."""
+    for item in manifests_in(GUARD_MANIFEST):
+        _create_or_replace(api, item)
+
+
 def install_cluster(api: kubeapi.KubeApi) -> None:
     """The README's cluster-mode installation: `kubectl apply -k manifests/cluster` (our roles, their
     bindings to our ServiceAccount, the Deployment; PLAYED BY US: its Pods, which nothing runs here)."""
@@ -267,6 +284,7 @@ class ConfigSyncStack:
         self.api = kubeapi.KubeApi.connect(str(self.plane.kubeconfig))
         try:
             install_config_sync(self.api, self.build, polling_period=self.polling_period)
+            install_guard(self.api)  # as a user who installed us has it: Config Sync must run under it
             self.node = NodeHarness(
                 kubeconfig=self.plane.kubeconfig,
                 api_port=self.plane.port,

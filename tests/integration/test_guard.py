@@ -1,0 +1,321 @@
+"""What our identities can change, proven by the real kube-apiserver: the shipped RBAC and the shipped
+admission policy (manifests/rbac/guard.yaml), with the tokens of our own ServiceAccounts
+(config-management-system/objcount-autoscaler for cluster mode, objcount-sidecar for the sidecars), on
+Config Sync v1.22.0's CRDs (the bare API server; Config Sync itself runs under the guard in every test
+of tests/integration/test_configsync.py, where the stack installs it).
+
+Each refused write names what refused it: RBAC ("cannot ...") or the policy (its name and message)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane import LocalControlPlane
+from controlplane.configsync import (
+    CLUSTER_MANIFESTS,
+    GUARD_MANIFEST,
+    NAMESPACE,
+    SIDECAR_MANIFESTS,
+    ConfigSyncBuild,
+    ConfigSyncStack,
+    _create_or_replace,
+    kustomization_objects,
+    rootsync,
+)
+from controlplane.seed import ensure_namespace, manifests_in
+from inventory import kubeapi
+from inventory.ids import RSyncKey
+from tests.helpers import wait_for
+
+JSON = dict[str, Any]
+POLICY = "objcount-autoscaler-guard"
+IDENTITIES = ("objcount-autoscaler", "objcount-sidecar")
+
+
+@pytest.fixture(scope="module")
+def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dict[str, kubeapi.KubeApi]:
+    """The guard, and our ServiceAccounts with exactly the shipped roles and bindings (both installs,
+    less the Deployment and the webhook, which these tests do not need), each as a client with its own
+    token. On the bare API server: the guard matches only these accounts, which no other test uses."""
+    ensure_namespace(admin_api, NAMESPACE)
+    objects = [
+        *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] != "Deployment"),
+        *manifests_in(SIDECAR_MANIFESTS / "accounts.yaml"),
+        *manifests_in(SIDECAR_MANIFESTS / "rbac-bindings.yaml"),
+    ]
+    for item in objects:
+        _create_or_replace(admin_api, item)
+    clients = {}
+    for account in IDENTITIES:
+        token = control_plane.issue_service_account_token(NAMESPACE, account)
+        clients[account] = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
+    # The policy is enforced once the API server has loaded it: until then a refused write passes.
+    wait_for(lambda: _guarded(admin_api, clients["objcount-sidecar"]), what="the guard enforced")
+    return clients
+
+
+def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:
+    probe = f"probe-{uuid.uuid4().hex[:6]}"
+    admin.create(kubeapi.ROOTSYNC, NAMESPACE, rootsync(probe))
+    try:
+        client.patch(kubeapi.ROOTSYNC, NAMESPACE, probe, {"metadata": {"labels": {"probe": "x"}}})
+    except kubeapi.ApiError as error:
+        return POLICY in str(error)
+    finally:
+        admin.delete(kubeapi.ROOTSYNC, NAMESPACE, probe)
+    return False
+
+
+@pytest.fixture
+def rsync(admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]) -> Iterator[RSyncKey]:
+    """A RootSync as a user declares it, with a git-sync override entry of the user's (PLAYED BY US: no
+    Config Sync runs on this API server; what it would do with the writes is not the question here)."""
+    key = RSyncKey("RootSync", NAMESPACE, f"guard-{uuid.uuid4().hex[:8]}")
+    body = rootsync(key.name)
+    body["spec"]["override"] = {"resources": [{"containerName": "git-sync", "memoryLimit": "64Mi"}]}
+    admin_api.create(kubeapi.ROOTSYNC, key.namespace, body)
+    yield key
+    with contextlib.suppress(kubeapi.NotFound):
+        admin_api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
+
+
+def pod(admin_api: kubeapi.KubeApi, labels: dict[str, str], containers: list[str]) -> JSON:
+    """A Pod object (PLAYED BY US: nothing runs it on this API server; a resize is an API write all the
+    same), each container with 100Mi."""
+    resources = {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{uuid.uuid4().hex[:8]}", "labels": labels},
+        "spec": {"containers": [{"name": n, "image": n, "resources": resources} for n in containers]},
+    }
+    return admin_api.create(kubeapi.POD, NAMESPACE, body)
+
+
+RECONCILER_LABELS = {"app": "reconciler", "configsync.gke.io/deployment-name": "root-reconciler-guard"}
+
+
+def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+    try:
+        api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
+    except kubeapi.NotFound:
+        return True
+    return False
+
+
+def refused_by_policy(write: Any, message: str) -> None:
+    with pytest.raises(kubeapi.ApiError) as refused:
+        write()
+    text = str(refused.value)
+    assert POLICY in text, text
+    assert message in text, text
+
+
+def refused_by_rbac(write: Any, verb: str) -> None:
+    with pytest.raises(kubeapi.Forbidden) as refused:
+        write()
+    text = str(refused.value)
+    assert f"cannot {verb}" in text, text
+    assert POLICY not in text, text
+
+
+def patch_rsync(client: kubeapi.KubeApi, key: RSyncKey, patch: JSON) -> Any:
+    return lambda: client.patch(kubeapi.ROOTSYNC, key.namespace, key.name, patch)
+
+
+# ----- allowed ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_our_identities_write_the_reconciler_entry_and_our_annotations(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    client = shipped[identity]
+    theirs = {"containerName": "git-sync", "memoryLimit": "64Mi"}
+    ours = {"containerName": "reconciler", "memoryRequest": "256Mi", "memoryLimit": "256Mi"}
+    patch = {
+        "metadata": {"annotations": {"objcount.dev/recommended-resources": identity}},
+        "spec": {"override": {"resources": [theirs, ours]}},
+    }
+    body = client.patch(kubeapi.ROOTSYNC, rsync.namespace, rsync.name, patch)
+    assert body["spec"]["override"]["resources"] == [theirs, ours]
+    assert body["metadata"]["annotations"]["objcount.dev/recommended-resources"] == identity
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_our_identities_resize_the_reconciler_container_of_a_reconciler_pod(
+    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], identity: str
+) -> None:
+    reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
+    resize = _resize(reconciler_pod, "reconciler", "300Mi")
+    body = shipped[identity].patch(
+        kubeapi.POD,
+        NAMESPACE,
+        reconciler_pod["metadata"]["name"],
+        resize,
+        subresource="resize",
+        patch_type="strategic",
+    )
+    reconciler = next(c for c in body["spec"]["containers"] if c["name"] == "reconciler")
+    assert reconciler["resources"]["limits"]["memory"] == "300Mi"
+
+
+def _resize(pod: JSON, container: str, memory: str) -> JSON:
+    current = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+    resources = {
+        "requests": {**(current.get("resources") or {}).get("requests", {}), "memory": memory},
+        "limits": {**(current.get("resources") or {}).get("limits", {}), "memory": memory},
+    }
+    return {"spec": {"containers": [{"name": container, "resources": resources}]}}
+
+
+# ----- refused by the policy -------------------------------------------------------------------------
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_changing_spec_git_repo_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    patch = {"spec": {"git": {"repo": "https://attacker.example/repo"}}}
+    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "may not change an RSync's source")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_changing_spec_source_type_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    patch = {"spec": {"sourceType": "oci", "oci": {"image": "attacker.example/image", "auth": "none"}}}
+    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "may not change an RSync's source")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_changing_spec_override_role_refs_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    patch = {"spec": {"override": {"roleRefs": [{"kind": "ClusterRole", "name": "cluster-admin"}]}}}
+    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "only spec.override.resources")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_changing_another_containers_override_entry_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    patch = {"spec": {"override": {"resources": [{"containerName": "git-sync", "memoryLimit": "1Gi"}]}}}
+    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "only the reconciler entry")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_changing_a_label_or_an_annotation_not_ours_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    for metadata in (
+        {"labels": {"team": "attacker"}},
+        {"annotations": {"configsync.gke.io/deletion-propagation-policy": "Foreground"}},
+    ):
+        write = patch_rsync(shipped[identity], rsync, {"metadata": metadata})
+        refused_by_policy(write, "only objcount.dev/* annotations")
+
+
+def test_resizing_a_pod_that_is_not_a_reconciler_is_refused(
+    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
+) -> None:
+    manager = pod(admin_api, {"app": "reconciler-manager"}, ["reconciler-manager"])
+    resize = _resize(manager, "reconciler-manager", "1Gi")
+    write = lambda: shipped["objcount-autoscaler"].patch(  # noqa: E731
+        kubeapi.POD,
+        NAMESPACE,
+        manager["metadata"]["name"],
+        resize,
+        subresource="resize",
+        patch_type="strategic",
+    )
+    refused_by_policy(write, "only the reconciler container of a Config Sync reconciler Pod")
+
+
+def test_resizing_another_container_of_a_reconciler_pod_is_refused(
+    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
+) -> None:
+    reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
+    resize = _resize(reconciler_pod, "git-sync", "1Gi")
+    write = lambda: shipped["objcount-sidecar"].patch(  # noqa: E731
+        kubeapi.POD,
+        NAMESPACE,
+        reconciler_pod["metadata"]["name"],
+        resize,
+        subresource="resize",
+        patch_type="strategic",
+    )
+    refused_by_policy(write, "only the reconciler container of a Config Sync reconciler Pod")
+
+
+# ----- refused by RBAC -------------------------------------------------------------------------------
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_deleting_an_rsync_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    refused_by_rbac(lambda: shipped[identity].delete(kubeapi.ROOTSYNC, rsync.namespace, rsync.name), "delete")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_creating_an_rsync_is_refused(shipped: dict[str, kubeapi.KubeApi], identity: str) -> None:
+    body = rootsync(f"attacker-{uuid.uuid4().hex[:6]}")
+    refused_by_rbac(lambda: shipped[identity].create(kubeapi.ROOTSYNC, NAMESPACE, body), "create")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+@pytest.mark.parametrize(
+    "resource",
+    [kubeapi.Resource("", "v1", "secrets", "Secret"), kubeapi.Resource("", "v1", "configmaps", "ConfigMap")],
+)
+def test_reading_secrets_or_configmaps_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], identity: str, resource: kubeapi.Resource
+) -> None:
+    refused_by_rbac(lambda: shipped[identity].list_page(resource, NAMESPACE), "list")
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_writing_the_status_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+) -> None:
+    patch = {"status": {"sync": {"commit": "0" * 40}}}
+    write = lambda: shipped[identity].patch(  # noqa: E731
+        kubeapi.ROOTSYNC, rsync.namespace, rsync.name, patch, subresource="status"
+    )
+    refused_by_rbac(write, "patch")
+
+
+# ----- the policy itself -----------------------------------------------------------------------------
+def test_the_guard_names_every_field_of_the_pinned_rsync_crds(configsync_build: ConfigSyncBuild) -> None:
+    """A spec or spec.override field the policy does not compare would be writable by our identities."""
+    text = GUARD_MANIFEST.read_text()
+    for name in ("rootsync-crd.yaml", "reposync-crd.yaml"):
+        crd = yaml.safe_load((configsync_build.manifests / name).read_text())
+        for version in crd["spec"]["versions"]:
+            spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            for field in spec:
+                if field != "override":
+                    assert f"object.?spec.?{field} == oldObject.?spec.?{field}" in text, (name, field)
+            for field in spec["override"]["properties"]:
+                if field != "resources":
+                    compared = f"object.?spec.?override.?{field} == oldObject.?spec.?override.?{field}"
+                    assert compared in text, (name, field)
+
+
+def test_the_policy_matches_only_our_identities_and_type_checks(config_sync: ConfigSyncStack) -> None:
+    """On the Config Sync stack, whose kube-controller-manager type-checks policies against the
+    resources they match (the RSync CRDs as released)."""
+    api = config_sync.api
+    assert api is not None
+    resource = kubeapi.Resource(
+        "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
+    )
+    (condition,) = api.get(resource, None, POLICY)["spec"]["matchConditions"]
+    assert "system:serviceaccount:config-management-system:objcount-" in condition["expression"]
+    checked = wait_for(
+        lambda: (api.get(resource, None, POLICY).get("status") or {}).get("typeChecking"),
+        timeout=60,
+        what="the policy type-checked",
+    )
+    assert not checked.get("expressionWarnings"), checked
