@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from autoscaler.policy import Resources
+from autoscaler.targets import DeploymentTarget
 from controlplane import LocalControlPlane
 from controlplane.configsync import (
     CLUSTER_MANIFESTS,
@@ -28,9 +30,9 @@ from controlplane.configsync import (
     kustomization_objects,
     rootsync,
 )
-from controlplane.seed import ensure_namespace, manifests_in
+from controlplane.seed import ensure_namespace, manifests_in, reconciler_deployment
 from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.ids import RSyncKey, reconciler_name
 from tests.helpers import wait_for
 
 JSON = dict[str, Any]
@@ -248,6 +250,75 @@ def test_resizing_another_container_of_a_reconciler_pod_is_refused(
         patch_type="strategic",
     )
     refused_by_policy(write, "only the reconciler container of a Config Sync reconciler Pod")
+
+
+# ----- Deployments (the `deployment` target) -------------------------------------------------------------
+@pytest.fixture
+def deployment(admin_api: kubeapi.KubeApi, shipped: object) -> Iterator[RSyncKey]:
+    """A reconciler Deployment nobody else manages (what the `deployment` target is for), created by
+    the admin; PLAYED BY US: no controller runs it on this API server."""
+    key = RSyncKey("RootSync", NAMESPACE, f"guard-{uuid.uuid4().hex[:8]}")
+    admin_api.create(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_deployment(key, NAMESPACE))
+    yield key
+    admin_api.delete(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_our_identities_apply_the_reconciler_resources_to_a_deployment(
+    shipped: dict[str, kubeapi.KubeApi], deployment: RSyncKey, identity: str
+) -> None:
+    size = Resources(300, 300, 300, 300)
+    assert DeploymentTarget(shipped[identity], namespace=NAMESPACE).apply(deployment, size).resources == size
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        (
+            "the reconciler's image",
+            {"containers": [{"name": "reconciler", "image": "attacker.example/image"}]},
+        ),
+        ("the reconciler's command", {"containers": [{"name": "reconciler", "command": ["/bin/sh"]}]}),
+        (
+            "another container's resources",
+            {"containers": [{"name": "git-sync", "resources": {"limits": {"memory": "1Gi"}}}]},
+        ),
+        ("a new container", {"containers": [{"name": "miner", "image": "attacker.example/miner"}]}),
+        ("the ServiceAccount", {"serviceAccountName": "default"}),
+        ("the volumes", {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]}),
+    ],
+)
+def test_changing_anything_else_in_a_deployment_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], deployment: RSyncKey, what: str, change: JSON
+) -> None:
+    patch = {"spec": {"template": {"spec": change}}}
+    write = lambda: shipped["objcount-autoscaler"].patch(  # noqa: E731
+        kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(deployment), patch, patch_type="strategic"
+    )
+    refused_by_policy(write, "only the reconciler container's resources in a Deployment")
+
+
+def test_the_guard_names_every_field_of_a_deployment_the_api_server_serves(
+    admin_api: kubeapi.KubeApi,
+) -> None:
+    """A Deployment, PodSpec or Container field the policy does not compare would be writable by our
+    identities (read from the API server's own OpenAPI schema)."""
+    text = GUARD_MANIFEST.read_text()
+    schemas = admin_api.request_json("GET", "/openapi/v3/apis/apps/v1")["components"]["schemas"]
+
+    def fields(name: str) -> list[str]:
+        return sorted(schemas[f"io.k8s.api.{name}"]["properties"])
+
+    for field in fields("apps.v1.DeploymentSpec"):
+        if field != "template":
+            assert f"object.spec.?{field} == oldObject.spec.?{field}" in text, field
+    for field in fields("core.v1.PodSpec"):
+        if field != "containers":
+            compared = f"object.spec.template.spec.?{field} == oldObject.spec.template.spec.?{field}"
+            assert compared in text, field
+    for field in fields("core.v1.Container"):
+        if field not in ("resources", "name"):
+            assert f"o.?{field} == c.?{field}" in text, field
 
 
 # ----- refused by RBAC -------------------------------------------------------------------------------
