@@ -73,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     status.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    grant = commands.add_parser(
+        "grant-reposync",
+        help="print the RBAC a RepoSync's sidecar needs (apply it with the RepoSync: kubectl apply -f -)",
+    )
+    grant.add_argument("namespace", help="the RepoSync's namespace")
+    grant.add_argument(
+        "name", nargs="?", default="repo-sync", help="the RepoSync's name (default: repo-sync)"
+    )
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -191,6 +199,20 @@ def run_demo(args: argparse.Namespace) -> int:
     return run_demo(args.kubeconfig, once=args.once, live=not args.no_live)
 
 
+def run_grant_reposync(args: argparse.Namespace) -> int:
+    import yaml
+
+    from autoscaler.grants import GrantError, reposync_grant
+
+    try:
+        objects = reposync_grant(args.namespace, args.name)
+    except GrantError as error:
+        print(f"objcount grant-reposync: {error}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0
+
+
 def run_version(args: argparse.Namespace) -> int:
     print(version("object-count-autoscaler"))
     return 0
@@ -202,6 +224,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "recommend": run_recommend,
     "stress": run_stress,
     "demo": run_demo,
+    "grant-reposync": run_grant_reposync,
     "version": run_version,
 }
 

@@ -25,11 +25,13 @@ import orjson
 import yaml
 
 from inventory.ids import (
+    ROOT_SIDECAR_ACCOUNT,
     ROOT_SYNC_NAMESPACE,
     SYNC_KIND_LABEL,
     SYNC_NAME_LABEL,
     SYNC_NAMESPACE_LABEL,
     RSyncKey,
+    sidecar_account,
 )
 from inventory.objects import block_of
 
@@ -139,12 +141,24 @@ def sidecar_patch(pod: Mapping[str, object], template: SidecarTemplate, key: RSy
     ]
     pod_volumes = block_of(pod, "spec").get("volumes")
     existing = {v.get("name") for v in _list(pod_volumes) if isinstance(v, dict)}
-    volumes = [v for v in template.volumes if v["name"] not in existing]
+    volumes = [_with_token_of(v, key) for v in template.volumes if v["name"] not in existing]
     if pod_volumes is None:
         patch.append({"op": "add", "path": "/spec/volumes", "value": volumes})
     else:
         patch += [{"op": "add", "path": "/spec/volumes/-", "value": v} for v in volumes]
     return patch
+
+
+def _with_token_of(volume: JSON, key: RSyncKey) -> JSON:
+    """The template's token volume (the RootSync sidecars' account) for the account that serves `key`.
+    Optional: a RepoSync not granted yet (no account, no Secret) must not keep its reconciler from
+    starting; its sidecar then reports that it has no credentials."""
+    secret = volume.get("secret")
+    if not isinstance(secret, dict) or secret.get("secretName") != f"{ROOT_SIDECAR_ACCOUNT}-token":
+        return volume
+    if key.kind == "RootSync":
+        return volume
+    return {**volume, "secret": {**secret, "secretName": f"{sidecar_account(key)}-token", "optional": True}}
 
 
 def decide(body: bytes, template: SidecarTemplate) -> Decision:

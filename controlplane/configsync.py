@@ -186,12 +186,12 @@ def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | 
         "metadata": {"name": WEBHOOK_TLS_SECRET, "namespace": NAMESPACE},
         "data": {name: _base64_file(cert_dir / name) for name in ("tls.crt", "tls.key")},
     }
-    _create_or_replace(api, secret)
+    create_or_replace(api, secret)
     for item in kustomization_objects(SIDECAR_MANIFESTS):
         if item["kind"] == "MutatingWebhookConfiguration" and webhook_url:
             for webhook in item["webhooks"]:
                 webhook["clientConfig"] = {"url": webhook_url}
-        _create_or_replace(api, item)
+        create_or_replace(api, item)
     ca_bundle = [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": _base64_file(cert_dir / "ca.crt")}
     ]
@@ -204,14 +204,14 @@ def install_guard(api: kubeapi.KubeApi) -> None:
     """Our admission policy (part of both installs): what our identities may change. It matches only
     them, so Config Sync runs under it as without it."""
     for item in manifests_in(GUARD_MANIFEST):
-        _create_or_replace(api, item)
+        create_or_replace(api, item)
 
 
 def install_cluster(api: kubeapi.KubeApi) -> None:
     """The README's cluster-mode installation: `kubectl apply -k manifests/cluster` (our roles, their
     bindings to our ServiceAccount, the Deployment; PLAYED BY US: its Pods, which nothing runs here)."""
     for item in kustomization_objects(CLUSTER_MANIFESTS):
-        _create_or_replace(api, item)
+        create_or_replace(api, item)
 
 
 def uninstall_webhook(api: kubeapi.KubeApi) -> None:
@@ -248,7 +248,7 @@ def _base64_file(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def _create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
+def create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
     """As `kubectl apply` for objects only we write: create, else replace the stored one."""
     resource = _RESOURCES[item["kind"]]
     namespace, name = item["metadata"].get("namespace"), item["metadata"]["name"]

@@ -562,9 +562,15 @@ class PodRunner:
             (path / item["path"]).write_text(data[item["key"]])
 
     def _write_secret(self, path: Path, ref: JSON) -> None:
-        """As the kubelet: every key a file (mode `defaultMode`, else 0644), written once at start."""
+        """As the kubelet: every key a file (mode `defaultMode`, else 0644), written once at start; an
+        optional Secret that does not exist leaves the volume empty."""
         path.mkdir(parents=True, exist_ok=True)
-        secret = self.node.get_json(f"/api/v1/namespaces/{self.namespace}/secrets/{ref['secretName']}")
+        try:
+            secret = self.node.get_json(f"/api/v1/namespaces/{self.namespace}/secrets/{ref['secretName']}")
+        except self.node.kubeapi.NotFound:
+            if ref.get("optional"):
+                return  # as the kubelet: an optional Secret that does not exist is an empty volume
+            raise
         for key, value in (secret.get("data") or {}).items():
             file = path / key
             file.write_bytes(base64.b64decode(value))

@@ -125,6 +125,16 @@ def applyset_id(rsync: Mapping[str, object]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+ROOT_SIDECAR_ACCOUNT = "objcount-sidecar"
+
+
+def sidecar_account(key: RSyncKey) -> str:
+    """The ServiceAccount (in config-management-system) a sidecar serving `key` acts as: one for every
+    RootSync sidecar (RootSyncs are the platform's), one per RepoSync (its namespace's tenant's), whose
+    Role reaches its own RepoSync only. Its token is in the Secret `<account>-token`."""
+    return ROOT_SIDECAR_ACCOUNT if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
+
+
 def reconciler_name(key: RSyncKey) -> str:
     """Name of the reconciler Deployment Config Sync's reconciler manager creates for an RSync."""
     if key.kind == "RootSync":

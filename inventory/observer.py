@@ -82,6 +82,9 @@ class Observer:
             self._on_inventory,
             namespace=scope.namespace,
             label_selector=scope.inventory_selector,
+            # Config Sync names the inventory after its RSync; a Role limited to it by `resourceNames`
+            # allows a list or watch only with this selector.
+            field_selector=f"metadata.name={scope.rsync.name}" if scope.rsync else "",
             settings=settings,
             keep=keep_last_good_count,
         )

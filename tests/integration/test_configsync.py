@@ -34,6 +34,7 @@ from controlplane.configsync import (
     ConfigSyncStack,
     build_configsync,
     container_running,
+    create_or_replace,
     grant_reposync,
     install_cluster,
     install_sidecar,
@@ -647,13 +648,23 @@ def sidecar_process(stack: ConfigSyncStack, key: RSyncKey) -> tuple[JSON, int] |
 
 def root_and_repo_syncs(stack: ConfigSyncStack, prefix: str) -> dict[RSyncKey, str]:
     """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
-    created, each with the commit it syncs (the RootSync first)."""
+    created, each with the commit it syncs (the RootSync first). The RepoSync is granted as the README
+    says: Config Sync's RoleBinding for its reconciler, and ours for its sidecar
+    (`objcount grant-reposync`)."""
     assert stack.api is not None
     team = f"team-{_suffix()}"
     ensure_namespace(stack.api, team)
     root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
     repo = RSyncKey("RepoSync", team, "repo-sync")
     grant_reposync(stack.api, team, repo.name)
+    granted = subprocess.run(
+        [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, repo.name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for item in yaml.safe_load_all(granted.stdout):
+        create_or_replace(stack.api, item)
     commits = {
         root: stack.commit(root, {"configmaps.yaml": configmaps_yaml(40, namespace=f"apps-{_suffix()}")}),
         repo: stack.commit(repo, {"configmaps.yaml": configmaps_yaml(25, namespace=team)}),
@@ -711,7 +722,8 @@ def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
             c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]
         ]
         assert_config_sync_state_intact(stack, key, commits[key])
-        assert_sidecar_has_only_its_own_token(stack, pod, pid)
+        account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
+        assert_sidecar_has_only_its_own_token(stack, pod, pid, account)
     assert webhook.metric('objcount_webhook_admissions_total{result="injected"}') >= 4
 
 
@@ -719,8 +731,9 @@ def memory_limit_of_pod(pod: JSON) -> str | None:
     return reconciler_resources(pod["spec"]).get("limits", {}).get("memory")
 
 
-def assert_sidecar_has_only_its_own_token(stack: ConfigSyncStack, pod: JSON, pid: int) -> None:
-    """The sidecar's token is objcount-sidecar's, and the Pod's own token is mounted nowhere in it."""
+def assert_sidecar_has_only_its_own_token(stack: ConfigSyncStack, pod: JSON, pid: int, account: str) -> None:
+    """The sidecar's token is its account's (objcount-sidecar for every RootSync, one per RepoSync), and
+    the Pod's own token is mounted nowhere in it."""
     token = Path(f"/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token").read_text()
     as_sidecar = kubeapi.KubeApi.connect(str(stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
     review = as_sidecar.request_json(
@@ -729,7 +742,7 @@ def assert_sidecar_has_only_its_own_token(stack: ConfigSyncStack, pod: JSON, pid
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
     )
     as_sidecar.close()
-    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{NAMESPACE}:objcount-sidecar"
+    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{NAMESPACE}:{account}"
     pod_token_volumes = [v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access")]
     assert pod_token_volumes, "the Pod has its own token volume (for Config Sync's containers)"
     mounts = Path(f"/proc/{pid}/mountinfo").read_text()

@@ -13,9 +13,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 
+from autoscaler.grants import reposync_grant
 from autoscaler.policy import Resources
 from autoscaler.targets import DeploymentTarget
 from controlplane import LocalControlPlane
@@ -26,13 +28,14 @@ from controlplane.configsync import (
     SIDECAR_MANIFESTS,
     ConfigSyncBuild,
     ConfigSyncStack,
-    _create_or_replace,
+    create_or_replace,
     kustomization_objects,
+    reposync,
     rootsync,
 )
 from controlplane.seed import ensure_namespace, manifests_in, reconciler_deployment
 from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.ids import RSyncKey, reconciler_name, sidecar_account
 from tests.helpers import wait_for
 
 JSON = dict[str, Any]
@@ -52,7 +55,7 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
         *manifests_in(SIDECAR_MANIFESTS / "rbac-bindings.yaml"),
     ]
     for item in objects:
-        _create_or_replace(admin_api, item)
+        create_or_replace(admin_api, item)
     clients = {}
     for account in IDENTITIES:
         token = control_plane.issue_service_account_token(NAMESPACE, account)
@@ -319,6 +322,56 @@ def test_the_guard_names_every_field_of_a_deployment_the_api_server_serves(
     for field in fields("core.v1.Container"):
         if field not in ("resources", "name"):
             assert f"o.?{field} == c.?{field}" in text, field
+
+
+# ----- a RepoSync's sidecar: its own RepoSync only ------------------------------------------------------
+@pytest.fixture
+def tenants(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, shipped: object) -> Iterator[JSON]:
+    """Two tenants' RepoSyncs, the first granted as the README says (`objcount grant-reposync`), and a
+    client with the token of its sidecar's account."""
+    namespaces = [f"team-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    keys = [RSyncKey("RepoSync", n, "repo-sync") for n in namespaces]
+    for key in keys:
+        ensure_namespace(admin_api, key.namespace)
+        admin_api.create(kubeapi.REPOSYNC, key.namespace, reposync(key.namespace, key.name))
+    for item in reposync_grant(keys[0].namespace, keys[0].name):
+        create_or_replace(admin_api, item)
+    account = sidecar_account(keys[0])
+    token = control_plane.issue_service_account_token(NAMESPACE, account)
+    client = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
+    yield {"own": keys[0], "other": keys[1], "client": client}
+    for key in keys:
+        admin_api.delete(kubeapi.NAMESPACE, None, key.namespace)
+
+
+def test_a_reposync_sidecar_writes_its_own_reposync_and_watches_it_by_name(tenants: JSON) -> None:
+    own: RSyncKey = tenants["own"]
+    client: kubeapi.KubeApi = tenants["client"]
+    entry = {"containerName": "reconciler", "memoryRequest": "256Mi", "memoryLimit": "256Mi"}
+    body = client.patch(
+        kubeapi.REPOSYNC, own.namespace, own.name, {"spec": {"override": {"resources": [entry]}}}
+    )
+    assert body["spec"]["override"]["resources"] == [entry]
+    listed = client.list_page(kubeapi.REPOSYNC, own.namespace, field_selector=f"metadata.name={own.name}")
+    assert [i["metadata"]["name"] for i in orjson.loads(listed)["items"]] == [own.name]
+    client.list_page(kubeapi.RESOURCEGROUP, own.namespace, field_selector=f"metadata.name={own.name}")
+    # Without the name, a list is a read of every RepoSync of the namespace: refused.
+    refused_by_rbac(lambda: client.list_page(kubeapi.REPOSYNC, own.namespace), "list")
+
+
+def test_writing_another_namespaces_reposync_from_a_reposync_sidecar_is_refused(tenants: JSON) -> None:
+    other: RSyncKey = tenants["other"]
+    entry = {"containerName": "reconciler", "memoryRequest": "8Mi", "memoryLimit": "8Mi"}
+    write = lambda: tenants["client"].patch(  # noqa: E731
+        kubeapi.REPOSYNC, other.namespace, other.name, {"spec": {"override": {"resources": [entry]}}}
+    )
+    refused_by_rbac(write, "patch")
+    refused_by_rbac(lambda: tenants["client"].get(kubeapi.REPOSYNC, other.namespace, other.name), "get")
+
+
+def test_writing_a_rootsync_from_a_reposync_sidecar_is_refused(tenants: JSON, rsync: RSyncKey) -> None:
+    patch = {"metadata": {"annotations": {"objcount.dev/recommended-resources": "x"}}}
+    refused_by_rbac(patch_rsync(tenants["client"], rsync, patch), "patch")
 
 
 # ----- refused by RBAC -------------------------------------------------------------------------------

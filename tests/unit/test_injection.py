@@ -90,6 +90,27 @@ def test_a_reconciler_pod_gets_the_sidecar_with_its_rsync_from_the_labels() -> N
     assert result["spec"]["containers"][:2] == original["spec"]["containers"]
 
 
+def test_each_sidecar_gets_the_token_of_its_own_account() -> None:
+    # A RepoSync's sidecar: its own account's token, optional (an ungranted RepoSync still starts).
+    repo = patched(pod(), decide(review(pod()), TEMPLATE).response)
+    assert repo["spec"]["volumes"][-1] == {
+        "name": "objcount-sidecar-token",
+        "secret": {"secretName": "objcount-ns-reconciler-team-a-token", "optional": True},
+    }
+    # Every RootSync's sidecar: the one account the shipped manifests create.
+    root_labels = {
+        "app": "reconciler",
+        "configsync.gke.io/sync-kind": "RootSync",
+        "configsync.gke.io/sync-name": "root-sync",
+        "configsync.gke.io/sync-namespace": "config-management-system",
+    }
+    root = patched(pod(root_labels), decide(review(pod(root_labels)), TEMPLATE).response)
+    assert root["spec"]["volumes"][-1] == {
+        "name": "objcount-sidecar-token",
+        "secret": {"secretName": "objcount-sidecar-token"},
+    }
+
+
 def test_a_pod_without_volumes_gets_the_volume_list() -> None:
     original = pod()
     del original["spec"]["volumes"]
