@@ -90,10 +90,15 @@ class Settings(BaseSettings):
         description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to others' measurements of Deployments on GKE, with a margin), `size-aware` (objects, their manifests' KiB and the API surface, fitted to the real Config Sync v1.22.0 reconciler: BENCHMARKS.md) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )
     base_mib: float | None = Field(
-        None, ge=0, description="Memory for an empty inventory, MiB (fitted: 198, prototype: 128)."
+        None,
+        ge=0,
+        description="Memory for an empty inventory, MiB (size-aware: 100, fitted: 198, prototype: 128).",
     )
     mib_per_object: float | None = Field(
-        None, gt=0, le=100, description="Memory per object, MiB (fitted: 0.174, prototype: 0.2)."
+        None,
+        gt=0,
+        le=100,
+        description="Memory per object, MiB (size-aware: 0.1441 for kinds without a cost of their own, fitted: 0.174, prototype: 0.2).",
     )
     mib_per_kib: float | None = Field(
         None,
@@ -110,7 +115,9 @@ class Settings(BaseSettings):
     step_mib: int | None = Field(
         None, ge=1, le=4096, description="Memory is rounded up to a multiple of this, MiB (preset: 32)."
     )
-    min_mib: int | None = Field(None, ge=1, description="Smallest memory, MiB (fitted: 198, prototype: 128).")
+    min_mib: int | None = Field(
+        None, ge=1, description="Smallest memory, MiB (size-aware: 100, fitted: 198, prototype: 128)."
+    )
     max_mib: int | None = Field(None, ge=1, le=110 * 1024, description="Largest memory, MiB (preset: 65536).")
     cpu_m_per_mib: float | None = Field(
         None, gt=0, le=100, description="CPU per MiB of memory, millicores (preset: 1000/1024)."
