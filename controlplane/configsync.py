@@ -352,6 +352,15 @@ def python_runtime_dirs() -> list[Path]:
     return [*system, Path(sys.base_prefix), Path(sys.prefix), REPO_ROOT]
 
 
+def rsync_gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+    """The RSync is deleted (Config Sync's finalizers, if any, have run)."""
+    try:
+        api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+    except kubeapi.NotFound:
+        return True
+    return False
+
+
 def synced(rsync: JSON, commit: str) -> bool:
     """The RSync's reconciler reports `commit` synced: fetched, applied and pruned, without errors."""
     progress = sync_progress(cast(RSync, rsync))

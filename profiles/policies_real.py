@@ -55,7 +55,15 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from autoscaler.policy import PROTOTYPE
-from controlplane.configsync import NAMESPACE, VERSION, ConfigSyncStack, rootsync, running_config_sync, synced
+from controlplane.configsync import (
+    NAMESPACE,
+    VERSION,
+    ConfigSyncStack,
+    rootsync,
+    rsync_gone,
+    running_config_sync,
+    synced,
+)
 from controlplane.launcher import free_port
 from controlplane.node import memory_bytes
 from controlplane.seed import REPO_ROOT, install_crds
@@ -461,16 +469,8 @@ def run_one(
         policy.stop()
         with contextlib.suppress(kubeapi.NotFound):
             api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
-        timeline._wait(lambda: _gone(api, key), args.phase_timeout)
+        timeline._wait(lambda: rsync_gone(api, key), args.phase_timeout)
     return result_of(shape, name, timeline.samples, phases), timeline.samples
-
-
-def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
-    try:
-        api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
-    except kubeapi.NotFound:
-        return True
-    return False
 
 
 # ----- results ------------------------------------------------------------------------------------------

@@ -46,7 +46,15 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
-from controlplane.configsync import NAMESPACE, VERSION, ConfigSyncStack, rootsync, running_config_sync, synced
+from controlplane.configsync import (
+    NAMESPACE,
+    VERSION,
+    ConfigSyncStack,
+    rootsync,
+    rsync_gone,
+    running_config_sync,
+    synced,
+)
 from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
@@ -200,7 +208,7 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
     peak_with_prune = _peak_rss_mib(stack, key)
     # Not in a `finally`: after a failure or a signal the whole local stack is discarded anyway.
     api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
-    _wait(lambda: _gone(api, key), SYNC_TIMEOUT, key)
+    _wait(lambda: rsync_gone(api, key), SYNC_TIMEOUT, key)
     return Point(
         shape,
         count,
@@ -230,14 +238,6 @@ def _peak_rss_mib(stack: ConfigSyncStack, key: RSyncKey) -> float:
 def _crds(api: kubeapi.KubeApi) -> int:
     """CRDs the cluster serves (fewer than a page's 500 here: the ramp installs at most a few hundred)."""
     return len(orjson.loads(api.list_page(kubeapi.CRD, None, limit=5000))["items"])
-
-
-def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
-    try:
-        api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
-    except kubeapi.NotFound:
-        return True
-    return False
 
 
 def _wait(condition: Callable[[], bool], timeout: float, key: RSyncKey) -> None:

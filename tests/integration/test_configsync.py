@@ -40,6 +40,7 @@ from controlplane.configsync import (
     install_sidecar,
     reposync,
     rootsync,
+    rsync_gone,
     sidecar_template_text,
     uninstall_webhook,
     webhook_env,
@@ -74,18 +75,7 @@ def stack(config_sync: ConfigSyncStack) -> Iterator[ConfigSyncStack]:
         with contextlib.suppress(kubeapi.NotFound):
             api.delete(resource, key.namespace, key.name)
     for key in created:
-        resource = kubeapi.RSYNC_RESOURCES[key.kind]
-        wait_for(
-            lambda r=resource, k=key: _gone(api, r, k), timeout=120, what=f"{key} deleted by Config Sync"
-        )
-
-
-def _gone(api: kubeapi.KubeApi, resource: kubeapi.Resource, key: RSyncKey) -> bool:
-    try:
-        api.get(resource, key.namespace, key.name)
-    except kubeapi.NotFound:
-        return True
-    return False
+        wait_for(lambda k=key: rsync_gone(api, k), timeout=120, what=f"{key} deleted by Config Sync")
 
 
 def create(stack: ConfigSyncStack, body: JSON) -> RSyncKey:

@@ -106,14 +106,6 @@ def pod(admin_api: kubeapi.KubeApi, labels: dict[str, str], containers: list[str
 RECONCILER_LABELS = {"app": "reconciler", "configsync.gke.io/deployment-name": "root-reconciler-guard"}
 
 
-def _gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
-    try:
-        api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
-    except kubeapi.NotFound:
-        return True
-    return False
-
-
 def refused_by_policy(write: Any, message: str) -> None:
     with pytest.raises(kubeapi.ApiError) as refused:
         write()
