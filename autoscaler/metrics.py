@@ -33,8 +33,8 @@ APPLIED = Gauge(
 )
 RECONCILE_ERRORS = Counter(
     "objcount_reconcile_errors_total",
-    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), and failed "
-    "reads of the API surface (discovery).",
+    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
+    "the API surface (discovery), and attempts to load credentials that failed (credentials).",
     ["stage"],
 )
 OOM_FLOORS = Counter(

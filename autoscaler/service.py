@@ -24,7 +24,7 @@ from autoscaler import allocator, logs
 from autoscaler.controller import Controller, Scope
 from autoscaler.handlers import QuietHandler
 from autoscaler.leader import LeaderElector
-from autoscaler.metrics import APPLY_ERRORS
+from autoscaler.metrics import APPLY_ERRORS, RECONCILE_ERRORS
 from autoscaler.settings import Settings
 from autoscaler.targets import TARGETS, ApplyError, DeploymentTarget, Target
 from inventory import kubeapi
@@ -36,6 +36,7 @@ from inventory.watch import WatchSettings
 log = logging.getLogger(__name__)
 LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
 EXIT_OK, EXIT_FAILED = 0, 1
+CREDENTIALS_RETRY_S = 30.0  # the kubelet refreshes Secret volumes about every minute
 
 
 def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
@@ -148,6 +149,57 @@ def start_endpoints(
     return servers
 
 
+class _WaitingForCredentials(QuietHandler):
+    """A sidecar without credentials (its RepoSync not granted yet) stays alive and says so: a sidecar
+    that exits would restart in a loop and keep Config Sync's reconciler Pod from being ready."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/healthz":
+            self._send(200, b"alive, waiting for credentials\n")
+        elif path == "/metrics":
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+        else:
+            self._send(503, b"waiting for credentials (objcount grant-reposync)\n")
+
+
+def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | None:
+    """The API client. A sidecar whose credentials cannot be loaded waits for them (the kubelet fills an
+    optional Secret volume once the Secret exists), serving /healthz; other modes stop (None)."""
+    try:
+        return kubeapi.KubeApi.connect(settings.kubeconfig)
+    except kubeapi.ApiError as error:
+        RECONCILE_ERRORS.labels("credentials").inc()
+        log.error("%s", error)
+        if settings.mode != "sidecar":
+            return None
+    log.error(
+        "no credentials for %s %s/%s (is its RepoSync granted? objcount grant-reposync); sizing nothing, "
+        "trying again every %.0f s",
+        settings.rsync_kind,
+        settings.rsync_namespace,
+        settings.rsync_name,
+        CREDENTIALS_RETRY_S,
+    )
+    servers = []
+    for port in sorted({settings.health_port, settings.metrics_port}):
+        server = ThreadingHTTPServer((settings.bind_address, port), _WaitingForCredentials)
+        threading.Thread(target=server.serve_forever, name=f"http-{port}-waiting", daemon=True).start()
+        servers.append(server)
+    try:
+        while not stop.wait(CREDENTIALS_RETRY_S):
+            try:
+                return kubeapi.KubeApi.connect(settings.kubeconfig)
+            except kubeapi.ApiError as error:
+                RECONCILE_ERRORS.labels("credentials").inc()
+                log.debug("%s", error)
+        return None
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
 def _scheduler(settings: Settings, controller: Controller) -> BackgroundScheduler:
     scheduler = BackgroundScheduler(
         job_defaults={
@@ -244,11 +296,9 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         from autoscaler import webhook  # noqa: PLC0415
 
         return webhook.serve(settings, stop)
-    try:
-        api = kubeapi.KubeApi.connect(settings.kubeconfig)
-    except kubeapi.ApiError as error:
-        log.error("%s", error)
-        return EXIT_FAILED
+    api = _connected(settings, stop)
+    if api is None:
+        return EXIT_OK if stop.is_set() else EXIT_FAILED
     log.info(
         "starting in %s mode against %s, target %s, profile %s",
         settings.mode,

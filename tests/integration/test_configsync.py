@@ -753,6 +753,27 @@ def test_a_webhook_that_does_not_answer_never_stops_config_sync(
     assert_config_sync_state_intact(stack, key, commit)
 
 
+def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
+    stack: ConfigSyncStack, webhook: Service
+) -> None:
+    """Config Sync's RoleBinding for the reconciler, but not ours for the sidecar: the webhook still adds
+    the sidecar (it has no API access to check), whose token Secret does not exist (an optional volume:
+    the Pod starts); the sidecar stays up without credentials, so the Pod is ready and the RepoSync syncs."""
+    assert stack.api is not None
+    team = f"team-{_suffix()}"
+    ensure_namespace(stack.api, team)
+    key = RSyncKey("RepoSync", team, "repo-sync")
+    grant_reposync(stack.api, team, key.name)
+    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=team)})
+    create(stack, reposync(team, key.name))
+    pod, _ = wait_for(lambda: sidecar_process(stack, key), timeout=SYNC_TIMEOUT, what="our sidecar running")
+    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    assert_config_sync_state_intact(stack, key, commit)
+    log = stack.harness.log(pod["metadata"]["name"], SIDECAR_CONTAINER)
+    assert "objcount grant-reposync" in log, log[-2000:]
+    assert sidecar_process(stack, key), "the sidecar is still running"
+
+
 def test_cluster_mode_installed_as_the_readme_says_sizes_every_rsync(
     stack: ConfigSyncStack, services: list[Service], tmp_path: Path
 ) -> None:

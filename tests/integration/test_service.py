@@ -94,6 +94,30 @@ def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
     assert any("shutting down" in str(line["message"]) for line in lines)
 
 
+def test_a_sidecar_without_credentials_stays_alive_and_says_so(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    """A RepoSync not granted yet: its sidecar finds no token at the in-cluster path. It must not exit
+    (a restart loop would keep Config Sync's reconciler Pod from being ready): it waits, alive."""
+    env = {
+        "OBJCOUNT_MODE": "sidecar",
+        "OBJCOUNT_RSYNC_KIND": "RepoSync",
+        "OBJCOUNT_RSYNC_NAME": "repo-sync",
+        "OBJCOUNT_RSYNC_NAMESPACE": "team-a",
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",  # in a Pod, but without the token file
+        "KUBERNETES_SERVICE_PORT": "6443",
+    }
+    service = Service(env, tmp_path / "service.log")
+    services.append(service)
+    wait_for(lambda: service.get("/healthz")[0] == 200, timeout=60, what="/healthz")
+    assert "waiting for credentials" in service.get("/healthz")[1]
+    assert service.get("/readyz")[0] == 503
+    assert service.metric('objcount_reconcile_errors_total{stage="credentials"}') >= 1
+    assert service.process.poll() is None, "still running"
+    assert "objcount grant-reposync" in service.log.read_text()
+    assert service.stop() == 0
+
+
 def test_invalid_settings_list_every_problem_and_exit_2(tmp_path: Path) -> None:
     env = {
         **os.environ,
