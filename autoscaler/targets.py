@@ -40,21 +40,22 @@ from inventory.ids import (
     reconciler_name,
 )
 from inventory.objects import (
+    CONFIG_SYNC_APPLIER,
+    OUR_FIELD_MANAGER,
     Container,
     Deployment,
     OverrideEntry,
     Pod,
     RSync,
     annotations_of,
+    applied_by_others,
     block_of,
-    declared_by_config_sync,
     generation_of,
     named,
 )
 
 log = logging.getLogger(__name__)
 
-FIELD_MANAGER = "objcount-autoscaler"
 RECONCILER_MANAGER = "reconciler-manager"  # Config Sync's field manager for the reconciler Deployments
 _REASONS: dict[type[kubeapi.ApiError], str] = {
     kubeapi.Conflict: "conflict",
@@ -219,7 +220,7 @@ class DeploymentTarget(_NothingInTheRSync):
                 name,
                 body,
                 patch_type="apply",
-                field_manager=FIELD_MANAGER,
+                field_manager=OUR_FIELD_MANAGER,
                 force=True,
             )
         except kubeapi.ApiError as error:
@@ -275,20 +276,26 @@ def users_own_override(rsync: RSync) -> str | None:
 
 
 def override_declared_in_git(rsync: RSync) -> str | None:
-    """Why `spec.override` of this RSync belongs to the sync that declares it, or None.
+    """Why `spec.override` of this RSync belongs to the sync or the user that declares it, or None.
 
     An RSync declared in git by another RSync is applied by that sync (server-side apply, field manager
     `configsync.gke.io`), which puts its declared fields back as git says; with Config Sync's admission
     webhook on, they are also in the `configsync.gke.io/declared-fields` annotation and other writers'
     changes to them are refused. When they cover `spec.override`, our write would be reverted or
     refused; a declaration without it leaves the override to us. The managed fields are read too because
-    the webhook, and with it the annotation, is off by default.
+    the webhook, and with it the annotation, is off by default. Any other server-side applier that owns
+    `spec.override.resources` (a user's `kubectl apply --server-side`) would put its list back the same
+    way, and the guard refuses taking fields from it.
     """
-    applied = [
-        e.get("fieldsV1") for e in declared_by_config_sync(block_of(rsync, "metadata").get("managedFields"))
-    ]
-    if any("f:override" in block_of(fields, "f:spec") for fields in applied if isinstance(fields, dict)):
-        return "spec.override is applied from git by Config Sync (its managed fields): change it there"
+    for entry in applied_by_others(block_of(rsync, "metadata").get("managedFields")):
+        override = block_of(block_of(entry, "fieldsV1"), "f:spec").get("f:override")
+        if not isinstance(override, dict):
+            continue
+        if entry.get("manager") == CONFIG_SYNC_APPLIER:
+            return "spec.override is applied from git by Config Sync (its managed fields): change it there"
+        if "f:resources" in override:
+            manager = str(entry.get("manager"))[:64]
+            return f"spec.override.resources is server-side applied by {manager!r}: change it there"
     text = annotations_of(rsync).get(DECLARED_FIELDS_ANNOTATION)
     if text is None:
         return None

@@ -21,14 +21,18 @@ class ManagedFieldsEntry(TypedDict, total=False):
 # another RSync has in it, as the declaring sync applies it (whether or not Config Sync's admission
 # webhook keeps the `configsync.gke.io/declared-fields` annotation).
 CONFIG_SYNC_APPLIER = "configsync.gke.io"
+# Ours, in every write (server-side apply of a Deployment, update of an RSync).
+OUR_FIELD_MANAGER = "objcount-autoscaler"
 
 
-def declared_by_config_sync(entries: object) -> list[ManagedFieldsEntry]:
-    """The managed-fields entries of Config Sync's applies (server-side apply by `configsync.gke.io`)."""
+def applied_by_others(entries: object) -> list[ManagedFieldsEntry]:
+    """The managed-fields entries of others' server-side applies (Config Sync's `configsync.gke.io` for
+    an RSync declared in git, or a user's `kubectl apply --server-side`): what each of them declares,
+    and puts back at its next apply."""
     return [
         cast(ManagedFieldsEntry, e)
         for e in (entries if isinstance(entries, list) else [])
-        if isinstance(e, dict) and e.get("manager") == CONFIG_SYNC_APPLIER and e.get("operation") == "Apply"
+        if isinstance(e, dict) and e.get("manager") != OUR_FIELD_MANAGER and e.get("operation") == "Apply"
     ]
 
 

@@ -22,7 +22,7 @@ from inventory import kubeapi
 from inventory.backoff import Backoff
 from inventory.inventory_count import InventoryCounter, InventorySummary
 from inventory.metrics import CACHE_SYNCED, MALFORMED_INVENTORIES, WATCH_RESTARTS
-from inventory.objects import declared_by_config_sync
+from inventory.objects import applied_by_others
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class Codec(Protocol[T]):
 
 @dataclass(frozen=True)
 class RawObject:
-    """A small object (an RSync) kept decoded, with only the managedFields of Config Sync's applies (what
-    a sync that declares this RSync owns; the rest is dropped)."""
+    """A small object (an RSync) kept decoded, with only the managedFields of others' server-side applies
+    (what a sync or a user that declares this RSync owns; the rest is dropped)."""
 
     namespace: str
     name: str
@@ -74,7 +74,7 @@ class RawObject:
 
 def _raw_object(body: dict[str, Any]) -> RawObject:
     metadata = body.get("metadata") or {}
-    declared = declared_by_config_sync(metadata.pop("managedFields", None))
+    declared = applied_by_others(metadata.pop("managedFields", None))
     if declared:
         metadata["managedFields"] = declared
     return RawObject(

@@ -66,31 +66,114 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
     for account in IDENTITIES:
         token = control_plane.issue_service_account_token(NAMESPACE, account)
         clients[account] = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
-    # The policy is enforced once the API server has loaded it: until then a refused write passes.
-    wait_for(lambda: _guarded(admin_api, clients["objcount-sidecar"]), what="the guard enforced")
+    # A policy is enforced once the API server has loaded it: until then a refused write passes.
+    wait_for(lambda: _guarded(admin_api, clients["objcount-autoscaler"]), what="the guard enforced")
     return clients
 
 
 def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:
+    """Whether each of the four policies refuses a write of ours yet (a label on an RSync or a
+    Deployment, a resize of a Pod that is not a reconciler)."""
     probe = f"probe-{uuid.uuid4().hex[:6]}"
-    admin.create(kubeapi.ROOTSYNC, NAMESPACE, rootsync(probe))
+    ensure_namespace(admin, PROBE_NAMESPACE)
+    label = {"metadata": {"labels": {"probe": "x"}}}
+    manager = {"app": "reconciler-manager"}
+    probes: list[tuple[kubeapi.Resource, str, JSON, JSON, str | None]] = [
+        (kubeapi.ROOTSYNC, NAMESPACE, rootsync(probe), label, None),
+        (kubeapi.REPOSYNC, PROBE_NAMESPACE, reposync(PROBE_NAMESPACE, probe), label, None),
+        (
+            kubeapi.DEPLOYMENT,
+            NAMESPACE,
+            _named(reconciler_deployment(RSyncKey("RootSync", NAMESPACE, probe), NAMESPACE), probe),
+            label,
+            None,
+        ),
+        (
+            kubeapi.POD,
+            NAMESPACE,
+            _pod_body(probe, manager, ["manager"]),
+            _resize(_pod_body(probe, manager, ["manager"]), "manager", "1Gi"),
+            "resize",
+        ),
+    ]
     try:
-        client.patch(kubeapi.ROOTSYNC, NAMESPACE, probe, {"metadata": {"labels": {"probe": "x"}}})
-    except kubeapi.ApiError as error:
-        return POLICY in str(error)
+        for resource, namespace, body, write, subresource in probes:
+            admin.create(resource, namespace, body)
+            try:
+                client.patch(
+                    resource,
+                    namespace,
+                    probe,
+                    write,
+                    subresource=subresource,
+                    patch_type="strategic" if subresource else "merge",
+                )
+            except kubeapi.ApiError as error:
+                if POLICY not in str(error):
+                    return False
+            else:
+                return False
+        return True
     finally:
-        admin.delete(kubeapi.ROOTSYNC, NAMESPACE, probe)
-    return False
+        for resource, namespace, _, _, _ in probes:
+            with contextlib.suppress(kubeapi.NotFound):
+                admin.delete(resource, namespace, probe)
+
+
+def _named(body: JSON, name: str) -> JSON:
+    body["metadata"]["name"] = name
+    return body
+
+
+PROBE_NAMESPACE = "guard-probes"
+
+
+WRITERS = ["cluster on a RootSync", "RootSync sidecar", "cluster on a RepoSync", "RepoSync sidecar"]
+
+
+@pytest.fixture(params=WRITERS)
+def writer(
+    request: pytest.FixtureRequest,
+    control_plane: LocalControlPlane,
+    admin_api: kubeapi.KubeApi,
+    shipped: dict[str, kubeapi.KubeApi],
+) -> Iterator[tuple[kubeapi.KubeApi, RSyncKey]]:
+    """An RSync as a user declares it, with a git-sync override entry of the user's, and a client of ours
+    that may write it: the cluster Deployment's account on a RootSync or a RepoSync, the RootSync
+    sidecars' account on a RootSync, a RepoSync's own sidecar account (granted as the README says) on
+    that RepoSync. PLAYED BY US: no Config Sync runs on this API server; what it would do with the
+    writes is not the question here."""
+    suffix = uuid.uuid4().hex[:8]
+    if "RootSync" in request.param:
+        key = RSyncKey("RootSync", NAMESPACE, f"guard-{suffix}")
+        body = rootsync(key.name)
+    else:
+        key = RSyncKey("RepoSync", f"team-{suffix}", "repo-sync")
+        ensure_namespace(admin_api, key.namespace)
+        body = reposync(key.namespace, key.name)
+    body["spec"]["override"] = {"resources": [{"containerName": "git-sync", "memoryLimit": "64Mi"}]}
+    admin_api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, body)
+    if request.param == "RepoSync sidecar":
+        for item in reposync_grant(key.namespace, key.name):
+            create_or_replace(admin_api, item)
+        client = _client_of(control_plane, sidecar_account(key))
+    else:
+        client = shipped["objcount-sidecar" if request.param == "RootSync sidecar" else "objcount-autoscaler"]
+    yield client, key
+    with contextlib.suppress(kubeapi.NotFound):
+        admin_api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+
+
+def _client_of(control_plane: LocalControlPlane, account: str) -> kubeapi.KubeApi:
+    token = control_plane.issue_service_account_token(NAMESPACE, account)
+    return kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
 
 
 @pytest.fixture
 def rsync(admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]) -> Iterator[RSyncKey]:
-    """A RootSync as a user declares it, with a git-sync override entry of the user's (PLAYED BY US: no
-    Config Sync runs on this API server; what it would do with the writes is not the question here)."""
+    """A RootSync as a user declares it (for the writes RBAC refuses before the policy sees them)."""
     key = RSyncKey("RootSync", NAMESPACE, f"guard-{uuid.uuid4().hex[:8]}")
-    body = rootsync(key.name)
-    body["spec"]["override"] = {"resources": [{"containerName": "git-sync", "memoryLimit": "64Mi"}]}
-    admin_api.create(kubeapi.ROOTSYNC, key.namespace, body)
+    admin_api.create(kubeapi.ROOTSYNC, key.namespace, rootsync(key.name))
     yield key
     with contextlib.suppress(kubeapi.NotFound):
         admin_api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
@@ -99,14 +182,19 @@ def rsync(admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]) -> It
 def pod(admin_api: kubeapi.KubeApi, labels: dict[str, str], containers: list[str]) -> JSON:
     """A Pod object (PLAYED BY US: nothing runs it on this API server; a resize is an API write all the
     same), each container with 100Mi."""
+    return admin_api.create(
+        kubeapi.POD, NAMESPACE, _pod_body(f"pod-{uuid.uuid4().hex[:8]}", labels, containers)
+    )
+
+
+def _pod_body(name: str, labels: dict[str, str], containers: list[str]) -> JSON:
     resources = {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}}
-    body = {
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"pod-{uuid.uuid4().hex[:8]}", "labels": labels},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"containers": [{"name": n, "image": n, "resources": resources} for n in containers]},
     }
-    return admin_api.create(kubeapi.POD, NAMESPACE, body)
 
 
 RECONCILER_LABELS = {"app": "reconciler", "configsync.gke.io/deployment-name": "root-reconciler-guard"}
@@ -129,24 +217,23 @@ def refused_by_rbac(write: Any, verb: str) -> None:
 
 
 def patch_rsync(client: kubeapi.KubeApi, key: RSyncKey, patch: JSON) -> Any:
-    return lambda: client.patch(kubeapi.ROOTSYNC, key.namespace, key.name, patch)
+    return lambda: client.patch(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, patch)
 
 
 # ----- allowed ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("identity", IDENTITIES)
 def test_our_identities_write_the_reconciler_entry_and_our_annotations(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+    writer: tuple[kubeapi.KubeApi, RSyncKey],
 ) -> None:
-    client = shipped[identity]
+    client, key = writer
     theirs = {"containerName": "git-sync", "memoryLimit": "64Mi"}
     ours = {"containerName": "reconciler", "memoryRequest": "256Mi", "memoryLimit": "256Mi"}
     patch = {
-        "metadata": {"annotations": {"objcount.dev/recommended-resources": identity}},
+        "metadata": {"annotations": {"objcount.dev/recommended-resources": "256Mi"}},
         "spec": {"override": {"resources": [theirs, ours]}},
     }
-    body = client.patch(kubeapi.ROOTSYNC, rsync.namespace, rsync.name, patch)
+    body = client.patch(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, patch)
     assert body["spec"]["override"]["resources"] == [theirs, ours]
-    assert body["metadata"]["annotations"]["objcount.dev/recommended-resources"] == identity
+    assert body["metadata"]["annotations"]["objcount.dev/recommended-resources"] == "256Mi"
 
 
 @pytest.mark.parametrize("identity", IDENTITIES)
@@ -177,48 +264,59 @@ def _resize(pod: JSON, container: str, memory: str) -> JSON:
 
 
 # ----- refused by the policy -------------------------------------------------------------------------
-@pytest.mark.parametrize("identity", IDENTITIES)
-def test_changing_spec_git_repo_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
-) -> None:
+def test_changing_spec_git_repo_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
     patch = {"spec": {"git": {"repo": "https://attacker.example/repo"}}}
-    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "may not change an RSync's source")
+    refused_by_policy(patch_rsync(*writer, patch), "may not change an RSync's source")
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
-def test_changing_spec_source_type_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
-) -> None:
-    patch = {"spec": {"sourceType": "oci", "oci": {"image": "attacker.example/image", "auth": "none"}}}
-    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "may not change an RSync's source")
+def test_changing_spec_source_type_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+    refused_by_policy(
+        patch_rsync(*writer, {"spec": {"sourceType": "helm"}}), "may not change an RSync's source"
+    )
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
-def test_changing_spec_override_role_refs_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
-) -> None:
+# RepoSyncs have no roleRefs (the API server drops the field): RootSyncs only.
+@pytest.mark.parametrize("writer", [w for w in WRITERS if "RootSync" in w], indirect=True)
+def test_changing_spec_override_role_refs_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
     patch = {"spec": {"override": {"roleRefs": [{"kind": "ClusterRole", "name": "cluster-admin"}]}}}
-    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "only spec.override.resources")
+    refused_by_policy(patch_rsync(*writer, patch), "only spec.override.resources")
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
 def test_changing_another_containers_override_entry_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+    writer: tuple[kubeapi.KubeApi, RSyncKey],
 ) -> None:
     patch = {"spec": {"override": {"resources": [{"containerName": "git-sync", "memoryLimit": "1Gi"}]}}}
-    refused_by_policy(patch_rsync(shipped[identity], rsync, patch), "only the reconciler entry")
+    refused_by_policy(patch_rsync(*writer, patch), "only the reconciler entry")
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
 def test_changing_a_label_or_an_annotation_not_ours_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+    writer: tuple[kubeapi.KubeApi, RSyncKey],
 ) -> None:
     for metadata in (
         {"labels": {"team": "attacker"}},
         {"annotations": {"configsync.gke.io/deletion-propagation-policy": "Foreground"}},
     ):
-        write = patch_rsync(shipped[identity], rsync, {"metadata": metadata})
-        refused_by_policy(write, "only objcount.dev/* annotations")
+        refused_by_policy(patch_rsync(*writer, {"metadata": metadata}), "only objcount.dev/* annotations")
+
+
+def test_changing_another_managers_applied_fields_is_refused(
+    admin_api: kubeapi.KubeApi, writer: tuple[kubeapi.KubeApi, RSyncKey]
+) -> None:
+    """An applier's next server-side apply deletes the fields it owns but no longer declares: handing it
+    `spec.override.roleRefs` (which a user set by hand) would make it delete them."""
+    client, key = writer
+    resource = kubeapi.RSYNC_RESOURCES[key.kind]
+    declared = {"apiVersion": "configsync.gke.io/v1beta1", "kind": key.kind, "metadata": {"name": key.name}}
+    declared["spec"] = {"git": admin_api.get(resource, key.namespace, key.name)["spec"]["git"]}  # as it is
+    admin_api.patch(
+        resource, key.namespace, key.name, declared, patch_type="apply", field_manager="gitops", force=True
+    )
+    managed = admin_api.get(resource, key.namespace, key.name)["metadata"]["managedFields"]
+    applier = next(m for m in managed if m["manager"] == "gitops" and m["operation"] == "Apply")
+    applier["fieldsV1"]["f:spec"]["f:override"] = {"f:roleRefs": {}}
+    refused_by_policy(
+        patch_rsync(client, key, {"metadata": {"managedFields": managed}}), "not others' applied fields"
+    )
 
 
 def test_resizing_a_pod_that_is_not_a_reconciler_is_refused(
@@ -334,10 +432,7 @@ def tenants(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, shippe
         admin_api.create(kubeapi.REPOSYNC, key.namespace, reposync(key.namespace, key.name))
     for item in reposync_grant(keys[0].namespace, keys[0].name):
         create_or_replace(admin_api, item)
-    account = sidecar_account(keys[0])
-    token = control_plane.issue_service_account_token(NAMESPACE, account)
-    client = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
-    yield {"own": keys[0], "other": keys[1], "client": client}
+    yield {"own": keys[0], "other": keys[1], "client": _client_of(control_plane, sidecar_account(keys[0]))}
     for key in keys:
         admin_api.delete(kubeapi.NAMESPACE, None, key.namespace)
 
@@ -372,12 +467,81 @@ def test_writing_a_rootsync_from_a_reposync_sidecar_is_refused(tenants: JSON, rs
     refused_by_rbac(patch_rsync(tenants["client"], rsync, patch), "patch")
 
 
-# ----- refused by RBAC -------------------------------------------------------------------------------
-@pytest.mark.parametrize("identity", IDENTITIES)
-def test_deleting_an_rsync_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+def test_a_reposync_sidecar_resizes_only_its_own_reconciler(
+    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], tenants: JSON
 ) -> None:
-    refused_by_rbac(lambda: shipped[identity].delete(kubeapi.ROOTSYNC, rsync.namespace, rsync.name), "delete")
+    client: kubeapi.KubeApi = tenants["client"]
+
+    def resize(deployment_name: str) -> Any:
+        target = pod(
+            admin_api,
+            {"app": "reconciler", "configsync.gke.io/deployment-name": deployment_name},
+            ["reconciler"],
+        )
+        return lambda: client.patch(
+            kubeapi.POD,
+            NAMESPACE,
+            target["metadata"]["name"],
+            _resize(target, "reconciler", "300Mi"),
+            subresource="resize",
+            patch_type="strategic",
+        )
+
+    own = resize(reconciler_name(tenants["own"]))()
+    assert own["spec"]["containers"][0]["resources"]["limits"]["memory"] == "300Mi"
+    for others in (RECONCILER_LABELS["configsync.gke.io/deployment-name"], reconciler_name(tenants["other"])):
+        refused_by_policy(resize(others), "may write only its own reconcilers")
+
+
+def test_a_reposync_sidecar_writes_only_its_own_reconciler_deployment(
+    admin_api: kubeapi.KubeApi, tenants: JSON, deployment: RSyncKey
+) -> None:
+    own: RSyncKey = tenants["own"]
+    admin_api.create(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_deployment(own, NAMESPACE))
+    target = DeploymentTarget(tenants["client"], namespace=NAMESPACE)
+    size = Resources(300, 300, 300, 300)
+    assert target.apply(own, size).resources == size
+    patch = {"metadata": {"annotations": {"objcount.dev/applied-resources": "x"}}}
+    root = lambda: tenants["client"].patch(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(deployment), patch)  # noqa: E731
+    refused_by_policy(root, "may write only its own reconcilers")
+
+
+def test_the_rootsync_sidecars_identity_resizes_no_reposync_reconciler(
+    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], tenants: JSON
+) -> None:
+    labels = {"app": "reconciler", "configsync.gke.io/deployment-name": reconciler_name(tenants["own"])}
+    target = pod(admin_api, labels, ["reconciler"])
+    write = lambda: shipped["objcount-sidecar"].patch(  # noqa: E731
+        kubeapi.POD,
+        NAMESPACE,
+        target["metadata"]["name"],
+        _resize(target, "reconciler", "300Mi"),
+        subresource="resize",
+        patch_type="strategic",
+    )
+    refused_by_policy(write, "may write only its own reconcilers")
+
+
+def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeApi], tenants: JSON) -> None:
+    """Leader election is cluster mode's (its own Lease): a sidecar that could update the cluster
+    Deployment's Lease could stall it."""
+    for client in (shipped["objcount-sidecar"], tenants["client"]):
+        refused_by_rbac(lambda c=client: c.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler"), "get")
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "x"},
+            "spec": {},
+        }
+        refused_by_rbac(lambda c=client, b=lease: c.create(kubeapi.LEASE, NAMESPACE, b), "create")
+
+
+# ----- refused by RBAC -------------------------------------------------------------------------------
+def test_deleting_an_rsync_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+    client, key = writer
+    refused_by_rbac(
+        lambda: client.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name), "delete"
+    )
 
 
 @pytest.mark.parametrize("identity", IDENTITIES)
@@ -386,15 +550,19 @@ def test_creating_an_rsync_is_refused(shipped: dict[str, kubeapi.KubeApi], ident
     refused_by_rbac(lambda: shipped[identity].create(kubeapi.ROOTSYNC, NAMESPACE, body), "create")
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
 @pytest.mark.parametrize(
     "resource",
     [kubeapi.Resource("", "v1", "secrets", "Secret"), kubeapi.Resource("", "v1", "configmaps", "ConfigMap")],
 )
 def test_reading_secrets_or_configmaps_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], identity: str, resource: kubeapi.Resource
+    shipped: dict[str, kubeapi.KubeApi], tenants: JSON, resource: kubeapi.Resource
 ) -> None:
-    refused_by_rbac(lambda: shipped[identity].list_page(resource, NAMESPACE), "list")
+    """Every identity of ours, in the reconcilers' namespace, in the RepoSync's, and cluster-wide."""
+    own: RSyncKey = tenants["own"]
+    for client in (*shipped.values(), tenants["client"]):
+        for namespace in (NAMESPACE, own.namespace, None):
+            refused_by_rbac(lambda c=client, n=namespace: c.list_page(resource, n), "list")
+        refused_by_rbac(lambda c=client: c.get(resource, NAMESPACE, f"{sidecar_account(own)}-token"), "get")
 
 
 @pytest.mark.parametrize("identity", IDENTITIES)

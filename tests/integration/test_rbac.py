@@ -14,23 +14,28 @@ import yaml
 from autoscaler.annotations import annotation_counts
 from autoscaler.codecs import resources_of
 from controlplane import LocalControlPlane
-from controlplane.seed import REPO_ROOT, manifests_in, reconciler_deployment, resourcegroup, rsync
+from controlplane.configsync import CLUSTER_MANIFESTS, kustomization_objects
+from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from tests.helpers import Service, wait_for
 
-RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
-RBAC = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "", "")
+RBAC_PLURALS = {
+    "ClusterRole": "clusterroles",
+    "Role": "roles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "RoleBinding": "rolebindings",
+}
 
 
 def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) -> None:
-    """The shipped roles with their rules untouched, moved to the test's namespace and account."""
-    bindings = REPO_ROOT / "manifests" / "cluster" / "rbac-bindings.yaml"
-    for manifest in [*manifests_in(RBAC_DIR), *manifests_in(bindings)]:
+    """The cluster install's roles (`kubectl apply -k manifests/cluster`) with their rules untouched,
+    moved to the test's namespace and account."""
+    for manifest in kustomization_objects(CLUSTER_MANIFESTS):
         obj = copy.deepcopy(manifest)
         kind = obj["kind"]
-        if kind.startswith("ValidatingAdmissionPolicy"):
-            continue  # matches our accounts in config-management-system only: tests/integration/test_guard.py
+        if kind not in RBAC_PLURALS:
+            continue  # the account is the test's; the guard matches ours only (tests/integration/test_guard.py)
         if kind in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"]["name"] = f"objcount-autoscaler-{namespace}"
         else:
@@ -39,13 +44,7 @@ def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) ->
             obj["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
             if obj["roleRef"]["kind"] == "ClusterRole":
                 obj["roleRef"]["name"] = f"objcount-autoscaler-{namespace}"
-        plural = {
-            "ClusterRole": "clusterroles",
-            "Role": "roles",
-            "ClusterRoleBinding": "clusterrolebindings",
-            "RoleBinding": "rolebindings",
-        }[kind]
-        resource = kubeapi.Resource("rbac.authorization.k8s.io", "v1", plural, kind)
+        resource = kubeapi.Resource("rbac.authorization.k8s.io", "v1", RBAC_PLURALS[kind], kind)
         api.create(resource, None if kind.startswith("Cluster") else namespace, obj)
 
 
@@ -152,6 +151,8 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         lambda: limited.list_page(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), None),
         lambda: limited.patch(kubeapi.RESOURCEGROUP, namespace, "any", patch),
         lambda: limited.delete(kubeapi.REPOSYNC, namespace, "any"),
+        # Leader election reaches its own Lease only (another controller's is not ours to take).
+        lambda: limited.get(kubeapi.LEASE, namespace, "another-controller"),
         lambda: limited.create(
             kubeapi.POD, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}
         ),

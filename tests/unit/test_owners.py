@@ -67,6 +67,9 @@ def _applied(manager: str, operation: str, fields: object) -> dict[str, Any]:
         ([_applied("configsync.gke.io", "Update", {"f:spec": {"f:override": {}}})], False),
         ([_applied("configsync.gke.io", "Apply", "not an object")], False),
         ("not a list", False),
+        ([_applied("kubectl", "Apply", {"f:spec": {"f:override": {"f:resources": {}}}})], True),
+        ([_applied("kubectl", "Apply", {"f:spec": {"f:override": {"f:roleRefs": {}}}})], False),
+        ([_applied("objcount-autoscaler", "Apply", {"f:spec": {"f:override": {"f:resources": {}}}})], False),
     ],
     ids=[
         "none",
@@ -77,6 +80,9 @@ def _applied(manager: str, operation: str, fields: object) -> dict[str, Any]:
         "config-sync-update-not-apply",
         "unreadable-fields",
         "unreadable-list",
+        "a-users-apply-of-the-resources",
+        "a-users-apply-of-other-override-fields",
+        "our-own-apply",
     ],
 )
 def test_an_override_config_sync_applies_from_git_belongs_to_that_sync(managed: object, held: bool) -> None:
