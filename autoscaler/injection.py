@@ -81,8 +81,8 @@ class SidecarTemplate:
                 f"the webhook sets {', '.join(RSYNC_ENV)} itself; remove them from the template"
             )
         if {"name": "OBJCOUNT_TARGET", "value": "deployment"} in env:
-            # Every sidecar would refuse to start (the reconciler-manager owns the Deployments it would
-            # write), crash-looping in Config Sync's Pods and making them unready.
+            # Every sidecar would refuse its target (the reconciler-manager owns the Deployments it would
+            # write) and size nothing: refused here, where it is one error, not one per reconciler Pod.
             raise TemplateError(
                 "a sidecar in Config Sync's reconciler Pods cannot use the deployment target (the "
                 "reconciler-manager owns those Deployments): use rsync-override or in-place"

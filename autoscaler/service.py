@@ -2,16 +2,18 @@
 and owns the timing of every side effect. `objcount run` calls `run(settings)`.
 
 Shutdown on SIGTERM or SIGINT: stop the watches, let the reconcile in flight finish, release the Lease,
-stop the endpoints, exit 0.
+stop the endpoints, exit 0. A sidecar that cannot act (no credentials yet, or a target it refuses) stays
+alive serving its probes and metrics until then; one that refused its target exits 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from types import FrameType
@@ -149,18 +151,39 @@ def start_endpoints(
     return servers
 
 
-class _WaitingForCredentials(QuietHandler):
-    """A sidecar without credentials (its RepoSync not granted yet) stays alive and says so: a sidecar
-    that exits would restart in a loop and keep Config Sync's reconciler Pod from being ready."""
+class _Idle(QuietHandler):
+    """The endpoints of a sidecar that cannot act (no credentials yet, or a target it must refuse): alive
+    and saying why. A sidecar that exits would restart in a loop and keep Config Sync's reconciler Pod
+    from being ready; alive, it stays out of the way and its metrics can be scraped."""
+
+    healthz: bytes  # /healthz (200): alive, and why it does nothing
+    readyz: bytes  # /readyz (503): what would make it act
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path == "/healthz":
-            self._send(200, b"alive, waiting for credentials\n")
+            self._send(200, self.healthz)
         elif path == "/metrics":
             self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
         else:
-            self._send(503, b"waiting for credentials (objcount grant-reposync)\n")
+            self._send(503, self.readyz)
+
+
+@contextlib.contextmanager
+def _idle_endpoints(settings: Settings, *, healthz: str, readyz: str) -> Iterator[None]:
+    """Serve `_Idle` on the health and metrics ports while the block runs."""
+    handler = type("Idle", (_Idle,), {"healthz": f"{healthz}\n".encode(), "readyz": f"{readyz}\n".encode()})
+    servers = []
+    for port in sorted({settings.health_port, settings.metrics_port}):
+        server = ThreadingHTTPServer((settings.bind_address, port), handler)
+        threading.Thread(target=server.serve_forever, name=f"http-{port}-idle", daemon=True).start()
+        servers.append(server)
+    try:
+        yield
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
 
 
 def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | None:
@@ -181,12 +204,10 @@ def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | N
         settings.rsync_name,
         CREDENTIALS_RETRY_S,
     )
-    servers = []
-    for port in sorted({settings.health_port, settings.metrics_port}):
-        server = ThreadingHTTPServer((settings.bind_address, port), _WaitingForCredentials)
-        threading.Thread(target=server.serve_forever, name=f"http-{port}-waiting", daemon=True).start()
-        servers.append(server)
-    try:
+    waiting = "waiting for credentials"
+    with _idle_endpoints(
+        settings, healthz=f"alive, {waiting}", readyz=f"{waiting} (objcount grant-reposync)"
+    ):
         while not stop.wait(CREDENTIALS_RETRY_S):
             try:
                 return kubeapi.KubeApi.connect(settings.kubeconfig)
@@ -194,10 +215,18 @@ def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | N
                 RECONCILE_ERRORS.labels("credentials").inc()
                 log.debug("%s", error)
         return None
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
+
+
+def _refuse(settings: Settings, refusal: str, stop: threading.Event) -> int:
+    """A sidecar whose target someone else owns acts on nothing until it is stopped, serving its probes
+    and the `owned` error in its metrics (an exit would crash-loop the reconciler Pod and hide both);
+    the exit code then says it never ran."""
+    APPLY_ERRORS.labels(settings.target, "owned").inc()
+    log.error("refusing to size anything: %s", refusal)
+    with _idle_endpoints(settings, healthz=f"alive, refusing: {refusal}", readyz=f"refusing: {refusal}"):
+        stop.wait()
+    log.info("stopped (refused the target at start)")
+    return EXIT_FAILED
 
 
 def _scheduler(settings: Settings, controller: Controller) -> BackgroundScheduler:
@@ -265,7 +294,8 @@ def _elect(
 
 def refusal_at_start(settings: Settings, target: Target) -> str | None:
     """Why a sidecar must not run with its target (someone else owns what it writes), or None. Every
-    apply checks again; this makes a wrong install fail at once instead of on the first scale change."""
+    apply checks again; this makes a wrong install show at once (in the log, /readyz and the metrics)
+    instead of on the first scale change."""
     if settings.mode != "sidecar" or not isinstance(target, DeploymentTarget):
         return None
     try:
@@ -309,10 +339,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     target = build_target(settings, api)
     refusal = refusal_at_start(settings, target)
     if refusal is not None:
-        APPLY_ERRORS.labels(settings.target, "owned").inc()
-        log.error("refusing to start: %s", refusal)
-        api.close()
-        return EXIT_FAILED
+        api.close()  # nothing is read or written while refusing
+        return _refuse(settings, refusal, stop)
     controller = build_controller(settings, api, target, stop)
     leading = threading.Event()
     threads: dict[str, Callable[[], bool]] = {}
