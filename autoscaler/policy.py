@@ -7,9 +7,9 @@
    (GKE Autopilot minimums, 250m CPU rounding, vCPU:GiB ratio) applied to the whole pod, with any
    surplus given to the reconciler container, so the result is a fixed point of those rules.
 2. `decide(counts, profile, last, now=...)`: scale up at once; scale down only after the lower target has
-   held for a delay, never while a count is unknown or a prune may be running (the reconciler reports
-   its sync of the fetched commit unfinished or failed; when it reports nothing, an inventory larger
-   than the source), and never beyond a cap of restarts per hour.
+   held for a delay counted from the inventory's last change, never while a count is unknown or a prune
+   may be running (the reconciler reports its sync of the fetched commit unfinished or failed; when it
+   reports nothing, an inventory larger than the source), and never beyond a cap of restarts per hour.
 """
 
 from __future__ import annotations
@@ -391,7 +391,10 @@ class Decision:
     recommended: Resources | None = None
     target_objects: int | None = None
     reason: str = ""
+    # A scale-down waiting: since when (the inventory's last change), at which inventory size, and the
+    # largest target seen since then.
     lower_since: float | None = None
+    lower_sync: int | None = None
     lower_peak: Resources | None = None
     restarts: tuple[float, ...] = field(default=())
 
@@ -462,6 +465,19 @@ def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
     return f"inventory {counts.sync} > source {counts.source}" if counts.sync > counts.source else None
 
 
+def _window(
+    last: Decision, counts: ObjectCounts, recommended: Resources, now: float
+) -> tuple[float, Resources]:
+    """When the scale-down's wait began and the largest target seen since. The delay counts from the
+    inventory's last change (the reconciler is still applying or pruning around a change, and its memory
+    follows what it holds), so an inventory of another size starts the window again, and a target seen
+    before that change no longer holds the scale-down up. Within a window the largest target is kept:
+    a source count that went up and down again, the inventory unchanged, is not scaled below."""
+    if last.lower_since is None or last.lower_peak is None or last.lower_sync != counts.sync:
+        return now, recommended
+    return last.lower_since, last.lower_peak.at_least(recommended)
+
+
 def _scale_down(
     base: Decision,
     counts: ObjectCounts,
@@ -478,10 +494,10 @@ def _scale_down(
     pending = _prune_pending(counts, progress)
     if pending is not None:
         return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
-    since = last.lower_since if last.lower_since is not None else now
-    # Over the waiting window, scale down only to the largest target seen in it.
-    peak = base.recommended if last.lower_peak is None else last.lower_peak.at_least(base.recommended)
-    waiting = replace(base, outcome=Outcome.POSTPONED, lower_since=since, lower_peak=peak)
+    since, peak = _window(last, counts, base.recommended, now)
+    waiting = replace(
+        base, outcome=Outcome.POSTPONED, lower_since=since, lower_sync=counts.sync, lower_peak=peak
+    )
     held = now - since
     if held < hysteresis.scale_down_delay_s:
         return replace(

@@ -151,7 +151,11 @@ class Settings(BaseSettings):
     )
     # ----- when -------------------------------------------------------------------------------------
     scale_down_delay_seconds: float = Field(
-        600, ge=0, le=7 * 86400, description="A lower target must hold this long before a scale-down."
+        600,
+        ge=0,
+        le=7 * 86400,
+        description="A lower target must hold this long, counted from the inventory's last change, before a "
+        "scale-down.",
     )
     max_restarts_per_hour: int = Field(
         6, ge=0, le=1000, description="Scale-downs stop when this many restarts were caused in the last hour."

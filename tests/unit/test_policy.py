@@ -234,7 +234,9 @@ def test_scales_down_only_after_the_delay_and_to_the_largest_target_seen() -> No
     d = initial(at(5000))
     d = step(ObjectCounts(100, 100), d, 0)
     assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
-    d = step(ObjectCounts(2000, 2000), d, 300)
+    # A commit of 2,000 objects fetched, then replaced before the reconciler applied it: the inventory
+    # stays at 100 entries, so the delay keeps counting from 0, and the 2,000 seen bound the way down.
+    d = step(ObjectCounts(2000, 100), d, 300)
     assert d.outcome == Outcome.POSTPONED
     d = step(ObjectCounts(100, 100), d, 599)
     assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
@@ -244,6 +246,33 @@ def test_scales_down_only_after_the_delay_and_to_the_largest_target_seen() -> No
     assert d.outcome == Outcome.POSTPONED  # a new window starts for the rest of the way down
     d = step(ObjectCounts(100, 100), d, 1201)
     assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(100))
+
+
+def test_an_inventory_change_restarts_the_scale_down_delay_and_its_window() -> None:
+    """Delay 600 s: the inventory goes from 1,000 to 400 entries at t=300, so the 400 have held for the
+    delay at t=900, not at t=600; the 1,000 seen before the change no longer bound the way down.
+    Prototype on Standard, by hand: 5,000 objects -> ceil(1,128 / 32) x 32 = 1,152 MiB, 1,125m;
+    400 -> ceil(208 / 32) x 32 = 224 MiB, ceil(224,000 / 1,024) = 219m; limits = requests."""
+    d = step(ObjectCounts(1000, 1000), initial(Resources(1125, 1152, 1125, 1152)), 0)
+    assert (d.outcome, d.lower_since, d.lower_sync) == (Outcome.POSTPONED, 0, 1000)
+    d = step(ObjectCounts(400, 400), d, 300)
+    assert (d.outcome, d.lower_since, d.lower_sync) == (Outcome.POSTPONED, 300, 400)
+    d = step(ObjectCounts(400, 400), d, 650)
+    assert (d.outcome, d.resources) == (Outcome.POSTPONED, Resources(1125, 1152, 1125, 1152))
+    d = step(ObjectCounts(400, 400), d, 899)
+    assert d.outcome == Outcome.POSTPONED
+    d = step(ObjectCounts(400, 400), d, 900)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, Resources(219, 224, 219, 224))
+
+
+def test_a_source_change_alone_does_not_restart_the_scale_down_delay() -> None:
+    """The inventory holds 400 entries throughout; the source goes to 1,000 at t=300 and back (a commit
+    replaced before it was applied): down at t=600, to the 1,000 seen (352 MiB, 344m, by hand)."""
+    d = step(ObjectCounts(400, 400), initial(Resources(1125, 1152, 1125, 1152)), 0)
+    d = step(ObjectCounts(1000, 400), d, 300)
+    assert (d.outcome, d.lower_since) == (Outcome.POSTPONED, 0)
+    d = step(ObjectCounts(400, 400), d, 600)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, Resources(344, 352, 344, 352))
 
 
 def test_a_scale_up_resets_the_scale_down_window() -> None:

@@ -267,6 +267,66 @@ def test_a_lower_target_waits_for_the_delay_then_comes_down() -> None:
     assert r.cluster.applied == [AT_100]
 
 
+# ----- the scale-down delay counts from the inventory's last change: named cases ------------------------
+# (seconds after the first reconcile, counts seen, outcome); the reconciler is sized for 5,000 objects.
+Event = tuple[float, ObjectCounts, Outcome]
+DELAY_CASES: dict[str, tuple[list[Event], list[Resources], list[float]]] = {
+    "inventory unchanged: down once the delay has passed": (
+        [
+            (0, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (599, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (600, ObjectCounts(1000, 1000), Outcome.SCALED_DOWN),
+        ],
+        [AT_1000],
+        [600.01, 1.01],
+    ),
+    "inventory 1,000 -> 100 at 300 s: not down at 650 s, down at 900 s": (
+        [
+            (0, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (300, ObjectCounts(100, 100), Outcome.POSTPONED),
+            (650, ObjectCounts(100, 100), Outcome.POSTPONED),
+            (899, ObjectCounts(100, 100), Outcome.POSTPONED),
+            (900, ObjectCounts(100, 100), Outcome.SCALED_DOWN),
+        ],
+        [AT_100],
+        [600.01, 600.01, 250.01, 1.01],
+    ),
+    # 1,001 objects: ceil(328.2 / 32) x 32 = 352 MiB, the same size as 1,000; only the entries changed.
+    "inventory 1,000 -> 1,001 -> 1,000, same size: each change restarts the delay": (
+        [
+            (0, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (300, ObjectCounts(1001, 1001), Outcome.POSTPONED),
+            (600, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (1199, ObjectCounts(1000, 1000), Outcome.POSTPONED),
+            (1200, ObjectCounts(1000, 1000), Outcome.SCALED_DOWN),
+        ],
+        [AT_1000],
+        [600.01, 600.01, 600.01, 1.01],
+    ),
+    "the source alone changes (1,000 -> 100), the inventory stays: the delay is not restarted": (
+        [
+            (0, ObjectCounts(1000, 100), Outcome.POSTPONED),
+            (300, ObjectCounts(100, 100), Outcome.POSTPONED),
+            (600, ObjectCounts(100, 100), Outcome.SCALED_DOWN),
+        ],
+        [AT_1000],
+        [600.01, 300.01],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DELAY_CASES))
+def test_the_scale_down_delay(name: str) -> None:
+    events, applied, rechecks = DELAY_CASES[name]
+    r = rig(FakeCluster(size=AT_5000))
+    start = r.clock.now
+    for after, counts, outcome in events:
+        r.clock.now = start + after
+        assert r.reconcile(counts) == outcome, f"at {after} s"
+    assert r.cluster.applied == applied
+    assert r.rechecks == rechecks, "the held scale-down is looked at again when it is due"
+
+
 def test_the_restart_is_counted_when_the_in_place_target_falls_back_to_the_template() -> None:
     r = rig(FakeCluster(restarts=False))
     restarts = metric("objcount_restarts_caused_total")
