@@ -176,12 +176,22 @@ def mib_per_api_resource(points: list[Measured]) -> float | None:
 REFERENCE = Path(__file__).resolve().parent / "data" / "reconciler-memory-by-object-count.csv"
 
 
-def surface_to_cover(preset: Sizing, reference: list[fit.Point]) -> int | None:
+def surface_to_cover(
+    preset: Sizing, reference: list[fit.Point], kib_per_object: float | None = None
+) -> int | None:
     """The fewest resource types served at which the preset covers every point of others' measurements
-    of Deployments on real clusters (their manifests' KiB not known: assumed); None when no surface does."""
+    of Deployments on real clusters; None when no surface does. Their manifests' KiB are not known: with
+    `kib_per_object` None the preset's assumption (cluster mode, the inventory alone), else that many KiB
+    each (sidecar mode, the source read)."""
+
+    def kib(objects: int) -> int | None:
+        return None if kib_per_object is None else math.ceil(kib_per_object * objects)
+
     worst = max(
         p.usage_mib
-        - float(preset.raw_mib(p.objects, None, preset.fit_api_resources, (("Deployment", p.objects),)))
+        - float(
+            preset.raw_mib(p.objects, kib(p.objects), preset.fit_api_resources, (("Deployment", p.objects),))
+        )
         for p in reference
     )
     if worst <= 0:
@@ -243,10 +253,19 @@ def main() -> None:
             f"# API surface: {surface:.4f} MiB per resource type served beyond the "
             f"{preset.fit_api_resources} measured on"
         )
-    needed = surface_to_cover(preset, fit.read_points(REFERENCE))
+    reference = fit.read_points(REFERENCE)
+    deployments = [p for p in points if p.shape == "deployments"]
+    kib_each = sum(p.kib for p in deployments) / sum(p.objects for p in deployments) if deployments else None
     print(
-        f"# others' measurements of Deployments on GKE ({REFERENCE.name}) are covered from {needed} "
-        "resource types served"
+        f"# others' measurements of Deployments on GKE ({REFERENCE.name}) are covered from "
+        f"{surface_to_cover(preset, reference)} resource types served with the count alone (cluster mode, "
+        f"{float(preset.assumed_kib_per_object):g} KiB per object assumed)"
+        + (
+            ""
+            if kib_each is None
+            else f", from {surface_to_cover(preset, reference, kib_each)} with the source read (sidecar "
+            f"mode) if their Deployments are {kib_each:.3f} KiB each, as this benchmark's"
+        )
     )
     print(f"OBJCOUNT_BASE_MIB={preset.base_mib}")
     print(f"OBJCOUNT_MIB_PER_OBJECT={float(preset.mib_per_object)}")
