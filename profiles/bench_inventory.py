@@ -4,6 +4,8 @@
     python -m profiles.bench_inventory source-count    # 10,000 Deployments in 100 files
     python -m profiles.bench_inventory watcher-memory  # RSS of the watch cache holding a big inventory
     python -m profiles.bench_inventory all
+    python -m profiles.bench_inventory sync-parts      # where the sync count's time goes
+    python -m profiles.bench_inventory source-parts    # the parsers under the source count, per MiB
 
 Times are the median of repeated runs; memory is the growth of the peak resident set size of a fresh
 process doing only that one thing, so C allocations (simdjson, libyaml) are included.
@@ -18,15 +20,25 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+import ryml
+import simdjson
 import yaml
+from yaml._yaml import CParser
 
-from inventory.inventory_count import InventoryCounter, count_entries_plainly
-from inventory.source_count import CountCache, count_directory, count_loaded
+from inventory.inventory_count import (
+    InventoryCounter,
+    count_entries_plainly,
+    quick_entries_check,
+    resources_span,
+)
+from inventory.source_count import CountCache, _kinds_tree, count_directory, count_loaded
 from inventory.watch import InventoryCodec
 
 DEPLOYMENT = """---
@@ -173,6 +185,35 @@ def bench_sync_count(entries: int = 100_000) -> None:
         )
 
 
+def bench_sync_parts(entries: int = 100_000) -> None:
+    """The parts of `InventoryCounter.summarize_event`, each timed alone (median of 20)."""
+    raw = inventory_event(entries)
+    span = resources_span(raw)
+    assert span is not None
+    start, end = span
+    array = memoryview(raw)[start:end]
+
+    def parse() -> int:
+        document: Any = simdjson.Parser().parse(raw)
+        return len(document["object"]["spec"]["resources"])
+
+    parse_s = median_seconds(parse, 20)
+    check_s = median_seconds(lambda: quick_entries_check(raw, entries), 20)
+    one_pass = median_seconds(lambda: raw.count(b'"kind":"', start, end), 20)
+    crc_s = median_seconds(lambda: zlib.crc32(array), 20)
+    print(f"parts of the sync count of a {entries:,}-entry watch event ({len(raw) / 2**20:.1f} MiB)")
+    print(f"simdjson parse + len(): {parse_s * 1000:.1f} ms")
+    print(f"byte check (quick_entries_check): {check_s * 1000:.1f} ms")
+    rate = (end - start) / one_pass / 1e9
+    print(f"one bytes.count pass over the array: {one_pass * 1000:.1f} ms, {rate:.1f} GB/s")
+    print(f"CRC32 of the array (zlib.crc32): {crc_s * 1000:.1f} ms")
+    tracemalloc.start()
+    document = simdjson.Parser().parse(raw)
+    print(f"tracemalloc's peak during the parse: {tracemalloc.get_traced_memory()[1] / 2**20:.1f} MiB")
+    tracemalloc.stop()
+    del document
+
+
 def write_source(root: Path, deployments: int, files: int) -> None:
     per_file = deployments // files
     for f in range(files):
@@ -212,6 +253,33 @@ def bench_source_count(deployments: int = 10_000, files: int = 100) -> None:
         print(f"ratio: cold {full / cold:.1f}x faster, next commit {full / warm:.0f}x faster")
 
 
+def bench_source_parts(deployments: int = 10_000, files: int = 100) -> None:
+    """The parsers under the source count on the same files, each timed alone (median of 3), per MiB."""
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        write_source(root, deployments, files)
+        contents = [p.read_bytes() for p in sorted(root.iterdir())]
+    mib = sum(len(c) for c in contents) / 2**20
+    trees = [ryml.parse_in_arena(c) for c in contents]
+    timings = {
+        "libyaml's C parser building nothing (CParser.raw_parse)": lambda: [
+            CParser(c).raw_parse() for c in contents
+        ],
+        "rapidyaml's parse (ryml.parse_in_arena)": lambda: [ryml.parse_in_arena(c) for c in contents],
+        "walking the top-level keys of every document (rapidyaml's API)": lambda: [
+            _kinds_tree(t) for t in trees
+        ],
+        "CSafeLoader (yaml.load_all)": lambda: [
+            list(yaml.load_all(c, Loader=yaml.CSafeLoader)) for c in contents
+        ],
+    }
+    print(f"parsers under the source count of {deployments:,} Deployments in {files} files ({mib:.1f} MiB)")
+    print("| step | median time | per MiB |\n|---|---|---|")
+    for label, function in timings.items():
+        seconds = median_seconds(function, 3)
+        print(f"| {label} | {seconds * 1000:.0f} ms | {seconds * 1000 / mib:.0f} ms/MiB |")
+
+
 def bench_watcher_memory(entries: int = 100_000) -> None:
     with tempfile.NamedTemporaryFile(suffix=".json") as handle:
         handle.write(inventory_event(entries))
@@ -228,7 +296,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("which", choices=["sync-count", "source-count", "watcher-memory", "all"])
+    parser.add_argument(
+        "which",
+        choices=["sync-count", "source-count", "watcher-memory", "all", "sync-parts", "source-parts"],
+    )
     args = parser.parse_args()
     if args.which in ("sync-count", "all"):
         bench_sync_count()
@@ -236,6 +307,10 @@ def main() -> None:
         bench_source_count()
     if args.which in ("watcher-memory", "all"):
         bench_watcher_memory()
+    if args.which == "sync-parts":
+        bench_sync_parts()
+    if args.which == "source-parts":
+        bench_source_parts()
 
 
 if __name__ == "__main__":
