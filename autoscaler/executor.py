@@ -156,8 +156,8 @@ class Executor:
         except ApplyError as error:
             self._apply_error(key, error, "apply")
             failed = (error.reason, plan.apply)
-            # Said once: a refusal that lasts (a lower limit the kernel cannot meet) comes back on every
-            # reconcile, and its message changes with the usage it quotes. The metric counts each one.
+            # Said once: a refusal that lasts (the kubelet's, of a memory limit below the usage) comes back
+            # on every reconcile, and its message changes with the usage it quotes. The metric counts each.
             level = logging.DEBUG if state.failed == failed else logging.ERROR
             log.log(level, "%s: %s failed: %s", key, plan.outcome, error)
             # What the other writers did is kept; the decision is made again next time.

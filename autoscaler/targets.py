@@ -400,10 +400,11 @@ class InPlaceTarget(_NothingInTheRSync):
     template (a rollout is the restart an in-place resize exists to avoid). The size is what the kubelet
     reports the container has (`status.containerStatuses[].resources`), read on every reconcile, so a
     new pod of a rollout, which starts with its template's size, is resized again. A lower limit the
-    kernel refused (the container uses more) is reported with the kubelet's message and not sent again
-    until it is higher than what runs. When there is no pod, or the kubelet reports the resize
-    infeasible (`PodResizePending`, reason `Infeasible`), the size goes to `fallback` (for Config Sync:
-    the RSync override, a rollout: the result says it restarted).
+    kubelet refused (the container uses more: it compares the usage before lowering a memory limit) is
+    reported with the kubelet's message and not sent again until it is higher than what runs. When there
+    is no pod, or the kubelet reports the resize infeasible (`PodResizePending`, reason `Infeasible`),
+    the size goes to `fallback` (for Config Sync: the RSync override, a rollout: the result says it
+    restarted).
     """
 
     api: kubeapi.KubeApi
@@ -493,7 +494,7 @@ def other_containers_requests(api: kubeapi.KubeApi, namespace: str, key: RSyncKe
 
 def _resize_refused(pod: Pod) -> str:
     """The kubelet's message when it could not apply the last resize (`PodResizeInProgress`, reason
-    `Error`: the kernel refused a memory limit below what the container uses), else empty."""
+    `Error`: it refused a memory limit below what the container uses), else empty."""
     conditions = (pod.get("status") or {}).get("conditions") or []
     for condition in conditions:
         if condition.get("type") == "PodResizeInProgress" and condition.get("reason") == "Error":

@@ -413,6 +413,10 @@ class ContainerRunner:
         return status
 
     def _apply_limit(self, resources: JSON, *, at_start: bool = False) -> bool:
+        """Set the cgroup's limit; False (and why, for the Pod status) when it is refused. A lower limit
+        below the current usage is refused before the cgroup is touched, as the kubelet checks before
+        lowering a memory limit (on cgroup v2 the kernel would reclaim and OOM-kill instead); a write
+        the kernel then refuses (v1: EBUSY) is reported too."""
         limit = memory_bytes((resources.get("limits") or {}).get("memory"))
         if limit is not None and not at_start and limit < (self.cgroup.limit() or 1 << 62):
             usage = self.cgroup.usage()

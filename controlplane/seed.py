@@ -1,4 +1,5 @@
-"""Install the CRDs and sample Config Sync objects into a cluster (the local one, or any other).
+"""Install CRDs (Config Sync's released ones: we ship none) and sample Config Sync objects into a cluster
+(the local one, or any other), and write commits as git-sync would.
 
 Used by the test fixtures, `make run` and the profiles. The sample objects look like what Config Sync
 creates: an RSync, its inventory ResourceGroup with the real labels, and its reconciler Deployment with

@@ -451,8 +451,12 @@ def synced_under_300mi(
     return key, dict(pod), process
 
 
-def test_a_lower_memory_limit_the_kernel_cannot_meet_is_reported_not_applied(stack: ConfigSyncStack) -> None:
-    """`pods/resize` to a limit below what the reconciler uses: the limit stays, the Pod says why."""
+def test_a_lower_memory_limit_below_the_usage_is_refused_and_reported_not_applied(
+    stack: ConfigSyncStack,
+) -> None:
+    """`pods/resize` to a limit below what the reconciler uses: the kubelet's refusal (played by our node
+    harness, which compares the container's memory usage before lowering its limit, as the kubelet does):
+    the limit stays, the Pod says why."""
     api = stack.api
     assert api is not None
     _, pod, process = synced_under_300mi(stack, "resize", 10)
@@ -471,6 +475,9 @@ def test_a_lower_memory_limit_the_kernel_cannot_meet_is_reported_not_applied(sta
     message = wait_for(refusal, timeout=30, what="the refused resize in the Pod status")
     assert "below the current usage" in message
     assert process.cgroup.limit() == 300 * MiB
+    after = stack.harness.container(name)
+    assert after is not None
+    assert after.pid == process.pid, "the process from before the resize runs on"
     assert _alive(process.pid)
 
 
@@ -498,6 +505,11 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
     first = stack.reconciler_pod(key)
     assert first is not None
+    # The reconciler process before any resize: a resize in place must leave this very process running.
+    before = stack.harness.container(first["metadata"]["name"])
+    assert before is not None
+    assert _alive(before.pid)
+    assert before.cgroup.limit() == 400 * MiB
     env = {**sidecar_env(stack, key, "in-place"), "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5"}
     services.append(Service(env, tmp_path / "service.log"))
 
@@ -510,7 +522,8 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
         return process if process is not None and process.cgroup.limit() == 224 * MiB else None
 
     process = wait_for(lambda: resized(first["metadata"]["uid"]), timeout=90, what="the running Pod resized")
-    assert _alive(process.pid), "resized in place: the same process runs on"
+    assert process.pid == before.pid, "resized in place: the same process runs on"
+    assert _alive(before.pid)
     assert (
         reconciler_resources(
             api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]["spec"]
@@ -533,14 +546,18 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     wait_for(lambda: resized(second["metadata"]["uid"]), timeout=90, what="the new Pod resized")
 
 
-def test_in_place_reports_a_lower_limit_the_kernel_refuses_and_the_reconciler_runs_on(
+def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_runs_on(
     stack: ConfigSyncStack, services: list[Service], tmp_path: Path
 ) -> None:
+    """The kubelet's refusal of a limit below the usage (played by our node harness, which compares the
+    container's memory usage before lowering its limit, as the kubelet does) is reported by the service,
+    and the same reconciler process runs on under its old limit."""
     api = stack.api
     assert api is not None
+    # The process before the service starts, so before any resize is sent.
     key, pod, process = synced_under_300mi(stack, "refused", 100)
     # Settings that size far too low, by hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of
-    # 16 MiB (a 16 MiB step); the reconciler holds more than that (the kernel refuses 16Mi below).
+    # 16 MiB (a 16 MiB step); the reconciler holds more than that, so the resize to 16Mi is refused.
     env = {
         **sidecar_env(stack, key, "in-place"),
         "OBJCOUNT_BASE_MIB": "0",
@@ -562,6 +579,9 @@ def test_in_place_reports_a_lower_limit_the_kernel_refuses_and_the_reconciler_ru
     assert "below the current usage" in resize["message"]
     assert "a lower limit was refused" in service.log.read_text()
     # Nothing else was tried: the same process runs on under its old limit, never OOM-killed.
+    after = stack.harness.container(pod["metadata"]["name"])
+    assert after is not None
+    assert after.pid == process.pid
     assert _alive(process.pid)
     assert process.cgroup.limit() == 300 * MiB
     assert process.cgroup.oom_kills() == 0
@@ -847,6 +867,10 @@ def test_no_shipped_manifest_replaces_a_config_sync_crd(stack: ConfigSyncStack) 
         for crd in manifests_in(stack.build.manifests)
         if crd.get("kind") == "CustomResourceDefinition"
     }
+    # An empty build would make the check below pass on nothing: the CRDs we rely on must be there.
+    assert {"rootsyncs.configsync.gke.io", "reposyncs.configsync.gke.io", "resourcegroups.kpt.dev"} <= set(
+        upstream
+    ), f"the Config Sync build lacks CRDs we rely on: {sorted(upstream)}"
     replaced = []
     for path in sorted((REPO_ROOT / "manifests").rglob("*.yaml")):
         for item in manifests_in(path):
@@ -886,14 +910,21 @@ def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
             for m in deployment["metadata"].get("managedFields") or []
         )
 
-    wait_for(
-        lambda: service.process.poll() is not None or ours_in_managed_fields(),
-        timeout=60,
-        what="the service to act",
-    )
+    # It refuses at start and stays up, so the refusal can be scraped (an exit would crash-loop).
+    owned = 'objcount_apply_errors_total{reason="owned",target="deployment"}'
+    wait_for(lambda: service.metric(owned) == 1, timeout=60, what="the refusal in the metrics")
+    assert service.process.poll() is None, "alive, not crash-looping"
+    health, health_body = service.get("/healthz")
+    assert (health, health_body.startswith("alive, refusing: ")) == (200, True)
+    ready, ready_body = service.get("/readyz")
+    assert ready == 503
+    assert "managed by Config Sync's reconciler-manager" in ready_body
     assert not ours_in_managed_fields()
-    assert service.process.poll() not in (None, 0)
-    assert "rsync-override" in service.log.read_text()
+    told = [line for line in service.logs() if "rsync-override" in str(line["message"])]
+    assert [line["level"] for line in told] == ["ERROR"], "said once, as an error"
+    assert "in-place" in str(told[0]["message"])
+    assert service.stop() == 1, "a refused target exits non-zero on SIGTERM"
+    assert not ours_in_managed_fields()
 
 
 # ----- the harness cleans up after itself --------------------------------------------------------------

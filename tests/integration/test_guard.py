@@ -565,6 +565,25 @@ def test_reading_secrets_or_configmaps_is_refused(
         refused_by_rbac(lambda c=client: c.get(resource, NAMESPACE, f"{sidecar_account(own)}-token"), "get")
 
 
+def test_creating_rbac_or_service_accounts_is_refused(
+    shipped: dict[str, kubeapi.KubeApi], tenants: JSON
+) -> None:
+    """The service creates no RBAC and no ServiceAccount; none of our identities could."""
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "attacker"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "objcount-sidecar", "namespace": NAMESPACE}],
+    }
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "attacker"}}
+    rolebindings = kubeapi.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+    accounts = kubeapi.Resource("", "v1", "serviceaccounts", "ServiceAccount")
+    for client in (*shipped.values(), tenants["client"]):
+        refused_by_rbac(lambda c=client: c.create(rolebindings, NAMESPACE, binding), "create")
+        refused_by_rbac(lambda c=client: c.create(accounts, NAMESPACE, account), "create")
+
+
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_writing_the_status_is_refused(
     shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str

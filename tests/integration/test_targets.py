@@ -381,9 +381,10 @@ def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig)
     assert _metric("objcount_restarts_caused_total") == restarts, "no resize fell back to a restart"
 
 
-def test_in_place_does_not_send_again_a_lower_limit_the_kernel_refused(rig: Rig) -> None:
-    """Played by us: the kubelet's report of a refused resize (as the node harness writes it, see
-    test_configsync's kernel test). A lower limit is not sent again; a higher one is."""
+def test_in_place_does_not_send_again_a_lower_limit_the_kubelet_refused(rig: Rig) -> None:
+    """Played by us: the kubelet's report of a resize refused for a limit below the usage (as the node
+    harness writes it, see test_configsync's refused-resize tests). A lower limit is not sent again; a
+    higher one is."""
     pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
     name = pod["metadata"]["name"]
     running = resources_json(at(3000))

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from autoscaler.injection import SidecarTemplate
+from autoscaler.settings import CONFIG_FILE_ENV, Settings, load_settings
+from controlplane.configsync import webhook_env
 from controlplane.seed import REPO_ROOT, manifests_in
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
@@ -69,3 +77,91 @@ def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
     (rule,) = webhook["rules"]
     assert rule["operations"] == ["CREATE"]
     assert rule["resources"] == ["pods"]
+
+
+# ----- the webhook the tests run is the webhook we ship ----------------------------------------------------
+def _shipped(kind: str, file: str) -> dict[str, Any]:
+    (item,) = [m for m in manifests_in(REPO_ROOT / "manifests" / "sidecar" / file) if m["kind"] == kind]
+    return item
+
+
+def _settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings `objcount run` reads from exactly these variables (the test's own cleared)."""
+    for name in [n for n in os.environ if n.startswith("OBJCOUNT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv(CONFIG_FILE_ENV, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return load_settings()
+
+
+def test_the_webhook_process_of_the_tests_runs_as_the_shipped_webhook_deployment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`controlplane.configsync.webhook_env` plays the shipped Deployment's container (tests and the demo
+    run the webhook as a process): its variables, given the Deployment's mount paths and port, must be
+    the Deployment's own settings, so what the real-stack tests exercise is what ships."""
+    pod = _shipped("Deployment", "webhook.yaml")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["run"]
+    assert container["env"] == [{"name": "OBJCOUNT_MODE", "value": "webhook"}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"webhook": 9443, "metrics": 9464, "health": 8081}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"tls": "/etc/objcount/tls", "sidecar-template": "/etc/objcount/sidecar"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"] == {"secretName": "objcount-webhook-tls"}
+    assert volumes["sidecar-template"]["configMap"] == {"name": "objcount-sidecar-template"}
+    template = _shipped("ConfigMap", "sidecar-template.yaml")
+    assert template["metadata"]["name"] == "objcount-sidecar-template"
+    assert set(template["data"]) == {"sidecar.yaml"}  # so the file is /etc/objcount/sidecar/sidecar.yaml
+
+    played = webhook_env(Path("/etc/objcount/tls"), Path("/etc/objcount/sidecar/sidecar.yaml"), 9443)
+    assert played == {
+        "OBJCOUNT_MODE": "webhook",
+        "OBJCOUNT_WEBHOOK_PORT": "9443",
+        "OBJCOUNT_WEBHOOK_CERT_DIR": "/etc/objcount/tls",
+        "OBJCOUNT_SIDECAR_TEMPLATE": "/etc/objcount/sidecar/sidecar.yaml",
+    }
+    shipped = _settings_from({e["name"]: e["value"] for e in container["env"]}, monkeypatch)
+    assert (
+        shipped.webhook_port,
+        shipped.metrics_port,
+        shipped.health_port,
+        shipped.webhook_cert_dir,
+        shipped.sidecar_template,
+    ) == (9443, 9464, 8081, Path("/etc/objcount/tls"), Path("/etc/objcount/sidecar/sidecar.yaml"))
+    assert _settings_from(played, monkeypatch) == shipped, "nothing else differs"
+    # The probes and the Service reach the ports the settings open.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    service = _shipped("Service", "webhook.yaml")
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
+
+
+def test_the_shipped_webhook_injects_only_into_config_sync_reconciler_pods() -> None:
+    (webhook,) = _shipped("MutatingWebhookConfiguration", "mutating-webhook.yaml")["webhooks"]
+    assert webhook["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "config-management-system"}
+    }
+    assert webhook["objectSelector"] == {
+        "matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["reconciler"]},
+            {"key": "configsync.gke.io/sync-kind", "operator": "In", "values": ["RootSync", "RepoSync"]},
+        ]
+    }
+    assert webhook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert webhook["clientConfig"]["service"] == {
+        "name": "objcount-webhook",
+        "namespace": "config-management-system",
+        "path": "/mutate",
+        "port": 443,
+    }
