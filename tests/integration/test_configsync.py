@@ -392,10 +392,17 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_after_
         last = (status.get("lastState") or {}).get("terminated") or {}
         return pod if last.get("reason") == "OOMKilled" and memory_limit_of_pod(pod or {}) == "24Mi" else None
 
-    wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
+    undersized = wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
+    # The kernel's kills in the undersized Pod's memory cgroup (the harness keeps one per Pod).
+    killed_in = stack.harness.container(undersized["metadata"]["name"])
+    assert killed_in is not None
+    assert killed_in.cgroup.oom_kills() == 1
     wait_for(
         lambda: override_memory(stack, key) == "152Mi", timeout=120, what="the size raised after the kill"
     )
+    # Killed once: no other kill before the raise (the cgroup is gone once the rollout removed the Pod).
+    with contextlib.suppress(OSError):
+        assert killed_in.cgroup.oom_kills() == 1
     assert (reconciler_override(stack, key) or {}).get("cpuRequest") == "149m"
     floor = json.loads(get_rsync(stack, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
     assert floor["memory"] == "152Mi"
