@@ -24,8 +24,19 @@ measure how the reconciler's memory grows with the API surface it discovers; `cr
 the number of CRDs the cluster serves at that point, `api_resources` the resource types its discovery
 serves (the API surface the service reads).
 
-Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has. Not
-done yet: a run against another cluster (its metrics API has no peak, only samples).
+Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has.
+
+On another cluster where Config Sync runs:
+
+    python -m profiles.reconciler_memory --kubeconfig FILE --clone DIR --repo-url URL [--branch main]
+                                         [--git-secret NAME] [--sample-seconds 5] [--shapes ...]
+
+each point's manifests are committed to `DIR/<RootSync name>/objects.yaml` in a clone of the repository
+the cluster's Config Sync reads (pushed with `git push`: your credentials), and the RootSync syncs
+`--repo-url` at that directory. There is no process to read a peak from: the reconciler container's
+memory is sampled from the metrics API (`metrics.k8s.io`: the working set, as the kubelet reports it)
+every `--sample-seconds` while each commit syncs, and the largest sample is recorded (`measured` says
+which: `VmHWM` here, `metrics API` there). A sample interval can miss a short peak: a lower bound.
 """
 
 from __future__ import annotations
@@ -35,13 +46,14 @@ import csv
 import os
 import platform
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from tqdm import tqdm
@@ -58,7 +70,9 @@ from controlplane.configsync import (
 from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
+from profiles.stress import reconciler_usage
 
+JSON = dict[str, Any]
 LIMIT = "4Gi"  # far above any point here: a kill would end the measurement, not size it
 SYNC_TIMEOUT = 1800.0
 WIDGETS = kubeapi.Resource("profiles.objcount.dev", "v1", "widgets", "Widget")
@@ -179,33 +193,145 @@ class Point:
     version: str
     date: str
     machine: str
+    measured: str = "VmHWM"  # or "metrics API": the largest of the samples (another cluster)
 
 
 COLUMNS = [f.name for f in fields(Point)]
 
 
-def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> Point:
-    api = stack.api
-    assert api is not None
+class Where(Protocol):
+    """Where the reconciler runs: the local stack, or another cluster."""
+
+    @property
+    def api(self) -> kubeapi.KubeApi: ...
+    @property
+    def measured(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def machine(self) -> str: ...
+
+    def rootsync(self, key: RSyncKey) -> JSON: ...
+
+    def commit(self, key: RSyncKey, text: str) -> str:
+        """The source of `key` is now `text`: its commit."""
+
+    def wait_synced(self, key: RSyncKey, commit: str) -> None: ...
+
+    def peak_mib(self, key: RSyncKey) -> float:
+        """The reconciler's peak memory so far, since its RootSync was made."""
+
+
+@dataclass
+class LocalStack:
+    """The local stack: the test plays git-sync; the peak is the process's VmHWM."""
+
+    stack: ConfigSyncStack
+    measured: str = "VmHWM"
+    version: str = VERSION
+
+    @property
+    def api(self) -> kubeapi.KubeApi:
+        assert self.stack.api is not None
+        return self.stack.api
+
+    @property
+    def machine(self) -> str:
+        return f"{platform.machine()}, {_cores()} cores"
+
+    def rootsync(self, key: RSyncKey) -> JSON:
+        return rootsync(key.name)
+
+    def commit(self, key: RSyncKey, text: str) -> str:
+        return self.stack.commit(key, {"objects.yaml": text})
+
+    def wait_synced(self, key: RSyncKey, commit: str) -> None:
+        api = self.api
+        _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+
+    def peak_mib(self, key: RSyncKey) -> float:
+        return _peak_rss_mib(self.stack, key)
+
+
+@dataclass
+class Cluster:
+    """Another cluster: commits pushed to a clone of the repository its Config Sync reads; the memory
+    sampled from its metrics API while a commit syncs."""
+
+    api: kubeapi.KubeApi
+    clone: Path
+    url: str
+    branch: str = "main"
+    secret: str | None = None
+    sample_s: float = 5.0
+    measured: str = "metrics API"
+    version: str = "unknown"
+    peaks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def machine(self) -> str:
+        return f"cluster {self.api.server}"
+
+    def rootsync(self, key: RSyncKey) -> JSON:
+        body = rootsync(key.name)
+        auth = {"auth": "token", "secretRef": {"name": self.secret}} if self.secret else {"auth": "none"}
+        body["spec"]["git"] = {"repo": self.url, "branch": self.branch, "dir": key.name, **auth}
+        self.peaks[key.name] = 0.0
+        return body
+
+    def commit(self, key: RSyncKey, text: str) -> str:
+        path = self.clone / key.name / "objects.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        _git(self.clone, "add", "--", key.name)
+        _git(
+            self.clone, "commit", "--quiet", "--allow-empty", "-m", f"{key.name}: {text.count('---')} objects"
+        )
+        _git(self.clone, "push", "--quiet", "origin", f"HEAD:{self.branch}")
+        return _git(self.clone, "rev-parse", "HEAD").strip()
+
+    def wait_synced(self, key: RSyncKey, commit: str) -> None:
+        deadline = time.monotonic() + SYNC_TIMEOUT
+        while not synced(self.api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{key}: not synced within {SYNC_TIMEOUT:.0f} s")
+            memory = reconciler_usage(self.api, key)[1]
+            if memory is not None:
+                self.peaks[key.name] = max(self.peaks.get(key.name, 0.0), float(memory))
+            time.sleep(self.sample_s)
+
+    def peak_mib(self, key: RSyncKey) -> float:
+        return round(self.peaks.get(key.name, 0.0), 1)
+
+
+def _git(clone: Path, *args: str) -> str:
+    result = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"git {args[0]} in {clone}: {result.stderr.strip()[:500]}")
+    return result.stdout
+
+
+def measure(where: Where, shape: str, count: int, extra_crds: int) -> Point:
+    api = where.api
     key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}-{extra_crds}")
     text = manifests(shape, count, key.name)
-    commit = stack.commit(key, {"objects.yaml": text})
-    body = rootsync(key.name)
+    commit = where.commit(key, text)
+    body = where.rootsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": LIMIT, "memoryLimit": LIMIT}]
     }
     began = time.monotonic()
     api.create(kubeapi.ROOTSYNC, key.namespace, body)
-    _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+    where.wait_synced(key, commit)
     seconds = time.monotonic() - began
-    peak = _peak_rss_mib(stack, key)
+    peak = where.peak_mib(key)
     entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
     pruning = time.monotonic()
-    commit = stack.commit(key, {"objects.yaml": manifests(shape, 1, key.name)})
-    _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
+    commit = where.commit(key, manifests(shape, 1, key.name))
+    where.wait_synced(key, commit)
     prune_seconds = time.monotonic() - pruning
-    peak_with_prune = _peak_rss_mib(stack, key)
+    peak_with_prune = where.peak_mib(key)
     # Not in a `finally`: after a failure or a signal the whole local stack is discarded anyway.
     api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
     _wait(lambda: rsync_gone(api, key), SYNC_TIMEOUT, key)
@@ -221,9 +347,10 @@ def measure(stack: ConfigSyncStack, shape: str, count: int, extra_crds: int) -> 
         _crds(api),
         api.api_resource_types(),
         extra_crds,
-        VERSION,
+        where.version,
         datetime.now(UTC).date().isoformat(),
-        f"{platform.machine()}, {_cores()} cores",
+        where.machine,
+        where.measured,
     )
 
 
@@ -310,22 +437,54 @@ def plot(points: list[Point], path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
-def run(shapes: list[str], counts: list[int], out: Path, resume: bool, extra_crds: int = 0) -> list[Point]:
+def run(
+    shapes: list[str],
+    counts: list[int],
+    out: Path,
+    resume: bool,
+    extra_crds: int = 0,
+    *,
+    cluster: Cluster | None = None,
+) -> list[Point]:
+    """Measure on the local stack, or on `cluster` when given."""
     out.mkdir(parents=True, exist_ok=True)
     table = out / "reconciler-memory.csv"
     if not resume:
         table.unlink(missing_ok=True)
     done = {(p.shape, p.objects, p.extra_crds) for p in read_points(table)}
     todo = [(s, n) for s in shapes for n in counts if (s, n, extra_crds) not in done]
-    with running_config_sync() as stack:
-        assert stack.api is not None
-        install_crds(stack.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
+
+    def measure_all(where: Where) -> None:
+        install_crds(where.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
         for shape, count in tqdm(todo, desc="points", unit="point"):
-            append(table, measure(stack, shape, count, extra_crds))
+            append(table, measure(where, shape, count, extra_crds))
+
+    if cluster is not None:
+        measure_all(cluster)
+    else:
+        with running_config_sync() as stack:
+            measure_all(LocalStack(stack))
     points = read_points(table)
     (out / "reconciler-memory.md").write_text(markdown(points))
     plot(points, out / "reconciler-memory.png")
     return points
+
+
+def _cluster(args: argparse.Namespace) -> Cluster | None:
+    if args.kubeconfig is None:
+        return None
+    if args.clone is None or args.repo_url is None:
+        raise SystemExit(
+            "--kubeconfig needs --clone (a clone you can push to) and --repo-url (as Config Sync reads it)"
+        )
+    return Cluster(
+        kubeapi.KubeApi.connect(args.kubeconfig),
+        args.clone,
+        args.repo_url,
+        args.branch,
+        args.git_secret,
+        args.sample_seconds,
+    )
 
 
 def main() -> None:
@@ -341,12 +500,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("profiles/out/reconciler-memory"))
     parser.add_argument("--extra-crds", type=int, default=0, help="more CRDs to install first (API surface)")
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
+    other = parser.add_argument_group("another cluster where Config Sync runs (default: the local stack)")
+    other.add_argument("--kubeconfig", help="its kubeconfig")
+    other.add_argument("--clone", type=Path, help="a clone of the repository its Config Sync reads")
+    other.add_argument("--repo-url", help="that repository's URL, as Config Sync reads it")
+    other.add_argument("--branch", default="main", help="the branch to push and sync")
+    other.add_argument("--git-secret", help="a Secret in config-management-system (auth: token)")
+    other.add_argument("--sample-seconds", type=float, default=5.0, help="metrics API sampling interval")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = sorted(set(shapes) - set(SHAPES))
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
-    points = run(shapes, [int(n) for n in args.counts.split(",")], args.out, args.resume, args.extra_crds)
+    counts = [int(n) for n in args.counts.split(",")]
+    points = run(shapes, counts, args.out, args.resume, args.extra_crds, cluster=_cluster(args))
     print(markdown(points))
 
 
