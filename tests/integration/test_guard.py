@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -241,17 +241,21 @@ def test_our_identities_resize_the_reconciler_container_of_a_reconciler_pod(
     admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], identity: str
 ) -> None:
     reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
-    resize = _resize(reconciler_pod, "reconciler", "300Mi")
-    body = shipped[identity].patch(
+    body = resizing(shipped[identity], reconciler_pod, "reconciler", "300Mi")()
+    reconciler = next(c for c in body["spec"]["containers"] if c["name"] == "reconciler")
+    assert reconciler["resources"]["limits"]["memory"] == "300Mi"
+
+
+def resizing(client: kubeapi.KubeApi, pod: JSON, container: str, memory: str) -> Callable[[], JSON]:
+    """A `pods/resize` of one container of `pod` to `memory` (request and limit), by `client`."""
+    return lambda: client.patch(
         kubeapi.POD,
         NAMESPACE,
-        reconciler_pod["metadata"]["name"],
-        resize,
+        pod["metadata"]["name"],
+        _resize(pod, container, memory),
         subresource="resize",
         patch_type="strategic",
     )
-    reconciler = next(c for c in body["spec"]["containers"] if c["name"] == "reconciler")
-    assert reconciler["resources"]["limits"]["memory"] == "300Mi"
 
 
 def _resize(pod: JSON, container: str, memory: str) -> JSON:
@@ -323,15 +327,7 @@ def test_resizing_a_pod_that_is_not_a_reconciler_is_refused(
     admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
 ) -> None:
     manager = pod(admin_api, {"app": "reconciler-manager"}, ["reconciler-manager"])
-    resize = _resize(manager, "reconciler-manager", "1Gi")
-    write = lambda: shipped["objcount-autoscaler"].patch(  # noqa: E731
-        kubeapi.POD,
-        NAMESPACE,
-        manager["metadata"]["name"],
-        resize,
-        subresource="resize",
-        patch_type="strategic",
-    )
+    write = resizing(shipped["objcount-autoscaler"], manager, "reconciler-manager", "1Gi")
     refused_by_policy(write, "only the reconciler container of a Config Sync reconciler Pod")
 
 
@@ -339,15 +335,7 @@ def test_resizing_another_container_of_a_reconciler_pod_is_refused(
     admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
 ) -> None:
     reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
-    resize = _resize(reconciler_pod, "git-sync", "1Gi")
-    write = lambda: shipped["objcount-sidecar"].patch(  # noqa: E731
-        kubeapi.POD,
-        NAMESPACE,
-        reconciler_pod["metadata"]["name"],
-        resize,
-        subresource="resize",
-        patch_type="strategic",
-    )
+    write = resizing(shipped["objcount-sidecar"], reconciler_pod, "git-sync", "1Gi")
     refused_by_policy(write, "only the reconciler container of a Config Sync reconciler Pod")
 
 
@@ -478,14 +466,7 @@ def test_a_reposync_sidecar_resizes_only_its_own_reconciler(
             {"app": "reconciler", "configsync.gke.io/deployment-name": deployment_name},
             ["reconciler"],
         )
-        return lambda: client.patch(
-            kubeapi.POD,
-            NAMESPACE,
-            target["metadata"]["name"],
-            _resize(target, "reconciler", "300Mi"),
-            subresource="resize",
-            patch_type="strategic",
-        )
+        return resizing(client, target, "reconciler", "300Mi")
 
     own = resize(reconciler_name(tenants["own"]))()
     assert own["spec"]["containers"][0]["resources"]["limits"]["memory"] == "300Mi"
@@ -511,15 +492,10 @@ def test_the_rootsync_sidecars_identity_resizes_no_reposync_reconciler(
 ) -> None:
     labels = {"app": "reconciler", "configsync.gke.io/deployment-name": reconciler_name(tenants["own"])}
     target = pod(admin_api, labels, ["reconciler"])
-    write = lambda: shipped["objcount-sidecar"].patch(  # noqa: E731
-        kubeapi.POD,
-        NAMESPACE,
-        target["metadata"]["name"],
-        _resize(target, "reconciler", "300Mi"),
-        subresource="resize",
-        patch_type="strategic",
+    refused_by_policy(
+        resizing(shipped["objcount-sidecar"], target, "reconciler", "300Mi"),
+        "may write only its own reconcilers",
     )
-    refused_by_policy(write, "may write only its own reconcilers")
 
 
 def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeApi], tenants: JSON) -> None:
