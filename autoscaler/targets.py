@@ -275,7 +275,7 @@ def users_own_override(rsync: RSync) -> str | None:
     )
 
 
-def override_declared_in_git(rsync: RSync) -> str | None:
+def override_declared_by_another(rsync: RSync) -> str | None:
     """Why `spec.override` of this RSync belongs to the sync or the user that declares it, or None.
 
     An RSync declared in git by another RSync is applied by that sync (server-side apply, field manager
@@ -341,7 +341,7 @@ class RSyncOverrideTarget:
             return None
 
     def held_by_owner(self, rsync: RSync) -> str | None:
-        return override_declared_in_git(rsync) or users_own_override(rsync)
+        return override_declared_by_another(rsync) or users_own_override(rsync)
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         resource = kubeapi.RSYNC_RESOURCES[key.kind]

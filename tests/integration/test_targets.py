@@ -282,7 +282,7 @@ def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) ->
     assert labels["raced"] == "0", "the other writer's change survived"
 
 
-def test_an_override_declared_in_git_is_left_to_that_sync(rig: Rig) -> None:
+def test_an_override_declared_by_another_is_left_to_that_sync(rig: Rig) -> None:
     """Played by us: the declared-fields annotation as Config Sync writes it on an RSync that another
     RSync syncs from git. While it covers spec.override we only recommend; once it does not, we write."""
     declared = '{"f:metadata":{"f:annotations":{}},"f:spec":{"f:override":{"f:resources":{}}}}'

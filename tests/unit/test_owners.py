@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from autoscaler.targets import DECLARED_FIELDS_ANNOTATION, override_declared_in_git, reconciler_manager_owns
+from autoscaler.targets import (
+    DECLARED_FIELDS_ANNOTATION,
+    override_declared_by_another,
+    reconciler_manager_owns,
+)
 from inventory.objects import RSync
 
 
@@ -46,10 +50,10 @@ def test_a_deployment_of_the_reconciler_manager_is_recognised(metadata: dict[str
         "not-an-object",
     ],
 )
-def test_an_override_declared_in_git_belongs_to_that_sync(declared: str | None, held: bool) -> None:
+def test_an_override_declared_by_another_belongs_to_that_sync(declared: str | None, held: bool) -> None:
     annotations = {} if declared is None else {DECLARED_FIELDS_ANNOTATION: declared}
     rsync: RSync = {"metadata": {"name": "team-a", "annotations": annotations}}
-    assert (override_declared_in_git(rsync) is not None) is held
+    assert (override_declared_by_another(rsync) is not None) is held
 
 
 def _applied(manager: str, operation: str, fields: object) -> dict[str, Any]:
@@ -85,8 +89,8 @@ def _applied(manager: str, operation: str, fields: object) -> dict[str, Any]:
         "our-own-apply",
     ],
 )
-def test_an_override_config_sync_applies_from_git_belongs_to_that_sync(managed: object, held: bool) -> None:
+def test_an_override_an_applier_declares_belongs_to_that_applier(managed: object, held: bool) -> None:
     """Without Config Sync's admission webhook there is no declared-fields annotation: the declaring
     sync's server-side apply (field manager configsync.gke.io) says what it declares."""
     rsync: RSync = {"metadata": {"name": "team-a", "managedFields": managed}}  # type: ignore[typeddict-item]
-    assert (override_declared_in_git(rsync) is not None) is held
+    assert (override_declared_by_another(rsync) is not None) is held
