@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1
 # The service image: wheels are built in the first stage; the final stage has no compiler, no pip
 # cache, runs as a non-root user and writes nothing to its root filesystem (run it read-only).
-FROM python:3.11-slim AS build
+# BASE is the Python 3.11 image both stages start from. The test suite, which cannot pull, passes a
+# stand-in for it built from Debian bookworm's packages (controlplane/images.py); users keep the default.
+ARG BASE=python:3.11-slim
+FROM ${BASE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 # The service only: the local control plane, the demo and the profiling tools stay in the checkout.
@@ -9,7 +12,7 @@ COPY autoscaler autoscaler
 COPY inventory inventory
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM ${BASE}
 RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin objcount
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-compile /wheels/*.whl \

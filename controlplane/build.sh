@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build (or reuse) the pinned kube-apiserver, kube-controller-manager and etcd binaries.
+# Build (or reuse) the pinned Kubernetes binaries (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet, kube-proxy) and etcd.
 #
 # The binaries are cached outside the repository, keyed by a hash of the wrapper module's go.mod and
 # go.sum, so they are rebuilt only when the pin changes. Prints the directory holding the binaries
@@ -24,7 +25,10 @@ source "$here/cache_entry.sh"
 pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/k8s-$k8s_version-etcd-$etcd_version-$pin_hash"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/kube-controller-manager" && -x "$out/etcd" ]]; then
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+cached=1
+for c in "${components[@]}" etcd; do [[ -x "$out/$c" ]] || cached=0; done
+if (( cached )); then
   echo "control plane binaries cached in $out" >&2
   echo "$out"
   exit 0
@@ -40,10 +44,11 @@ tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 start=$(date +%s)
-echo "building kube-apiserver, kube-controller-manager $k8s_version and etcd $etcd_version into $out (cold build: 10-20 minutes on 2 cores)" >&2
+echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 20-30 minutes on 2 cores)" >&2
 cd "$mod"
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
-go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+for c in "${components[@]}"; do
+  go build -trimpath -ldflags "$ldflags" -o "$tmp/$c" "k8s.io/kubernetes/cmd/$c"
+done
 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 publish_cache_entry "$tmp" "$out" "$start"

@@ -34,11 +34,17 @@ from pathlib import Path
 
 import yaml
 
+from controlplane.sandbox import NODE_IP, Sandbox, SandboxProcess
+
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 # A documentation-range address (RFC 5737): kube-apiserver refuses to start without a default route
 # unless it is told what to advertise, and nothing ever connects to this address.
 ADVERTISE_ADDRESS = "192.0.2.1"
 SERVICE_CIDR = "10.0.0.0/24"
+# Inside a sandbox (the real node's namespaces) every address is the stack's own: fixed ports do not
+# collide with another stack's.
+SANDBOX_APISERVER_PORT = 6443
+SANDBOX_ETCD_PORTS = (2379, 2380)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -75,13 +81,23 @@ def _die_with_parent() -> None:
 
 @dataclass
 class _Process:
+    """A process of the stack: on the host, or inside `sandbox` (the real node's namespaces)."""
+
     name: str
     argv: list[str]
     log_path: Path
+    sandbox: Sandbox | None = None
+    env: dict[str, str] | None = None
     popen: subprocess.Popen[bytes] | None = None
+    inside: SandboxProcess | None = None
     last_pid: int | None = None
 
     def start(self) -> None:
+        if self.sandbox is not None:
+            self.inside = self.sandbox.popen(self.argv, self.log_path, self.env)
+            self.popen = self.inside.outer
+            self.last_pid = self.inside.pid
+            return
         log = self.log_path.open("ab")
         try:
             self.popen = subprocess.Popen(
@@ -89,6 +105,7 @@ class _Process:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=self.env,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the owning thread only
             )
         finally:
@@ -101,7 +118,9 @@ class _Process:
     def stop(self, grace: float = 10.0) -> None:
         if self.popen is None:
             return
-        if self.popen.poll() is None:
+        if self.inside is not None:
+            self.inside.stop(grace)
+        elif self.popen.poll() is None:
             self.popen.terminate()
             try:
                 self.popen.wait(grace)
@@ -109,6 +128,7 @@ class _Process:
                 self.popen.kill()
                 self.popen.wait()
         self.popen = None
+        self.inside = None
 
     def log_tail(self, lines: int = 30) -> str:
         with contextlib.suppress(OSError):
@@ -127,11 +147,16 @@ class LocalControlPlane:
     controller_manager: bool = True
     work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="objcount-cp-")))
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    # The real node's namespaces: when given, every process runs inside, with kube-scheduler too, and the
+    # host reaches the API server through a forwarded loopback port.
+    sandbox: Sandbox | None = None
     startup_seconds: float | None = None
     _etcd: _Process | None = None
     _apiserver: _Process | None = None
     _controller_manager: _Process | None = None
+    _scheduler: _Process | None = None
     _apiserver_port: int = 0
+    _host_port: int = 0
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def start(self) -> LocalControlPlane:
@@ -139,13 +164,17 @@ class LocalControlPlane:
         try:
             self._write_credentials()
             self._start_etcd()
-            self._apiserver_port = free_port()
+            self._apiserver_port = SANDBOX_APISERVER_PORT if self.sandbox else free_port()
+            self._host_port = self.sandbox.forward(self._apiserver_port) if self.sandbox else self._apiserver_port
             self._start_apiserver()
             self._write_kubeconfig(self.kubeconfig, self.admin_token)
+            self._write_kubeconfig(self.inside_kubeconfig, self.admin_token, self.inside_server)
             self._wait_for_default_namespace(began + self.ready_timeout)
             if self.controller_manager:
                 self._start_controller_manager()
                 self._wait_for_default_service_account(began + self.ready_timeout)
+            if self.sandbox is not None:
+                self._start_scheduler()
         except BaseException:
             # Half-started is never left behind, whatever failed (including Ctrl-C during start).
             self.stop()
@@ -154,7 +183,7 @@ class LocalControlPlane:
         return self
 
     def stop(self) -> None:
-        for process in (self._controller_manager, self._apiserver, self._etcd):
+        for process in (self._scheduler, self._controller_manager, self._apiserver, self._etcd):
             if process is not None:
                 process.stop()
 
@@ -172,7 +201,7 @@ class LocalControlPlane:
 
     def pids(self) -> list[int]:
         """Every process id this control plane started last (running or not), for leak checks."""
-        processes = (self._etcd, self._apiserver, self._controller_manager)
+        processes = (self._etcd, self._apiserver, self._controller_manager, self._scheduler)
         return [p.last_pid for p in processes if p is not None and p.last_pid is not None]
 
     def __enter__(self) -> LocalControlPlane:
@@ -188,7 +217,20 @@ class LocalControlPlane:
     # ----- where to reach it -------------------------------------------------------------------------
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self._apiserver_port}"
+        """Where the host reaches the API server. Through the sandbox's forwarded port it is named
+        `localhost`: the API server's own certificate names the node's address and `localhost`."""
+        host = "localhost" if self.sandbox else "127.0.0.1"
+        return f"https://{host}:{self._host_port}"
+
+    @property
+    def inside_server(self) -> str:
+        """Where the node and its Pods reach the API server (the host's address, without a sandbox)."""
+        return f"https://{NODE_IP}:{self._apiserver_port}" if self.sandbox else self.server
+
+    @property
+    def inside_kubeconfig(self) -> Path:
+        """An admin kubeconfig naming `inside_server`, for the node's components."""
+        return self.work_dir / "kubeconfig-inside"
 
     @property
     def ca_file(self) -> Path:
@@ -197,7 +239,7 @@ class LocalControlPlane:
 
     @property
     def port(self) -> int:
-        return self._apiserver_port
+        return self._host_port
 
     @property
     def kubeconfig(self) -> Path:
@@ -241,15 +283,53 @@ class LocalControlPlane:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        if self.sandbox is not None:
+            self._write_kubelet_client_certificate()
         (self.work_dir / "tokens.csv").write_text(
             f'{self.admin_token},objcount-admin,objcount-admin,"system:masters"\n'
         )
 
+    @property
+    def client_ca_file(self) -> Path:
+        """The CA the kubelet trusts for client certificates: the API server's own comes from it."""
+        return self.work_dir / "certs" / "client-ca.crt"
+
+    def _write_kubelet_client_certificate(self) -> None:
+        """A CA and the API server's client certificate for the kubelet (logs, exec, the summary API), in
+        the group the API server authorizes everything for, as kubeadm makes it."""
+        certs = self.work_dir / "certs"
+        ca_key, client_key, request = certs / "client-ca.key", certs / "kubelet-client.key", certs / "client.csr"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-days", "7"]
+            + ["-out", str(self.client_ca_file), "-subj", "/CN=objcount-local-client-ca"],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(client_key), "-out", str(request)]
+            + ["-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client"],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            ["openssl", "x509", "-req", "-in", str(request), "-CA", str(self.client_ca_file), "-CAkey", str(ca_key)]
+            + ["-CAcreateserial", "-days", "7", "-out", str(self.kubelet_client_certificate)],
+            check=True,
+            capture_output=True,
+        )
+
+    @property
+    def kubelet_client_certificate(self) -> Path:
+        return self.work_dir / "certs" / "kubelet-client.crt"
+
     def _start_etcd(self) -> None:
-        client, peer = free_port(), free_port()
+        client, peer = SANDBOX_ETCD_PORTS if self.sandbox else (free_port(), free_port())
         self._etcd_url = f"http://127.0.0.1:{client}"
+        self._etcd_probe_url = (
+            f"http://127.0.0.1:{self.sandbox.forward(client)}" if self.sandbox else self._etcd_url
+        )
         peer_url = f"http://127.0.0.1:{peer}"
-        self._etcd = _Process(
+        self._etcd = self._process(
             "etcd",
             [
                 str(self.bin_dir / "etcd"),
@@ -274,24 +354,23 @@ class LocalControlPlane:
 
     def _etcd_healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self._etcd_url}/health", timeout=1) as response:
+            with urllib.request.urlopen(f"{self._etcd_probe_url}/health", timeout=1) as response:
                 return b'"health":"true"' in response.read()
         except (OSError, urllib.error.URLError):
             return False
 
     def _start_apiserver(self) -> None:
         key = self.work_dir / "sa.key"
-        self._apiserver = _Process(
+        self._apiserver = self._process(
             "kube-apiserver",
             [
                 str(self.bin_dir / "kube-apiserver"),
                 f"--etcd-servers={self._etcd_url}",
                 f"--cert-dir={self.work_dir / 'certs'}",
                 f"--secure-port={self._apiserver_port}",
-                "--bind-address=127.0.0.1",
-                f"--advertise-address={ADVERTISE_ADDRESS}",
+                *self._apiserver_network_args(),
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--service-account-issuer=https://127.0.0.1:{self._apiserver_port}",
+                f"--service-account-issuer={self.inside_server}",
                 f"--service-account-key-file={key}",
                 f"--service-account-signing-key-file={key}",
                 f"--token-auth-file={self.work_dir / 'tokens.csv'}",
@@ -299,7 +378,6 @@ class LocalControlPlane:
                 # Without the controller-manager no ServiceAccount would ever exist to admit Pods against.
                 *([] if self.controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
                 "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
                 "--v=0",
                 *self.extra_apiserver_args,
             ],
@@ -309,13 +387,52 @@ class LocalControlPlane:
         deadline = time.monotonic() + self.ready_timeout
         self._wait_until(lambda: self._healthy("/readyz"), deadline, "kube-apiserver ready", self._apiserver)
 
+    def _apiserver_network_args(self) -> list[str]:
+        if self.sandbox is None:
+            return [
+                "--bind-address=127.0.0.1",
+                f"--advertise-address={ADVERTISE_ADDRESS}",
+                # Nothing is at the advertised address: the `kubernetes` Service gets no endpoints.
+                "--endpoint-reconciler-type=none",
+            ]
+        return [
+            # Inside the sandbox: the node's address is advertised (the `kubernetes` Service's endpoint,
+            # what Pods reach through kube-proxy), and webhooks are dialled at their endpoints.
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={NODE_IP}",
+            "--enable-aggregator-routing=true",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={self.kubelet_client_certificate}",
+            f"--kubelet-client-key={self.work_dir / 'certs' / 'kubelet-client.key'}",
+        ]
+
+    def _process(self, name: str, argv: list[str], log: Path) -> _Process:
+        return _Process(name, argv, log, sandbox=self.sandbox)
+
+    def _start_scheduler(self) -> None:
+        self._scheduler = self._process(
+            "kube-scheduler",
+            [
+                str(self.bin_dir / "kube-scheduler"),
+                f"--kubeconfig={self.inside_kubeconfig}",
+                f"--authentication-kubeconfig={self.inside_kubeconfig}",
+                f"--authorization-kubeconfig={self.inside_kubeconfig}",
+                "--secure-port=10259",
+                "--bind-address=127.0.0.1",
+                "--leader-elect=false",
+                "--v=0",
+            ],
+            self.work_dir / "kube-scheduler.log",
+        )
+        self._scheduler.start()
+
     def _start_controller_manager(self) -> None:
-        self._controller_manager = _Process(
+        self._controller_manager = self._process(
             "kube-controller-manager",
             [
                 str(self.bin_dir / "kube-controller-manager"),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--secure-port={free_port()}",
+                f"--kubeconfig={self.inside_kubeconfig}",
+                f"--secure-port={10257 if self.sandbox else free_port()}",
                 "--bind-address=127.0.0.1",
                 "--leader-elect=false",
                 # Publishes the CA in every namespace's kube-root-ca.crt, the ca.crt of Pod token volumes.
@@ -385,14 +502,14 @@ class LocalControlPlane:
                 raise ControlPlaneError(f"timed out waiting for {what}; last log lines:\n{tail}")
             time.sleep(0.1)
 
-    def _write_kubeconfig(self, path: Path, token: str) -> None:
+    def _write_kubeconfig(self, path: Path, token: str, server: str | None = None) -> None:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
                 {
                     "name": "local",
-                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)},
+                    "cluster": {"server": server or self.server, "certificate-authority": str(self.ca_file)},
                 }
             ],
             "users": [{"name": "user", "user": {"token": token}}],

@@ -1,0 +1,92 @@
+"""A whole local stack on a real node: the sandbox, the control plane inside it, and the node.
+
+`running_node_stack()` builds what is missing (binaries, images), starts everything inside one sandbox
+(`controlplane.sandbox`), and stops and removes it all on exit. The host reaches the API server through
+`plane.kubeconfig`; `kubectl()` runs the real kubectl with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controlplane import images
+from controlplane.kubelet import RealNode, cgroup_root_name
+from controlplane.launcher import LocalControlPlane, build_binaries
+from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups
+from controlplane.kubelet import CGROUP_PREFIX
+
+
+def node_images() -> list[images.Image]:
+    """The images every node has: the Pod sandbox's, and ours from the checkout (with its base)."""
+    pause = images.pause_image()
+    base = images.base_image()
+    return [pause, base, images.objcount_image(base)]
+
+
+@dataclass
+class NodeStack:
+    """The control plane and a real node in one sandbox."""
+
+    bin_dir: Path
+    images: Sequence[images.Image]
+    sandbox: Sandbox = field(init=False)
+    plane: LocalControlPlane = field(init=False)
+    node: RealNode = field(init=False)
+    startup_seconds: float | None = None
+
+    def start(self) -> NodeStack:
+        began = time.monotonic()
+        remove_stale_cgroups(CGROUP_PREFIX)
+        cgroup_root = cgroup_root_name()
+        self.sandbox = Sandbox(cgroups=[cgroup_root]).start()
+        try:
+            self.plane = LocalControlPlane(self.bin_dir, sandbox=self.sandbox, work_dir=self.sandbox.work_dir / "plane")
+            self.plane.work_dir.mkdir()
+            self.plane.start()
+            self.node = RealNode(self.plane, self.sandbox, self.images, cgroup_root).start()
+        except BaseException:
+            self.sandbox.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        with contextlib.suppress(AttributeError):
+            self.node.stop()
+        with contextlib.suppress(AttributeError):
+            self.plane.stop()
+        self.sandbox.stop()
+
+    def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["kubectl", f"--kubeconfig={self.plane.kubeconfig}", *args],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
+        )
+
+    def container_cgroup(self, container_id: str, controller: str = "memory") -> Path:
+        """The cgroup the kubelet made for a container (cgroupfs driver: under its cgroupRoot's kubepods)."""
+        bare = container_id.removeprefix("containerd://")
+        root = CGROUP_ROOT / controller / self.node.cgroup_root
+        found = [p for p in root.rglob(bare) if p.is_dir()]
+        if len(found) != 1:
+            raise LookupError(f"no single cgroup for container {bare} under {root}: {found}")
+        return found[0]
+
+
+@contextlib.contextmanager
+def running_node_stack(extra_images: Sequence[images.Image] = ()) -> Iterator[NodeStack]:
+    stack = NodeStack(build_binaries(), [*node_images(), *extra_images])
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()

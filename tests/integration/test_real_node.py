@@ -1,0 +1,202 @@
+"""The real node: kubelet, containerd and runc in the stack's sandbox, Pods bound by kube-scheduler, our
+image built from the checkout's Dockerfile. What the node harness used to play is checked here on the
+real kubelet: OOMKilled, in-place resize, a lowered limit below usage, the kubelet's restart backoff."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.images import OBJCOUNT_IMAGE
+from controlplane.kubelet import NODE_NAME
+from controlplane.stack import NodeStack, running_node_stack
+from tests.helpers import wait_for
+
+JSON = dict[str, Any]
+MiB = 1024 * 1024
+# Grows to `MIB` MiB of resident memory and holds it (python from our own image: no other image here).
+HOLD = "import sys, time; b = bytearray({mib} * 1048576); b[::4096] = b'x' * len(b[::4096]); print('holding', flush=True); time.sleep(3600)"
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[NodeStack]:
+    with running_node_stack() as stack:
+        yield stack
+
+
+@pytest.fixture
+def ns(node: NodeStack) -> str:
+    name = f"n-{uuid.uuid4().hex[:8]}"
+    node.kubectl("create", "namespace", name)
+    wait_for(
+        lambda: node.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout=30,
+        what="the namespace's default ServiceAccount",
+    )
+    return name
+
+
+def python_pod(name: str, code: str, *, memory: str | None = None, restart: str = "Always") -> JSON:
+    container: JSON = {
+        "name": "main",
+        "image": OBJCOUNT_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-c", code],
+        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+    }
+    if memory:
+        container["resources"] = {
+            "requests": {"memory": memory, "cpu": "50m"},
+            "limits": {"memory": memory, "cpu": "50m"},
+        }
+        container["resizePolicy"] = [{"resourceName": "memory", "restartPolicy": "NotRequired"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [container], "restartPolicy": restart, "terminationGracePeriodSeconds": 1},
+    }
+
+
+def create(node: NodeStack, ns: str, pod: JSON) -> None:
+    node.kubectl("apply", "-n", ns, "-f", "-", input_text=json.dumps(pod))
+
+
+def get(node: NodeStack, ns: str, name: str) -> JSON:
+    pod: JSON = json.loads(node.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
+    return pod
+
+
+def status_of(pod: JSON) -> JSON:
+    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+    status: JSON = statuses[0]
+    return status
+
+
+def running(node: NodeStack, ns: str, name: str) -> JSON | None:
+    pod = get(node, ns, name)
+    return pod if "running" in status_of(pod).get("state", {}) else None
+
+
+def sandbox_pid(host_pid: int) -> int:
+    """A process's pid in the sandbox's PID namespace (NSpid lists the host's, the sandbox's, then the
+    container's own)."""
+    status = Path(f"/proc/{host_pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[2])
+
+
+def memory_limit(cgroup: Path) -> int:
+    return int((cgroup / "memory.limit_in_bytes").read_text())
+
+
+def test_the_kubelet_registers_the_node_and_the_scheduler_binds_pods(node: NodeStack, ns: str) -> None:
+    nodes = json.loads(node.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
+    assert nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6")
+    assert nodes[0]["status"]["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+    create(node, ns, python_pod("bound", "import os; print(os.getuid(), os.getgid())", restart="Never"))
+    pod = wait_for(
+        lambda: (p := get(node, ns, "bound"))["status"].get("phase") == "Succeeded" and p,
+        timeout=60,
+        what="the Pod to run to completion",
+    )
+    assert pod["spec"]["nodeName"] == NODE_NAME  # set by kube-scheduler: the manifest names no node
+    events = node.kubectl("get", "events", "-n", ns, "-o", "json").stdout
+    assert any(
+        e["reason"] == "Scheduled" and e["source"].get("component", e.get("reportingComponent")) == "default-scheduler"
+        for e in json.loads(events)["items"]
+    ), events
+    # Our image's user, from the Dockerfile, with a read-only root file system.
+    assert node.kubectl("logs", "bound", "-n", ns).stdout.split() == ["10001", "10001"]
+
+
+def test_containers_are_containerds_and_run_in_the_kubelets_cgroup(node: NodeStack, ns: str) -> None:
+    create(node, ns, python_pod("cg", HOLD.format(mib=1), memory="64Mi"))
+    pod = wait_for(lambda: running(node, ns, "cg"), timeout=60, what="the container to run")
+    container_id = status_of(pod)["containerID"]
+    assert container_id.startswith("containerd://")
+    task = node.node.ctr("tasks", "ls").stdout
+    line = next(row for row in task.splitlines() if row.startswith(container_id.removeprefix("containerd://")))
+    pid = int(line.split()[1])
+    cgroup = node.container_cgroup(container_id)
+    # The kubelet's path: <cgroupRoot>/kubepods/<QoS>/pod<UID>/<container>; the process is in it.
+    assert f"/{node.node.cgroup_root}/kubepods/" in str(cgroup)
+    assert f"pod{pod['metadata']['uid']}" in str(cgroup)
+    # ctr names the pid as the sandbox's PID namespace numbers it; the cgroup lists host pids.
+    inside = [sandbox_pid(int(p)) for p in (cgroup / "cgroup.procs").read_text().split()]
+    assert pid in inside
+    assert memory_limit(cgroup) == 64 * MiB
+
+
+def test_the_kernel_oom_kill_is_reported_as_oomkilled_by_the_kubelet(node: NodeStack, ns: str) -> None:
+    create(node, ns, python_pod("oom", HOLD.format(mib=200), memory="48Mi"))
+    status = wait_for(
+        lambda: (s := status_of(get(node, ns, "oom"))).get("lastState", {}).get("terminated") and s,
+        timeout=90,
+        what="the container's first termination",
+    )
+    terminated = status["lastState"]["terminated"]
+    assert terminated["reason"] == "OOMKilled"
+    assert terminated["exitCode"] == 137
+    assert status["restartCount"] >= 1
+
+
+def test_in_place_resize_changes_the_running_containers_cgroup(node: NodeStack, ns: str) -> None:
+    create(node, ns, python_pod("resize", HOLD.format(mib=16), memory="64Mi"))
+    before = status_of(wait_for(lambda: running(node, ns, "resize"), timeout=60, what="the container to run"))
+    cgroup = node.container_cgroup(before["containerID"])
+    assert memory_limit(cgroup) == 64 * MiB
+    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "96Mi"}}}]}}
+    node.kubectl("patch", "pod", "resize", "-n", ns, "--subresource=resize", "--type=strategic", "-p", json.dumps(patch))
+    after = wait_for(
+        lambda: (s := status_of(get(node, ns, "resize"))).get("resources", {}).get("limits", {}).get("memory") == "96Mi"
+        and s,
+        timeout=60,
+        what="the kubelet to report the resized limit",
+    )
+    assert memory_limit(cgroup) == 96 * MiB
+    assert after["containerID"] == before["containerID"]
+    assert after["restartCount"] == before["restartCount"] == 0
+
+
+def test_a_limit_lowered_below_usage_is_refused_by_the_kubelet_and_the_container_keeps_running(
+    node: NodeStack, ns: str
+) -> None:
+    create(node, ns, python_pod("lower", HOLD.format(mib=80), memory="160Mi"))
+    before = status_of(wait_for(lambda: running(node, ns, "lower"), timeout=60, what="the container to run"))
+    wait_for(lambda: "holding" in node.kubectl("logs", "lower", "-n", ns).stdout, timeout=60, what="80 MiB held")
+    cgroup = node.container_cgroup(before["containerID"])
+    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"memory": "48Mi"}, "limits": {"memory": "48Mi"}}}]}}
+    node.kubectl("patch", "pod", "lower", "-n", ns, "--subresource=resize", "--type=strategic", "-p", json.dumps(patch))
+
+    def resize_condition() -> JSON | None:
+        conditions = get(node, ns, "lower")["status"].get("conditions") or []
+        return next((c for c in conditions if c["type"] in ("PodResizeInProgress", "PodResizePending") and c.get("message")), None)
+
+    condition = wait_for(resize_condition, timeout=60, what="the kubelet to report the resize it cannot do")
+    assert condition["type"] == "PodResizeInProgress", condition
+    assert condition["reason"] == "Error", condition
+    assert "memory" in condition["message"], condition
+    after = status_of(get(node, ns, "lower"))
+    assert memory_limit(cgroup) == 160 * MiB  # the old limit stays
+    assert after["containerID"] == before["containerID"] and after["restartCount"] == 0
+    assert after["resources"]["limits"]["memory"] == "160Mi"
+
+
+def test_a_failing_container_is_restarted_with_the_kubelets_backoff(node: NodeStack, ns: str) -> None:
+    create(node, ns, python_pod("crash", "import sys; print('failing'); sys.exit(3)"))
+    status = wait_for(
+        lambda: (s := status_of(get(node, ns, "crash"))).get("restartCount", 0) >= 2
+        and s.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+        and s,
+        timeout=120,
+        what="two restarts and CrashLoopBackOff",
+    )
+    assert status["lastState"]["terminated"]["exitCode"] == 3
+    # The kubelet's own back-off, doubling from 10 s, in its message (not timed by the test).
+    assert "back-off 20s restarting failed container" in status["state"]["waiting"]["message"], status
