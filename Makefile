@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test install binaries lint unit integration e2e clean
+.PHONY: run test install node-packages binaries image lint unit integration e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
@@ -15,10 +15,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## binaries: kube-apiserver, kube-controller-manager, etcd and Config Sync, built once and cached
-binaries:
+## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
+node-packages:
+	@bash controlplane/node-packages.sh
+
+## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd and
+## Config Sync, built once and cached
+binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
 	@bash controlplane/build_configsync.sh >/dev/null
+
+## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)
+image: install node-packages
+	$(BIN)/python -m controlplane.images
 
 ## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
 run: install binaries

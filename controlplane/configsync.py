@@ -29,9 +29,13 @@ import orjson
 import yaml
 
 from autoscaler.targets import reconciler_pod
+from controlplane import images
+from controlplane.git_server import GitServer
+from controlplane.images import CONFIGSYNC_REGISTRY, GIT_SYNC_IMAGE, OTEL_IMAGE
 from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
 from controlplane.node import NodeHarness
 from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in, write_commit
+from controlplane.stack import NodeStack
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.objects import Pod, RSync, block_of
@@ -143,12 +147,42 @@ def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = Non
         install_crds(api, manifests_in(build.manifests / name))
 
 
-def install_config_sync(api: kubeapi.KubeApi, build: ConfigSyncBuild, *, polling_period: str) -> None:
-    """Create Config Sync's CRDs and objects as released (existing ones are left as they are)."""
+def release_images(version: str = VERSION) -> dict[str, str]:
+    """The images the release's manifests name, by the placeholder its build replaces (as its Makefile's
+    `sed` does): Config Sync's own from the pinned source, and our stand-ins (see controlplane.images)."""
+    return {
+        "RECONCILER_MANAGER_IMAGE_NAME": f"{CONFIGSYNC_REGISTRY}/reconciler-manager:{version}",
+        "RECONCILER_IMAGE_NAME": f"{CONFIGSYNC_REGISTRY}/reconciler:{version}",
+        "GIT_SYNC_IMAGE_NAME": GIT_SYNC_IMAGE,
+        "OTELCONTRIBCOL_IMAGE_NAME": OTEL_IMAGE,
+    }
+
+
+def released_objects(path: Path, images: Mapping[str, str]) -> Iterator[JSON]:
+    """The objects of one of Config Sync's manifests with its image placeholders replaced."""
+    text = path.read_text()
+    for placeholder, image in images.items():
+        text = text.replace(placeholder, image)
+    for document in yaml.safe_load_all(text):
+        if document and document.get("kind") == "List":
+            yield from document.get("items", [])
+        elif document:
+            yield document
+
+
+def install_config_sync(
+    api: kubeapi.KubeApi,
+    build: ConfigSyncBuild,
+    *,
+    polling_period: str,
+    images: Mapping[str, str] | None = None,
+) -> None:
+    """Create Config Sync's CRDs and objects as released (existing ones are left as they are), naming
+    `images` where the release names its images (placeholders are left where no node runs them)."""
     for name in CRD_FILES:
         install_crds(api, manifests_in(build.manifests / name))
     for name in OBJECT_FILES:
-        for item in manifests_in(build.manifests / name):
+        for item in released_objects(build.manifests / name, images or {}):
             resource = _RESOURCES[item["kind"]]
             with contextlib.suppress(kubeapi.Conflict):
                 api.create(resource, item["metadata"].get("namespace"), item)
@@ -340,6 +374,75 @@ class ConfigSyncStack:
         """The reconciler Pod of an RSync (None while there is none)."""
         assert self.api is not None, "the stack is not started"
         return reconciler_pod(self.api, NAMESPACE, key)
+
+    def reconciler_manager_running(self) -> bool:
+        return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
+
+
+def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
+    """Config Sync's images for the real node: its own from the pinned source, git-sync's and the otel
+    collector's stand-ins (PLAYED BY US; see controlplane.images)."""
+    return [
+        *images.configsync_images(build.root / "bin", VERSION),
+        images.git_sync_image(),
+        images.otel_image(images.pause_image()),
+    ]
+
+
+@dataclass
+class NodeConfigSync:
+    """Config Sync on the real node: every Pod run by the kubelet from the images above, and a git server
+    on the node's network that each RSync's git-sync fetches from. Tests write commits with git."""
+
+    stack: NodeStack
+    build: ConfigSyncBuild
+    polling_period: str = "2s"
+    api: kubeapi.KubeApi | None = None
+    git: GitServer | None = None
+
+    def start(self) -> NodeConfigSync:
+        self.api = kubeapi.KubeApi.connect(str(self.stack.plane.kubeconfig))
+        try:
+            self.git = GitServer(self.stack.sandbox, self.stack.sandbox.work_dir / "git").start()
+            install_config_sync(
+                self.api, self.build, polling_period=self.polling_period, images=release_images()
+            )
+            install_guard(self.api)  # as a user who installed us has it: Config Sync must run under it
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.git is not None:
+            self.git.stop()
+        if self.api is not None:
+            self.api.close()
+
+    def repository(self, key: RSyncKey) -> str:
+        return f"{key.kind.lower()}-{key.namespace}-{key.name}"
+
+    def rsync(self, key: RSyncKey, *, sync_dir: str = "config") -> JSON:
+        """A RootSync or RepoSync of its own repository on the node's git server (unstructured for a
+        RootSync, as the tests' objects are)."""
+        assert self.git is not None
+        body = _rsync(key.kind, key.namespace, key.name, sync_dir)
+        body["spec"]["git"]["repo"] = self.git.url(self.repository(key))
+        if key.kind == "RootSync":
+            body["spec"]["sourceFormat"] = "unstructured"
+        return body
+
+    def commit(self, key: RSyncKey, files: Mapping[str, str | None], *, sync_dir: str = "config") -> str:
+        """Commit `files` (names relative to the sync directory; None removes one) with git; its hash."""
+        assert self.git is not None
+        return self.git.commit(
+            self.repository(key), {f"{sync_dir}/{name}": text for name, text in files.items()}
+        )
+
+    def pods(self, selector: str) -> list[JSON]:
+        assert self.api is not None
+        pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))

@@ -72,14 +72,17 @@ def _require(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         raise ImageError(
-            f"building the node's images needs {', '.join(missing)} (installed by `make`: controlplane/node-packages.sh)"
+            f"building the node's images needs {', '.join(missing)}"
+            " (installed by `make`: controlplane/node-packages.sh)"
         )
 
 
 def _run(argv: Sequence[str], **kwargs: object) -> str:
     result = subprocess.run(list(argv), capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
     if result.returncode != 0:
-        raise ImageError(f"{' '.join(argv[:4])} ... failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
+        raise ImageError(
+            f"{' '.join(argv[:4])} ... failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+        )
     out: str = result.stdout
     return out
 
@@ -144,7 +147,9 @@ def _from_rootfs(name: str, rootfs_tar: Path, *config: str) -> None:
 def kubernetes_module_dir() -> Path:
     """The pinned k8s.io/kubernetes module in Go's module cache (the control plane's build fetched it)."""
     go_mod = (HERE / "go" / "go.mod").read_text()
-    version = next(line.split()[1] for line in go_mod.splitlines() if line.strip().startswith("k8s.io/kubernetes "))
+    version = next(
+        line.split()[1] for line in go_mod.splitlines() if line.strip().startswith("k8s.io/kubernetes ")
+    )
     cache = _run(["go", "env", "GOMODCACHE"]).strip()
     path = Path(cache) / f"k8s.io/kubernetes@{version}"
     if not path.is_dir():
@@ -196,7 +201,18 @@ def base_image() -> Image:
             _require("buildah", "mmdebstrap")
             with tempfile.TemporaryDirectory(prefix="objcount-base-") as tmp:
                 wheels = Path(tmp) / "wheels"
-                _run(["pip", "download", "--quiet", "--only-binary=:all:", "--no-deps", "-d", str(wheels), *BASE_PIP])
+                _run(
+                    [
+                        "pip",
+                        "download",
+                        "--quiet",
+                        "--only-binary=:all:",
+                        "--no-deps",
+                        "-d",
+                        str(wheels),
+                        *BASE_PIP,
+                    ]
+                )
                 pip_wheel = next(wheels.glob("pip-*.whl"))
                 inside = " ".join(f"/tmp/wheels/{w.name}" for w in sorted(wheels.glob("*.whl")))
                 tar = Path(tmp) / "rootfs.tar"
@@ -204,8 +220,8 @@ def base_image() -> Image:
                     tar,
                     ["python3", "python-is-python3", "passwd", "ca-certificates", "netbase"],
                     f'mkdir -p "$1/tmp/wheels" && cp {wheels}/*.whl "$1/tmp/wheels/"',
-                    f'chroot "$1" python3 /tmp/wheels/{pip_wheel.name}/pip install --quiet --no-index --no-compile'
-                    f" --root-user-action=ignore --break-system-packages {inside}",
+                    f'chroot "$1" python3 /tmp/wheels/{pip_wheel.name}/pip install --quiet --no-index'
+                    f" --no-compile --root-user-action=ignore --break-system-packages {inside}",
                     'rm -rf "$1/tmp/wheels" "$1/usr/lib/python3.11/EXTERNALLY-MANAGED"',
                 )
                 _from_rootfs(
@@ -357,3 +373,13 @@ def objcount_image(base: Image) -> Image:
     if not archive.exists():
         _push(OBJCOUNT_IMAGE, OBJCOUNT_IMAGE, archive)
     return Image(OBJCOUNT_IMAGE, archive, time.monotonic() - began)
+
+
+def main() -> None:
+    """`make image`: build our image from the checkout as the suite does; print its name and archive."""
+    image = objcount_image(base_image())
+    print(f"{image.name}\t{image.archive}\t{image.build_seconds:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -38,7 +38,7 @@ from controlplane.launcher import ControlPlaneError, LocalControlPlane, _Process
 from controlplane.sandbox import BRIDGE, NODE_IP, POD_CIDR, Sandbox, create_cgroup
 
 NODE_NAME = "objcount-node"
-CGROUP_PREFIX = "objcount-node-"
+CGROUP_PREFIX = "objcount-kubelet-"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 # A pull that is tried anyway goes here, and nothing listens: it fails at once, on loopback.
 CLOSED_PROXY = "http://127.0.0.1:9"
@@ -52,23 +52,23 @@ def cgroup_root_name() -> str:
 def containerd_config(directory: Path) -> str:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
-root = "{directory / 'root'}"
-state = "{directory / 'state'}"
+root = "{directory / "root"}"
+state = "{directory / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
   "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
-  address = "{directory / 'containerd.sock'}"
+  address = "{directory / "containerd.sock"}"
 
 [ttrpc]
-  address = "{directory / 'containerd.sock.ttrpc'}"
+  address = "{directory / "containerd.sock.ttrpc"}"
 
 [debug]
   level = "warn"
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{directory / 'opt'}"
+  path = "{directory / "opt"}"
 
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
@@ -81,7 +81,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [{cri}.cni]
   bin_dir = "{CNI_BIN_DIR}"
-  conf_dir = "{directory / 'cni'}"
+  conf_dir = "{directory / "cni"}"
 
 [{cri}.containerd]
   snapshotter = "overlayfs"
@@ -120,7 +120,9 @@ def cni_config() -> str:
     )
 
 
-def kubelet_config(directory: Path, cgroup_root: str, resolv_conf: Path, client_ca: Path) -> dict[str, object]:
+def kubelet_config(
+    directory: Path, cgroup_root: str, resolv_conf: Path, client_ca: Path
+) -> dict[str, object]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -269,11 +271,15 @@ class RealNode:
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         return self.sandbox.run(
-            ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args], check=check, timeout=timeout
+            ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
+            check=check,
+            timeout=timeout,
         )
 
     def _ctr_ok(self) -> bool:
-        return self.containerd_socket.exists() and self.ctr("version", check=False, timeout=10).returncode == 0
+        return (
+            self.containerd_socket.exists() and self.ctr("version", check=False, timeout=10).returncode == 0
+        )
 
     def import_images(self, images: Sequence[Image]) -> None:
         for image in images:
@@ -290,7 +296,10 @@ class RealNode:
         config.write_text(
             yaml.safe_dump(
                 kubelet_config(
-                    kubelet_dir, self.cgroup_root, self.sandbox.work_dir / "resolv.conf", self.plane.client_ca_file
+                    kubelet_dir,
+                    self.cgroup_root,
+                    self.sandbox.work_dir / "resolv.conf",
+                    self.plane.client_ca_file,
                 )
             )
         )
@@ -326,7 +335,9 @@ class RealNode:
         while not self.ready():
             for process in (self._containerd, self._kubelet, self._proxy):
                 if process is not None and not process.running():
-                    raise ControlPlaneError(f"{process.name} exited before the Node was Ready:\n{process.log_tail()}")
+                    raise ControlPlaneError(
+                        f"{process.name} exited before the Node was Ready:\n{process.log_tail()}"
+                    )
             if time.monotonic() > deadline:
                 assert self._kubelet is not None
                 raise ControlPlaneError(f"the Node was not Ready in time:\n{self._kubelet.log_tail()}")

@@ -66,6 +66,10 @@ def build_binaries() -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
+def _openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,7 +169,9 @@ class LocalControlPlane:
             self._write_credentials()
             self._start_etcd()
             self._apiserver_port = SANDBOX_APISERVER_PORT if self.sandbox else free_port()
-            self._host_port = self.sandbox.forward(self._apiserver_port) if self.sandbox else self._apiserver_port
+            self._host_port = (
+                self.sandbox.forward(self._apiserver_port) if self.sandbox else self._apiserver_port
+            )
             self._start_apiserver()
             self._write_kubeconfig(self.kubeconfig, self.admin_token)
             self._write_kubeconfig(self.inside_kubeconfig, self.admin_token, self.inside_server)
@@ -298,24 +304,29 @@ class LocalControlPlane:
         """A CA and the API server's client certificate for the kubelet (logs, exec, the summary API), in
         the group the API server authorizes everything for, as kubeadm makes it."""
         certs = self.work_dir / "certs"
-        ca_key, client_key, request = certs / "client-ca.key", certs / "kubelet-client.key", certs / "client.csr"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-days", "7"]
-            + ["-out", str(self.client_ca_file), "-subj", "/CN=objcount-local-client-ca"],
-            check=True,
-            capture_output=True,
+        ca_key, client_key, request = (
+            certs / "client-ca.key",
+            certs / "kubelet-client.key",
+            certs / "client.csr",
         )
-        subprocess.run(
-            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(client_key), "-out", str(request)]
-            + ["-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client"],
-            check=True,
-            capture_output=True,
+        new_key = ("-newkey", "rsa:2048", "-nodes", "-keyout")
+        _openssl(
+            "req",
+            "-x509",
+            *new_key,
+            ca_key,
+            "-days",
+            "7",
+            "-out",
+            self.client_ca_file,
+            "-subj",
+            "/CN=local-ca",
         )
-        subprocess.run(
-            ["openssl", "x509", "-req", "-in", str(request), "-CA", str(self.client_ca_file), "-CAkey", str(ca_key)]
-            + ["-CAcreateserial", "-days", "7", "-out", str(self.kubelet_client_certificate)],
-            check=True,
-            capture_output=True,
+        subject = "/O=system:masters/CN=kube-apiserver-kubelet-client"
+        _openssl("req", *new_key, client_key, "-out", request, "-subj", subject)
+        signer = ("-CA", self.client_ca_file, "-CAkey", ca_key, "-CAcreateserial")
+        _openssl(
+            "x509", "-req", "-in", request, *signer, "-days", "7", "-out", self.kubelet_client_certificate
         )
 
     @property

@@ -149,6 +149,13 @@ def _stop_everything_inside(grace: float) -> None:
             os.waitpid(-1, 0)
 
 
+def _unmount_below(directory: str) -> None:
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    below = [m for m in mounts if m == directory or m.startswith(directory.rstrip("/") + "/")]
+    for mount_point in sorted(set(below), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", mount_point], capture_output=True, check=False)
+
+
 def init_main(config_file: str) -> None:
     config = json.loads(Path(config_file).read_text())
     stopping = threading.Event()
@@ -171,8 +178,9 @@ def init_main(config_file: str) -> None:
     for name in json.loads(config["cgroups"]):
         for path in cgroup_dirs(name):
             remove_cgroup_tree(path)
-    # The stack's files (etcd's data, containerd's image store, the Pods' volumes) go with it; nothing
-    # inside is mounted any more, and this is the namespaces' last process.
+    # The stack's files (etcd's data, containerd's image store, the Pods' volumes) go with it. The mounts
+    # under them (snapshots, volumes, network namespaces) live in this mount namespace: unmount them first.
+    _unmount_below(config["work_dir"])
     shutil.rmtree(config["work_dir"], ignore_errors=True)
 
 
@@ -263,9 +271,7 @@ class Sandbox:
         """`argv` run inside the namespaces (its working directory is kept)."""
         return ["nsenter", f"--target={self._init_pid}", "--net", "--mount", "--pid", "--wdns=/", "--", *argv]
 
-    def popen(
-        self, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
-    ) -> SandboxProcess:
+    def popen(self, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> SandboxProcess:
         log = log_path.open("ab")
         try:
             outer = subprocess.Popen(
@@ -280,8 +286,12 @@ class Sandbox:
             log.close()
         return SandboxProcess(outer)
 
-    def run(self, argv: Sequence[str], *, check: bool = True, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(argv), capture_output=True, text=True, check=check, timeout=timeout)
+    def run(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(argv), capture_output=True, text=True, check=check, timeout=timeout
+        )
 
     def connect(self, host: str, port: int, timeout: float = 5.0) -> socket.socket:
         """A TCP connection made from inside the network namespace."""

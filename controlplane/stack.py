@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane import images
-from controlplane.kubelet import RealNode, cgroup_root_name
+from controlplane.kubelet import CGROUP_PREFIX, RealNode, cgroup_root_name
 from controlplane.launcher import LocalControlPlane, build_binaries
 from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups
-from controlplane.kubelet import CGROUP_PREFIX
 
 
 def node_images() -> list[images.Image]:
@@ -45,7 +44,9 @@ class NodeStack:
         cgroup_root = cgroup_root_name()
         self.sandbox = Sandbox(cgroups=[cgroup_root]).start()
         try:
-            self.plane = LocalControlPlane(self.bin_dir, sandbox=self.sandbox, work_dir=self.sandbox.work_dir / "plane")
+            self.plane = LocalControlPlane(
+                self.bin_dir, sandbox=self.sandbox, work_dir=self.sandbox.work_dir / "plane"
+            )
             self.plane.work_dir.mkdir()
             self.plane.start()
             self.node = RealNode(self.plane, self.sandbox, self.images, cgroup_root).start()
@@ -62,7 +63,9 @@ class NodeStack:
             self.plane.stop()
         self.sandbox.stop()
 
-    def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, input_text: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["kubectl", f"--kubeconfig={self.plane.kubeconfig}", *args],
             input=input_text,

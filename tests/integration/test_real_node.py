@@ -4,7 +4,13 @@ real kubelet: OOMKilled, in-place resize, a lowered limit below usage, the kubel
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +20,8 @@ import pytest
 
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.kubelet import NODE_NAME
+from controlplane.sandbox import cgroup_dirs
+from controlplane.seed import REPO_ROOT
 from controlplane.stack import NodeStack, running_node_stack
 from tests.helpers import wait_for
 
@@ -108,7 +116,8 @@ def test_the_kubelet_registers_the_node_and_the_scheduler_binds_pods(node: NodeS
     assert pod["spec"]["nodeName"] == NODE_NAME  # set by kube-scheduler: the manifest names no node
     events = node.kubectl("get", "events", "-n", ns, "-o", "json").stdout
     assert any(
-        e["reason"] == "Scheduled" and e["source"].get("component", e.get("reportingComponent")) == "default-scheduler"
+        e["reason"] == "Scheduled"
+        and e["source"].get("component", e.get("reportingComponent")) == "default-scheduler"
         for e in json.loads(events)["items"]
     ), events
     # Our image's user, from the Dockerfile, with a read-only root file system.
@@ -121,7 +130,9 @@ def test_containers_are_containerds_and_run_in_the_kubelets_cgroup(node: NodeSta
     container_id = status_of(pod)["containerID"]
     assert container_id.startswith("containerd://")
     task = node.node.ctr("tasks", "ls").stdout
-    line = next(row for row in task.splitlines() if row.startswith(container_id.removeprefix("containerd://")))
+    line = next(
+        row for row in task.splitlines() if row.startswith(container_id.removeprefix("containerd://"))
+    )
     pid = int(line.split()[1])
     cgroup = node.container_cgroup(container_id)
     # The kubelet's path: <cgroupRoot>/kubepods/<QoS>/pod<UID>/<container>; the process is in it.
@@ -151,11 +162,30 @@ def test_in_place_resize_changes_the_running_containers_cgroup(node: NodeStack, 
     before = status_of(wait_for(lambda: running(node, ns, "resize"), timeout=60, what="the container to run"))
     cgroup = node.container_cgroup(before["containerID"])
     assert memory_limit(cgroup) == 64 * MiB
-    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "96Mi"}}}]}}
-    node.kubectl("patch", "pod", "resize", "-n", ns, "--subresource=resize", "--type=strategic", "-p", json.dumps(patch))
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": "main", "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "96Mi"}}}
+            ]
+        }
+    }
+    node.kubectl(
+        "patch",
+        "pod",
+        "resize",
+        "-n",
+        ns,
+        "--subresource=resize",
+        "--type=strategic",
+        "-p",
+        json.dumps(patch),
+    )
     after = wait_for(
-        lambda: (s := status_of(get(node, ns, "resize"))).get("resources", {}).get("limits", {}).get("memory") == "96Mi"
-        and s,
+        lambda: (
+            (s := status_of(get(node, ns, "resize"))).get("resources", {}).get("limits", {}).get("memory")
+            == "96Mi"
+            and s
+        ),
         timeout=60,
         what="the kubelet to report the resized limit",
     )
@@ -169,14 +199,31 @@ def test_a_limit_lowered_below_usage_is_refused_by_the_kubelet_and_the_container
 ) -> None:
     create(node, ns, python_pod("lower", HOLD.format(mib=80), memory="160Mi"))
     before = status_of(wait_for(lambda: running(node, ns, "lower"), timeout=60, what="the container to run"))
-    wait_for(lambda: "holding" in node.kubectl("logs", "lower", "-n", ns).stdout, timeout=60, what="80 MiB held")
+    wait_for(
+        lambda: "holding" in node.kubectl("logs", "lower", "-n", ns).stdout, timeout=60, what="80 MiB held"
+    )
     cgroup = node.container_cgroup(before["containerID"])
-    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"memory": "48Mi"}, "limits": {"memory": "48Mi"}}}]}}
-    node.kubectl("patch", "pod", "lower", "-n", ns, "--subresource=resize", "--type=strategic", "-p", json.dumps(patch))
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": "main", "resources": {"requests": {"memory": "48Mi"}, "limits": {"memory": "48Mi"}}}
+            ]
+        }
+    }
+    node.kubectl(
+        "patch", "pod", "lower", "-n", ns, "--subresource=resize", "--type=strategic", "-p", json.dumps(patch)
+    )
 
     def resize_condition() -> JSON | None:
         conditions = get(node, ns, "lower")["status"].get("conditions") or []
-        return next((c for c in conditions if c["type"] in ("PodResizeInProgress", "PodResizePending") and c.get("message")), None)
+        return next(
+            (
+                c
+                for c in conditions
+                if c["type"] in ("PodResizeInProgress", "PodResizePending") and c.get("message")
+            ),
+            None,
+        )
 
     condition = wait_for(resize_condition, timeout=60, what="the kubelet to report the resize it cannot do")
     assert condition["type"] == "PodResizeInProgress", condition
@@ -184,19 +231,130 @@ def test_a_limit_lowered_below_usage_is_refused_by_the_kubelet_and_the_container
     assert "memory" in condition["message"], condition
     after = status_of(get(node, ns, "lower"))
     assert memory_limit(cgroup) == 160 * MiB  # the old limit stays
-    assert after["containerID"] == before["containerID"] and after["restartCount"] == 0
+    assert after["containerID"] == before["containerID"]
+    assert after["restartCount"] == 0
     assert after["resources"]["limits"]["memory"] == "160Mi"
 
 
 def test_a_failing_container_is_restarted_with_the_kubelets_backoff(node: NodeStack, ns: str) -> None:
     create(node, ns, python_pod("crash", "import sys; print('failing'); sys.exit(3)"))
     status = wait_for(
-        lambda: (s := status_of(get(node, ns, "crash"))).get("restartCount", 0) >= 2
-        and s.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
-        and s,
+        lambda: (
+            (s := status_of(get(node, ns, "crash"))).get("restartCount", 0) >= 2
+            and s.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+            and s
+        ),
         timeout=120,
         what="two restarts and CrashLoopBackOff",
     )
     assert status["lastState"]["terminated"]["exitCode"] == 3
     # The kubelet's own back-off, doubling from 10 s, in its message (not timed by the test).
     assert "back-off 20s restarting failed container" in status["state"]["waiting"]["message"], status
+
+
+def _network_namespaces() -> set[str]:
+    links = set()
+    for link in Path("/proc").glob("[0-9]*/ns/net"):
+        with contextlib.suppress(OSError):
+            links.add(os.readlink(link))
+    return links
+
+
+def test_a_second_stack_runs_beside_the_first_without_colliding(node: NodeStack, ns: str) -> None:
+    with running_node_stack() as second:
+        assert os.readlink(second.sandbox.netns) != os.readlink(node.sandbox.netns)
+        second.kubectl("create", "namespace", "beside")
+        wait_for(
+            lambda: (
+                second.kubectl("get", "serviceaccount", "default", "-n", "beside", check=False).returncode
+                == 0
+            ),
+            timeout=30,
+            what="the second stack's default ServiceAccount",
+        )
+        for stack, namespace in ((node, ns), (second, "beside")):
+            create(stack, namespace, python_pod("same-name", HOLD.format(mib=1)))
+        for stack, namespace in ((node, ns), (second, "beside")):
+            wait_for(
+                lambda s=stack, n=namespace: running(s, n, "same-name"), timeout=60, what="both Pods to run"
+            )
+        # The same node name, node address and Pod address in each: nothing is shared.
+        assert (
+            get(node, ns, "same-name")["status"]["hostIP"]
+            == get(second, "beside", "same-name")["status"]["hostIP"]
+        )
+    assert node.node.ready()
+
+
+def test_a_killed_parent_leaves_nothing_of_the_stack_behind(tmp_path: Path) -> None:
+    """SIGKILL the process that started a stack with a running Pod: every process, cgroup, mount, network
+    namespace and file of it (etcd's data, containerd's image store) is gone."""
+    script = textwrap.dedent(
+        """
+        import json, os, signal
+        from controlplane.stack import NodeStack, node_images
+        from controlplane.launcher import build_binaries
+        stack = NodeStack(build_binaries(), node_images()).start()
+        stack.kubectl("run", "held", "--image=objcount-autoscaler:0.1.0", "--command", "--", "sleep", "3600")
+        print(json.dumps({
+            "pids": stack.plane.pids() + stack.node.pids() + [stack.sandbox.init_pid],
+            "cgroup": stack.node.cgroup_root,
+            "work_dir": str(stack.sandbox.work_dir),
+            "netns": os.readlink(stack.sandbox.netns),
+        }), flush=True)
+        signal.pause()  # until the test kills this process
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": "."},
+    )
+    try:
+        _the_stack_is_whole_then_killed(parent)
+    finally:
+        parent.kill()
+
+
+def _the_stack_is_whole_then_killed(parent: subprocess.Popen[str]) -> None:
+    assert parent.stdout is not None
+    started = json.loads(parent.stdout.readline())
+    work_dir = Path(started["work_dir"])
+    assert (work_dir / "plane" / "node" / "containerd" / "root").is_dir()
+    wait_for(
+        lambda: list(cgroup_dirs(started["cgroup"] + "/kubepods")), timeout=30, what="the kubelet's cgroups"
+    )
+    pod_processes = wait_for(
+        lambda: [
+            p
+            for c in cgroup_dirs(started["cgroup"])
+            for p in c.rglob("cgroup.procs")
+            if p.read_text().strip()
+        ],
+        timeout=60,
+        what="a container process in the kubelet's cgroups",
+    )
+    assert pod_processes
+    assert started["netns"] in _network_namespaces()
+
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    wait_for(
+        lambda: not any(_alive(pid) for pid in started["pids"]), timeout=60, what="every process to exit"
+    )
+    wait_for(lambda: not cgroup_dirs(started["cgroup"]), timeout=30, what="the cgroups to be removed")
+    wait_for(lambda: not work_dir.exists(), timeout=30, what="the stack's files to be removed")
+    assert started["netns"] not in _network_namespaces()
+    assert str(work_dir) not in Path("/proc/self/mountinfo").read_text()
+    assert str(work_dir) not in Path("/proc/1/mountinfo").read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
