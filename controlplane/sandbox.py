@@ -351,8 +351,14 @@ class Sandbox:
         if self._unshare is None:
             return
         if self._unshare.poll() is None:
-            # unshare passes SIGTERM on to init (--kill-child), which stops everything and cleans up.
-            self._unshare.terminate()
+            # init stops everything and cleans up on SIGTERM; unshare waits for it, so this returns once
+            # the sandbox's files are gone. (Signalling unshare instead would return at once: it dies and
+            # only then does init get SIGTERM, through --kill-child.)
+            if self._init_pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._init_pid, signal.SIGTERM)
+            else:
+                self._unshare.terminate()
             try:
                 self._unshare.wait(_STOP_GRACE + 20)
             except subprocess.TimeoutExpired:
