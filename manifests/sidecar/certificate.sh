@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # A CA and the webhook's serving certificate, with openssl:
 #   bash manifests/sidecar/certificate.sh DIR [extra subjectAltName entries, e.g. IP:127.0.0.1]
-# writes DIR/ca.crt, DIR/tls.crt and DIR/tls.key, valid for the Service objcount-webhook in
+# writes DIR/ca.crt, DIR/tls.crt and DIR/tls.key, valid for the Service objcount-injector in
 # config-management-system for 365 days. Keep DIR private; the CA key is not written out. Renew by
 # running it again and repeating the install's Secret and caBundle steps (the webhook reloads its files).
 set -euo pipefail
 dir=${1:?usage: certificate.sh DIR [SAN...]}
 shift
-service=objcount-webhook namespace=config-management-system
+service=objcount-injector namespace=config-management-system
 sans="DNS:$service.$namespace.svc,DNS:$service.$namespace.svc.cluster.local"
 for extra in "$@"; do sans="$sans,$extra"; done
 mkdir -p "$dir"

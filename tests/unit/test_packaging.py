@@ -160,8 +160,46 @@ def test_the_shipped_webhook_injects_only_into_config_sync_reconciler_pods() -> 
         }
     ]
     assert webhook["clientConfig"]["service"] == {
-        "name": "objcount-webhook",
+        "name": "objcount-injector",
         "namespace": "config-management-system",
         "path": "/mutate",
         "port": 443,
     }
+
+
+def service_link_variables(service: dict[str, Any]) -> set[str]:
+    """The variables the kubelet gives every Pod of a Service's namespace (enableServiceLinks, on by
+    default), as Kubernetes documents them: NAME_SERVICE_HOST, NAME_SERVICE_PORT[_PORTNAME], NAME_PORT and
+    NAME_PORT_<port>_<PROTOCOL>[_PROTO|_PORT|_ADDR]."""
+    name = service["metadata"]["name"].upper().replace("-", "_")
+    names = {f"{name}_SERVICE_HOST", f"{name}_SERVICE_PORT", f"{name}_PORT"}
+    for port in service["spec"]["ports"]:
+        protocol = port.get("protocol", "TCP")
+        if "name" in port:
+            names.add(f"{name}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}")
+        base = f"{name}_PORT_{port['port']}_{protocol}"
+        names |= {base, f"{base}_PROTO", f"{base}_PORT", f"{base}_ADDR"}
+    return names
+
+
+def test_no_variable_of_our_services_is_read_as_a_setting() -> None:
+    """Our sidecar runs in Config Sync's Pods, which keep Service links on: a Service of ours named
+    objcount-webhook gave them OBJCOUNT_WEBHOOK_PORT=tcp://10.0.0.253:443, and `objcount run` refused it
+    as its webhook port (seen on the real kubelet)."""
+    services = [
+        item
+        for path in (REPO_ROOT / "manifests").rglob("*.yaml")
+        for item in manifests_in(path)
+        if item.get("kind") == "Service"
+    ]
+    assert services
+    settings = {f"OBJCOUNT_{name.upper()}" for name in Settings.model_fields}
+    assert "OBJCOUNT_WEBHOOK_PORT" in settings
+    for service in services:
+        assert not service_link_variables(service) & settings, service["metadata"]["name"]
+
+
+def test_our_own_pods_take_no_service_links() -> None:
+    for path in ("cluster/deployment.yaml", "sidecar/webhook.yaml"):
+        (deployment,) = [i for i in manifests_in(REPO_ROOT / "manifests" / path) if i["kind"] == "Deployment"]
+        assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False, path
