@@ -20,6 +20,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,9 @@ GUARD_MANIFEST = REPO_ROOT / "manifests" / "rbac" / "guard.yaml"
 CLUSTER_MANIFESTS = REPO_ROOT / "manifests" / "cluster"
 WEBHOOK_CONFIGURATION = "objcount-sidecar"
 WEBHOOK_TLS_SECRET = "objcount-webhook-tls"
+WEBHOOK_NAME = "objcount-webhook"  # its Deployment, Service and Pods' app.kubernetes.io/name
+WEBHOOK_READY_TIMEOUT = 120.0
+SIDECAR_TEMPLATE = "objcount-sidecar-template"  # the ConfigMap the webhook reads its template from
 
 
 @dataclass(frozen=True)
@@ -204,11 +208,18 @@ def kustomization_objects(directory: Path) -> Iterator[JSON]:
         yield from kustomization_objects(path) if path.is_dir() else manifests_in(path)
 
 
-def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | None = None) -> None:
+def install_sidecar(
+    api: kubeapi.KubeApi,
+    cert_dir: Path,
+    *,
+    webhook_url: str | None = None,
+    sidecar_env: Mapping[str, str] | None = None,
+) -> None:
     """The README's sidecar installation, step by step: the certificate (certificate.sh), its TLS Secret,
-    `kubectl apply -k manifests/sidecar`, the CA into the webhook configuration. `webhook_url`: the
-    webhook is served at this loopback URL instead of its Service (tests and the demo run it as a
-    process on this machine; PLAYED BY US: its Deployment's Pods, which nothing runs here)."""
+    `kubectl apply -k manifests/sidecar`, the CA into the webhook configuration. `sidecar_env`: settings
+    added to the sidecar template's container (as a user edits that ConfigMap). `webhook_url`: the
+    webhook is served at this loopback URL instead of its Service (tests on the node harness run it as a
+    process on this machine; PLAYED BY US: its Deployment's Pods, which nothing runs there)."""
     extra_names = ["IP:127.0.0.1"] if webhook_url else []
     subprocess.run(
         ["bash", str(SIDECAR_MANIFESTS / "certificate.sh"), str(cert_dir), *extra_names], check=True
@@ -225,6 +236,8 @@ def install_sidecar(api: kubeapi.KubeApi, cert_dir: Path, *, webhook_url: str | 
         if item["kind"] == "MutatingWebhookConfiguration" and webhook_url:
             for webhook in item["webhooks"]:
                 webhook["clientConfig"] = {"url": webhook_url}
+        if item["kind"] == "ConfigMap" and item["metadata"]["name"] == SIDECAR_TEMPLATE and sidecar_env:
+            item["data"]["sidecar.yaml"] = sidecar_template_text(sidecar_env)
         create_or_replace(api, item)
     ca_bundle = [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": _base64_file(cert_dir / "ca.crt")}
@@ -246,6 +259,15 @@ def install_cluster(api: kubeapi.KubeApi) -> None:
     bindings to our ServiceAccount, the Deployment; PLAYED BY US: its Pods, which nothing runs here)."""
     for item in kustomization_objects(CLUSTER_MANIFESTS):
         create_or_replace(api, item)
+
+
+def uninstall_cluster(api: kubeapi.KubeApi) -> None:
+    """Stop the cluster-mode controller: its Deployment is deleted (its Pods go with it); the RBAC, which
+    the sidecar install shares, stays."""
+    for item in kustomization_objects(CLUSTER_MANIFESTS):
+        if item["kind"] == "Deployment":
+            with contextlib.suppress(kubeapi.NotFound):
+                api.delete(kubeapi.DEPLOYMENT, item["metadata"]["namespace"], item["metadata"]["name"])
 
 
 def uninstall_webhook(api: kubeapi.KubeApi) -> None:
@@ -385,7 +407,7 @@ def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
     return [
         *images.configsync_images(build.root / "bin", VERSION),
         images.git_sync_image(),
-        images.otel_image(images.pause_image()),
+        images.otel_image(),
     ]
 
 
@@ -444,8 +466,42 @@ class NodeConfigSync:
         pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
+    def reconciler_pod(self, key: RSyncKey) -> Pod | None:
+        """The reconciler Pod of an RSync (None while there is none)."""
+        assert self.api is not None
+        return reconciler_pod(self.api, NAMESPACE, key)
+
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
+
+    def install_sidecar(self, cert_dir: Path, sidecar_env: Mapping[str, str] | None = None) -> None:
+        """The README's sidecar install, the webhook served by its own Pods behind its Service; returns
+        once both are Ready (their readiness probe, run by the kubelet). A reconciler Pod created before
+        that starts without the sidecar (the webhook fails open)."""
+        assert self.api is not None
+        install_sidecar(self.api, cert_dir, sidecar_env=sidecar_env)
+        deadline = time.monotonic() + WEBHOOK_READY_TIMEOUT
+        while len([p for p in self.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}") if pod_ready(p)]) < 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the webhook's Pods are not Ready after {WEBHOOK_READY_TIMEOUT} s:\n"
+                    + self.stack.kubectl(
+                        "describe",
+                        "pods",
+                        "-n",
+                        NAMESPACE,
+                        "-l",
+                        f"app.kubernetes.io/name={WEBHOOK_NAME}",
+                        check=False,
+                    ).stdout[-3000:]
+                )
+            time.sleep(0.5)
+
+
+def pod_ready(pod: JSON) -> bool:
+    """The Pod's Ready condition is True (every container passes its readiness probe)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def python_runtime_dirs() -> list[Path]:

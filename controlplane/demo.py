@@ -1,36 +1,37 @@
-"""`make run`: our sidecar on real Config Sync, driven through a grow-and-prune cycle.
+"""`make run`: our sidecar on real Config Sync, on a real node, driven through a grow-and-prune cycle.
 
 With no kubeconfig:
-1. the local control plane (etcd, kube-apiserver, kube-controller-manager) and Config Sync v1.22.0 as
-   released: its reconciler-manager and reconcilers, built from the pinned source, run by the node
-   harness (PLAYED BY US: the kubelet; the processes, their memory cgroups and OOM kills are real);
-2. our sidecar installed as the README says: the admission webhook (`objcount run` in webhook mode, on
-   loopback here) adds it to each reconciler Pod; Config Sync is not changed;
-3. a RootSync whose source the demo commits as git-sync would (PLAYED BY US: git-sync), growing and then
-   pruned (`PHASES`). The real reconciler applies and prunes the objects; the sidecar in its Pod counts
-   them and sizes the reconciler through `spec.override` (target `rsync-override`);
-4. a live table, side by side: the counts the sidecar recorded, its recommendation, what the
-   reconciler-manager put into the Deployment, the memory limit of the reconciler's cgroup and the
-   process's measured memory.
+1. the local stack in namespaces of its own (`controlplane.stack`): etcd, kube-apiserver,
+   kube-controller-manager, kube-scheduler, a real kubelet with containerd and runc, kube-proxy;
+2. Config Sync v1.22.0 as released, its images built from the pinned source; its git-sync and otel-agent
+   are stand-in images (PLAYED BY US: see `controlplane.images`), and a git server on the node's network
+   serves the sample repository;
+3. our sidecar installed as the README says: the webhook runs as Pods of our image (built from this
+   checkout's Dockerfile) behind its Service and adds the sidecar to each reconciler Pod; Config Sync is
+   not changed;
+4. a RootSync whose repository the demo commits to with git, growing and then pruned (`PHASES`). The
+   real reconciler applies and prunes the objects; the sidecar in its Pod counts them and sizes the
+   reconciler through `spec.override` (target `rsync-override`);
+5. a live table, side by side: the counts the sidecar recorded, its recommendation, what the
+   reconciler-manager put into the Deployment, and the reconciler container's memory cgroup as the
+   kubelet made it (limit, working set, peak).
 
-Each phase lasts until the reconciler reports its commit synced and the recommended size runs, then
-`HOLD` seconds more. Ctrl-C stops everything. With a kubeconfig (`$KUBECONFIG` or `--kubeconfig`), the
-service runs against that cluster instead, with the settings from the environment.
+Each phase lasts until the reconciler reports its commit synced, the sidecar has counted it and applied
+the size it recommends, and that size runs, all of it for `HOLD` seconds. Ctrl-C stops everything.
+With a kubeconfig (`$KUBECONFIG` or `--kubeconfig`), the service runs against that cluster instead,
+with the settings from the environment.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from pathlib import Path
 from types import FrameType
 from typing import cast
 
@@ -43,21 +44,19 @@ from autoscaler.annotations import restored_counts
 from autoscaler.quantity import QuantityError
 from autoscaler.report import record_of
 from autoscaler.settings import SettingsError, load_settings
-from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync import (
     NAMESPACE,
-    ConfigSyncStack,
+    VERSION,
+    NodeConfigSync,
     build_configsync,
-    install_sidecar,
-    rootsync,
-    sidecar_template_text,
+    configsync_node_images,
     synced,
-    webhook_env,
 )
-from controlplane.launcher import free_port
+from controlplane.launcher import build_binaries
 from controlplane.seed import JSON, configmaps_yaml
+from controlplane.stack import NodeStack, node_images
 from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.ids import RECONCILER_CONTAINER, RSyncKey, reconciler_name
 from inventory.objects import RSync
 from inventory.sync_progress import sync_progress
 
@@ -67,7 +66,7 @@ APPS = "demo"  # the namespace of the ConfigMaps (the reconciler creates it: an 
 # reconciler applies about 19 objects a second on 2 cores (BENCHMARKS.md, "make run").
 PHASES = (100, 800, 200)
 SCALE_DOWN_DELAY = 10  # seconds; shortened so the demo shows a scale-down (the default is 600)
-HOLD = 2.0  # seconds a settled phase stays on screen
+HOLD = 3.0  # seconds a phase's end state must hold (and stays on screen)
 PHASE_TIMEOUT = 600.0
 MiB = 1 << 20
 
@@ -80,6 +79,7 @@ class Row:
     source: str
     inventory: str
     recommended: str
+    applied: str
     deployment: str
     cgroup_limit: str
     memory: str
@@ -93,6 +93,7 @@ class Row:
             self.source,
             self.inventory,
             self.recommended,
+            self.applied,
             self.deployment,
             self.cgroup_limit,
         )
@@ -100,7 +101,7 @@ class Row:
 
 @dataclass
 class Demo:
-    stack: ConfigSyncStack
+    config_sync: NodeConfigSync
     api: kubeapi.KubeApi
     started: float = field(default_factory=time.monotonic)
     commit: str = ""
@@ -117,6 +118,7 @@ class Demo:
             "?" if counts.source is None else str(counts.source),
             "?" if counts.sync is None else str(counts.sync),
             record.recommended or "-",
+            record.applied or "-",
             self._deployment_resources(),
             limit,
             memory,
@@ -135,32 +137,42 @@ class Demo:
             return "-"
         containers = deployment["spec"]["template"]["spec"]["containers"]
         requests = (
-            next(c for c in containers if c["name"] == "reconciler").get("resources", {}).get("requests")
+            next(c for c in containers if c["name"] == RECONCILER_CONTAINER)
+            .get("resources", {})
+            .get("requests")
         )
         return f"{requests.get('cpu', '?')}/{requests.get('memory', '?')}" if requests else "-"
 
     def _process_memory(self) -> tuple[str, str]:
-        """The running reconciler's cgroup limit, and its resident memory (peak) from /proc."""
-        pod = self.stack.reconciler_pod(SAMPLE)
-        state = self.stack.harness.container(pod["metadata"]["name"]) if pod else None
-        if state is None:
+        """The running reconciler container's memory cgroup, as the kubelet made it: its limit, and its
+        working set (peak)."""
+        pod = cast(JSON, self.config_sync.reconciler_pod(SAMPLE) or {})
+        statuses: list[JSON] = pod.get("status", {}).get("containerStatuses") or []
+        reconciler = next((c for c in statuses if c.get("name") == RECONCILER_CONTAINER), None)
+        if reconciler is None or "running" not in reconciler.get("state", {}):
             return "-", "-"
         try:
-            limit = state.cgroup.limit()
-            rss, peak = (kib // 1024 for kib in state.resident_kib())
-        except OSError:  # between a process's exit and its replacement
+            memory = self.config_sync.stack.container_memory(reconciler["containerID"])
+        except (OSError, LookupError, KeyError):  # between a container's exit and its replacement
             return "-", "-"
-        return ("none" if limit is None else f"{limit // MiB}Mi"), f"{rss}Mi ({peak}Mi)"
+        limit = "none" if memory.limit is None else f"{memory.limit // MiB}Mi"
+        return limit, f"{memory.working_set // MiB}Mi ({memory.peak // MiB}Mi)"
 
-    @staticmethod
-    def settled(row: Row) -> bool:
-        """The commit is synced, and the recommended memory is in the Deployment and the running cgroup."""
+    def settled(self, row: Row, now: float) -> bool:
+        """The commit is synced and counted, the sidecar applied what it recommends (no scale-down is
+        waiting), that memory is in the Deployment and the running cgroup, and all of it has held for
+        `HOLD` seconds: the sidecar writes its counts and then its decision, so a recommendation seen just
+        after the counts changed may be the previous one."""
         wanted = _memory(row.recommended)
         return (
-            row.reconciler == "synced"
+            row.commit == self.phase
+            and row.reconciler == "synced"
+            and row.source == self.phase.split()[0]
             and wanted is not None
+            and row.recommended == row.applied
             and _memory(row.deployment) == wanted
-            and (_memory(row.cgroup_limit) == wanted)
+            and _memory(row.cgroup_limit) == wanted
+            and now - row.elapsed >= HOLD
         )
 
 
@@ -177,8 +189,8 @@ def table(rows: list[Row], last: int = 18) -> Table:
         title=f"{SAMPLE} on Config Sync v1.22.0: object counts and the reconciler's size "
         f"(scale-down delay {SCALE_DOWN_DELAY} s)",
         caption="source, inventory, recommended: what our sidecar recorded on the RootSync; Deployment: "
-        "reconciler requests the reconciler-manager wrote; limit and RSS (peak): the running reconciler "
-        "process's memory cgroup and /proc (the process is real; its Pod is run by our node harness)",
+        "reconciler requests the reconciler-manager wrote; limit and working set (peak): the running "
+        "reconciler container's memory cgroup, made by the kubelet",
     )
     for column in (
         "t (s)",
@@ -189,11 +201,21 @@ def table(rows: list[Row], last: int = 18) -> Table:
         "recommended",
         "Deployment",
         "limit",
-        "RSS (peak)",
+        "working set (peak)",
     ):
         view.add_column(column)
     for row in rows[-last:]:
-        view.add_row(f"{row.elapsed:5.1f}", *row.state(), row.memory)
+        view.add_row(
+            f"{row.elapsed:5.1f}",
+            row.commit,
+            row.reconciler,
+            row.source,
+            row.inventory,
+            row.recommended,
+            row.deployment,
+            row.cgroup_limit,
+            row.memory,
+        )
     return view
 
 
@@ -201,17 +223,17 @@ def drive(demo: Demo, rows: list[Row], stop: threading.Event, once: bool, failed
     """Commit each phase's objects, and go on once it has settled (the table shows it meanwhile)."""
     while not stop.is_set():
         for objects in PHASES:
-            demo.commit = demo.stack.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(objects, "cm", APPS)})
+            demo.commit = demo.config_sync.commit(
+                SAMPLE, {"configmaps.yaml": configmaps_yaml(objects, "cm", APPS)}
+            )
             demo.phase = f"{objects} objects"
             deadline = time.monotonic() + PHASE_TIMEOUT
-            while not (rows and rows[-1].commit == demo.phase and demo.settled(rows[-1])):
+            while not (rows and demo.settled(rows[-1], time.monotonic() - demo.started)):
                 if time.monotonic() > deadline:
                     failed.append(f"{demo.phase}: not settled within {PHASE_TIMEOUT:.0f} s")
                     stop.set()
                 if stop.wait(0.5):
                     return
-            if stop.wait(HOLD):
-                return
         if once:
             stop.set()
 
@@ -227,94 +249,62 @@ def _rows(demo: Demo, stop: threading.Event, rows: list[Row]) -> Iterator[list[R
         stop.wait(0.5)
 
 
-def start_webhook(stack: ConfigSyncStack, work_dir: Path) -> subprocess.Popen[bytes]:
-    """The sidecar installed as the README says, with our sidecar settings for the demo in its template;
-    the webhook served by `objcount run` on loopback (PLAYED BY US: its Deployment's Pods). Returns once
-    it serves: a reconciler Pod created before that starts without the sidecar (the webhook fails open)."""
-    assert stack.api is not None
-    port, health_port = free_port(), free_port()
-    install_sidecar(stack.api, work_dir / "certs", webhook_url=f"https://127.0.0.1:{port}/mutate")
-    template = work_dir / "sidecar.yaml"
-    template.write_text(sidecar_template_text({"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY)}))
-    env = {
-        **os.environ,
-        **webhook_env(work_dir / "certs", template, port),
-        "OBJCOUNT_BIND_ADDRESS": "127.0.0.1",
-        "OBJCOUNT_METRICS_PORT": str(free_port()),
-        "OBJCOUNT_HEALTH_PORT": str(health_port),
-        "OBJCOUNT_LOG_FORMAT": "text",
-    }
-    log = work_dir / "webhook.log"
-    with log.open("wb") as out:
-        webhook = subprocess.Popen(
-            [sys.executable, "-m", "autoscaler.cli", "run"], env=env, stdout=out, stderr=out
-        )
-    deadline = time.monotonic() + 30
-    while not _serves(f"http://127.0.0.1:{health_port}/readyz"):
-        if webhook.poll() is not None or time.monotonic() > deadline:
-            webhook.kill()
-            raise RuntimeError(f"the webhook did not start; {log}:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return webhook
-
-
-def _serves(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
 def run_local(once: bool = False, live: bool = True) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    # During set-up a signal unwinds through `finally`, which removes the stack; once the cycle runs, it
+    # ends the cycle, and the table is printed before the stack is removed.
+    signal.signal(signal.SIGTERM, interrupt)
     console = Console()
     began = time.monotonic()
-    plane = LocalControlPlane(build_binaries())
-    webhook = None
+    build = build_configsync()
+    stack = NodeStack(build_binaries(), [*node_images(), *configsync_node_images(build)])
     failed: list[str] = []
+    config_sync: NodeConfigSync | None = None
+    stack.start()
     try:
-        plane.start()
-        console.print(f"local control plane ready in {plane.startup_seconds:.1f} s at {plane.server}")
-        with ConfigSyncStack(plane, build_configsync()) as stack:
-            assert stack.api is not None
-            webhook = start_webhook(stack, plane.work_dir)
-            console.print(f"Config Sync {stack.build.root.name} installed; our webhook adds the sidecar")
-            console.print(f"  export KUBECONFIG={plane.kubeconfig}   # to look with kubectl; Ctrl-C stops")
-            console.print(f"  logs: {plane.work_dir}/webhook.log, {stack.harness.work_dir}/logs/")
-            surface = stack.api.api_resource_types()
-            console.print(
-                f"  the API server serves {surface} resource types (the default sizing counts them)"
-            )
-            stack.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
-            stack.api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, rootsync(SAMPLE.name))
-            demo = Demo(stack, stack.api)
-            rows: list[Row] = []
-            threading.Thread(target=drive, args=(demo, rows, stop, once, failed), daemon=True).start()
-            if live:
-                with Live(table(rows), console=console, refresh_per_second=4) as view:
-                    for shown in _rows(demo, stop, rows):
-                        view.update(table(shown))
-            else:
-                for _ in _rows(demo, stop, rows):
-                    pass
-                console.print(table(rows, last=len(rows)))
-            outcome = "failed: " + "; ".join(failed) if failed else "done"
-            console.print(
-                f"cycle {outcome}: {time.monotonic() - demo.started:.0f} s from the RootSync's creation, "
-                f"{time.monotonic() - began:.0f} s in all"
-            )
+        console.print(f"local stack with a real node ready in {stack.startup_seconds:.1f} s")
+        config_sync = NodeConfigSync(stack, build).start()
+        api = config_sync.api
+        assert api is not None
+        config_sync.install_sidecar(
+            stack.sandbox.work_dir / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY)}
+        )
+        console.print(f"Config Sync {VERSION} installed; our webhook's Pods add the sidecar")
+        console.print(f"  export KUBECONFIG={stack.plane.kubeconfig}   # to look with kubectl; Ctrl-C stops")
+        surface = api.api_resource_types()
+        console.print(f"  the API server serves {surface} resource types (the default sizing counts them)")
+        config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
+        api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, config_sync.rsync(SAMPLE))
+        demo = Demo(config_sync, api)
+        rows: list[Row] = []
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        threading.Thread(target=drive, args=(demo, rows, stop, once, failed), daemon=True).start()
+        if live:
+            with Live(table(rows), console=console, refresh_per_second=4) as view:
+                for shown in _rows(demo, stop, rows):
+                    view.update(table(shown))
+        else:
+            for _ in _rows(demo, stop, rows):
+                pass
+            console.print(table(rows, last=len(rows)))
+        outcome = "failed: " + "; ".join(failed) if failed else "done"
+        console.print(
+            f"cycle {outcome}: {time.monotonic() - demo.started:.0f} s from the RootSync's creation, "
+            f"{time.monotonic() - began:.0f} s in all"
+        )
     finally:
-        if webhook is not None:
-            webhook.send_signal(signal.SIGTERM)
-            console.print(f"objcount webhook exited with {webhook.wait(30)}")
-        plane.cleanup()
+        if config_sync is not None:
+            config_sync.stop()
+        stack.stop()
+        console.print("local stack stopped and removed")
     return 1 if failed else 0
 
 

@@ -16,7 +16,8 @@ uses (`Image.name`), with `imagePullPolicy: IfNotPresent` (a tag that is not `la
 - `git-sync`: the release names git-sync v4.4.2, whose Go module the module proxy here refuses (403), so
   the image is a STAND-IN (PLAYED BY US): `controlplane/git-sync.sh` with Debian's real `git`, keeping
   git-sync's layout (`.worktrees/<commit>`, the `rev` link swapped atomically, the error file).
-- `otel-agent`: a STAND-IN that stays up and does nothing (the pause binary under the collector's name).
+- `otel-agent`: a STAND-IN (`otel-standin.c`) that answers the health check Config Sync probes and collects
+  nothing.
 - the Pod sandbox (`pause`): `build/pause/linux/pause.c` of the pinned `k8s.io/kubernetes` module.
 
 Each image is written once as a docker-archive under the cache, keyed by what it is built from, and
@@ -25,6 +26,7 @@ imported into each node's containerd in well under a second (`ctr images import`
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import os
@@ -297,19 +299,19 @@ def configsync_images(bin_dir: Path, version: str) -> list[Image]:
     return images
 
 
-def otel_image(pause: Image) -> Image:
-    """A STAND-IN for the otel collector (PLAYED BY US): the pause binary under its name; it stays up."""
+def otel_image() -> Image:
+    """A STAND-IN for the otel collector (PLAYED BY US): `otel-standin.c`, which answers the health check
+    Config Sync's manifests probe (port 13133) and collects nothing."""
+    source = Path(__file__).with_name("otel-standin.c")
     began = time.monotonic()
-    with _cached(OTEL_IMAGE, _key(pause.archive.name, Path(__file__))) as (archive, build):
+    with _cached(OTEL_IMAGE, _key(source, "otel-1")) as (archive, build):
         if build:
-            container = _run(_buildah("from", "--quiet", "--pull=never", pause.name)).strip()
-            try:
-                mount = _run(_buildah("mount", container)).strip()
-                shutil.copy2(Path(mount) / "pause", Path(mount) / "otelcontribcol")
-                _run(_buildah("config", "--entrypoint", '["/otelcontribcol"]', container))
-                _run(_buildah("commit", "--quiet", "--format=docker", container, OTEL_IMAGE))
-            finally:
-                subprocess.run(_buildah("rm", container), capture_output=True, check=False)
+            _require("gcc", "buildah")
+            with tempfile.TemporaryDirectory(prefix="objcount-otel-") as tmp:
+                _run(["gcc", "-Os", "-static", "-o", str(Path(tmp) / "otelcontribcol"), str(source)])
+                tar = Path(tmp) / "rootfs.tar"
+                _run(["tar", "-C", tmp, "-cf", str(tar), "otelcontribcol"])
+                _from_rootfs(OTEL_IMAGE, tar, "--entrypoint", '["/otelcontribcol"]', "--user", "65534:65534")
             _push(OTEL_IMAGE, OTEL_IMAGE, archive)
     return Image(OTEL_IMAGE, archive, time.monotonic() - began)
 
@@ -376,9 +378,21 @@ def objcount_image(base: Image) -> Image:
 
 
 def main() -> None:
-    """`make image`: build our image from the checkout as the suite does; print its name and archive."""
-    image = objcount_image(base_image())
-    print(f"{image.name}\t{image.archive}\t{image.build_seconds:.1f} s")
+    """`make image`: our image from the checkout as the suite builds it; with `--all`, every image the real
+    node runs (Config Sync's with their stand-ins): name, build time, size of its archive (BENCHMARKS.md).
+    `OBJCOUNT_IMAGE_CACHE` set to an empty directory gives cold times."""
+    # Here, not at the top: controlplane.configsync imports this module.
+    from controlplane.configsync import build_configsync, configsync_node_images  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m controlplane.images", description=main.__doc__)
+    parser.add_argument("--all", action="store_true", help="every image of the real node, not only ours")
+    pause, base = pause_image(), base_image()
+    built = [objcount_image(base)]
+    if parser.parse_args().all:
+        built = [pause, base, *built, *configsync_node_images(build_configsync())]
+    for image in built:
+        size = image.archive.stat().st_size / (1 << 20)
+        print(f"{image.name}\t{image.build_seconds:.1f} s\t{size:.1f} MiB\t{image.archive}")
 
 
 if __name__ == "__main__":

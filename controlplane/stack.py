@@ -84,6 +84,28 @@ class NodeStack:
             raise LookupError(f"no single cgroup for container {bare} under {root}: {found}")
         return found[0]
 
+    def container_memory(self, container_id: str) -> ContainerMemory:
+        """A container's memory as its cgroup (made by the kubelet) holds it; OSError once it is gone."""
+        cgroup = self.container_cgroup(container_id)
+        limit = int((cgroup / "memory.limit_in_bytes").read_text())
+        usage = int((cgroup / "memory.usage_in_bytes").read_text())
+        stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+        return ContainerMemory(
+            limit=None if limit >= 1 << 62 else limit,
+            working_set=max(0, usage - int(stat.get("total_inactive_file", 0))),
+            peak=int((cgroup / "memory.max_usage_in_bytes").read_text()),
+        )
+
+
+@dataclass(frozen=True)
+class ContainerMemory:
+    """Bytes. `working_set` is what the kubelet reports (usage less inactive file pages, as cAdvisor
+    computes it); `peak` the cgroup's largest usage since it was made; `limit` None: unlimited."""
+
+    limit: int | None
+    working_set: int
+    peak: int
+
 
 @contextlib.contextmanager
 def running_node_stack(extra_images: Sequence[images.Image] = ()) -> Iterator[NodeStack]:

@@ -8,21 +8,30 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
 from controlplane.configsync import (
     NAMESPACE,
+    SIDECAR_CONTAINER,
     NodeConfigSync,
     build_configsync,
     configsync_node_images,
+    grant_reposync,
+    install_cluster,
+    pod_ready,
     synced,
+    uninstall_cluster,
+    uninstall_webhook,
 )
+from controlplane.images import OBJCOUNT_IMAGE
+from controlplane.seed import ensure_namespace
 from controlplane.stack import NodeStack, running_node_stack
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import wait_for
+from tests.helpers import legacy_count, size_aware_by_hand, wait_for
 
 JSON = dict[str, Any]
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
@@ -105,3 +114,165 @@ def test_every_container_of_the_reconciler_pod_is_containerds_in_the_kubelets_cg
     # The reconciler's own binary runs there (its command line, read from /proc).
     host_pids = (cgroup / "cgroup.procs").read_text().split()
     assert any(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] == b"/reconciler" for p in host_pids)
+
+
+def test_our_webhook_pod_injects_the_sidecar_through_its_service_and_the_sidecar_counts_the_repo(
+    config_sync_on_node: NodeConfigSync, tmp_path: Path
+) -> None:
+    """The sidecar install on the real node: the webhook runs as Pods of our image behind its Service (the
+    API server dials its endpoint), and the sidecar it adds runs our image as uid 10001 with a read-only
+    root, reads the `repo` volume git-sync writes under Config Sync's Pod security context, and counts
+    and sizes its own RSync with its own account's token."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    cs.install_sidecar(tmp_path / "certs")  # returns once both webhook Pods pass their readiness probe
+    try:
+        key = RSyncKey("RootSync", NAMESPACE, "sidecar-sync")
+        commit = cs.commit(key, configmaps(30, namespace="sidecar-apps"))
+        api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+
+        def sidecar_running() -> JSON | None:
+            for pod in cs.pods(f"configsync.gke.io/sync-name={key.name}"):
+                statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
+                sidecar = statuses.get(SIDECAR_CONTAINER)
+                if sidecar and "running" in sidecar.get("state", {}):
+                    return pod
+            return None
+
+        pod = wait_for(sidecar_running, timeout=180, what="our sidecar running in the reconciler Pod")
+        sidecar = next(s for s in pod["status"]["containerStatuses"] if s["name"] == SIDECAR_CONTAINER)
+        assert sidecar["containerID"].startswith("containerd://")
+        assert sidecar["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"
+        wait_for(
+            lambda: synced(r := api.get(kubeapi.ROOTSYNC, NAMESPACE, key.name), commit) and r,
+            timeout=180,
+            what="the RootSync to sync",
+        )
+        # 30 ConfigMaps in the source (read from the repo volume) and 31 in the inventory (the implicit
+        # Namespace), written by the sidecar on its own RSync.
+        wait_for(
+            lambda: counts(api, key) == ("30", "31"),
+            timeout=120,
+            what="the sidecar's counts; its log:\n" + container_log(cs, pod, SIDECAR_CONTAINER),
+        )
+        assert our_process(cs.stack, sidecar["containerID"]) == {"uid": 10001, "root_read_only": True}
+    finally:
+        uninstall_webhook(api)
+
+
+def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_rootsync_and_a_reposync(
+    config_sync_on_node: NodeConfigSync,
+) -> None:
+    """`kubectl apply -k manifests/cluster` on the real node: two Pods of our image, both Ready, one holds
+    the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and sizes
+    both reconcilers through their overrides, which the reconciler-manager puts into the Deployments and
+    the kubelet into the containers' cgroups."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    install_cluster(api)
+    try:
+        ours = wait_for(
+            lambda: ready if len(ready := [p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2 else None,
+            timeout=120,
+            what="both controller Pods Ready",
+        )
+        lease = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
+        assert lease["spec"]["holderIdentity"] in {p["metadata"]["name"] for p in ours}
+        for pod in ours:
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"
+            assert our_process(cs.stack, status["containerID"]) == {"uid": 10001, "root_read_only": True}
+        team = "team-cluster"
+        root, repo = RSyncKey("RootSync", NAMESPACE, "cluster-root"), RSyncKey("RepoSync", team, "repo-sync")
+        ensure_namespace(api, team)
+        grant_reposync(api, team, repo.name)  # Config Sync's RoleBinding for the RepoSync's reconciler
+        commits = {
+            root: cs.commit(root, configmaps(40, namespace="cluster-apps")),
+            repo: cs.commit(repo, configmaps(25, namespace=team)),
+        }
+        for key in commits:
+            api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
+        # The shipped default (size-aware) with no source in cluster mode: inventories of 41 (40 and the
+        # implicit Namespace) and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
+        surface = legacy_count(api)
+        for key, entries in ((root, 41), (repo, 25)):
+            cpu, memory = size_aware_by_hand(
+                configmaps=0, others=entries, kib=2 * entries, api_resources=surface
+            )
+            wait_for(lambda k=key: synced(rsync_of(api, k), commits[k]), timeout=240, what=f"{key} synced")
+            wait_for(
+                lambda k=key, e=entries: counts(api, k) == (None, str(e)),
+                timeout=60,
+                what=f"{key}'s inventory counted; the leader's log:\n" + leader_log(cs, ours),
+            )
+            wait_for(
+                lambda k=key, m=memory: override(api, k).get("memoryLimit") == m, timeout=60, what="override"
+            )
+            assert override(api, key).get("cpuRequest") == cpu
+            wait_for(
+                lambda k=key, m=memory: reconciler_memory_limit(cs, k) == quantity_bytes(m),
+                timeout=240,
+                what=f"{key}'s reconciler running in a memory cgroup of {memory}",
+            )
+    finally:
+        uninstall_cluster(api)
+
+
+CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
+
+
+def rsync_of(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+    return api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+
+
+def counts(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[str | None, str | None]:
+    annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
+    return annotations.get(SOURCE_ANNOTATION), annotations.get(SYNC_ANNOTATION)
+
+
+def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+    """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
+    entries = (rsync_of(api, key)["spec"].get("override") or {}).get("resources") or []
+    return next((e for e in entries if e.get("containerName") == "reconciler"), {})
+
+
+def container_log(cs: NodeConfigSync, pod: JSON, container: str) -> str:
+    name = pod["metadata"]["name"]
+    return cs.stack.kubectl("logs", "-n", NAMESPACE, name, "-c", container, check=False).stdout[-3000:]
+
+
+def leader_log(cs: NodeConfigSync, pods: list[JSON]) -> str:
+    return "\n".join(container_log(cs, pod, "autoscaler") for pod in pods)
+
+
+def reconciler_memory_limit(cs: NodeConfigSync, key: RSyncKey) -> int | None:
+    """The memory limit of the RSync's running reconciler container, read from its cgroup."""
+    pod = cast(JSON, cs.reconciler_pod(key) or {})
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    reconciler = next((s for s in statuses if s["name"] == "reconciler" and "running" in s["state"]), None)
+    if reconciler is None:
+        return None
+    try:
+        return cs.stack.container_memory(reconciler["containerID"]).limit
+    except (OSError, LookupError):
+        return None
+
+
+def quantity_bytes(memory: str) -> int:
+    """A memory quantity in Mi or Gi (what the sizing writes) in bytes."""
+    number, unit = int(memory[:-2]), memory[-2:]
+    return number << {"Mi": 20, "Gi": 30}[unit]
+
+
+def our_process(stack: NodeStack, container_id: str) -> JSON:
+    """A container's main process as the host sees it: its uid, and whether its root is mounted read-only."""
+    cgroup = stack.container_cgroup(container_id)
+    pid = (cgroup / "cgroup.procs").read_text().split()[0]
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+    root = next(
+        line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if line.split()[4] == "/"
+    )
+    return {"uid": uid, "root_read_only": "ro" in root.split()[5].split(",")}
