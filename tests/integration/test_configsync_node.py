@@ -6,6 +6,7 @@ controlplane.images); everything else is Config Sync's."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -27,11 +28,11 @@ from controlplane.configsync import (
     uninstall_webhook,
 )
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.seed import ensure_namespace
+from controlplane.seed import configmaps_yaml, ensure_namespace
 from controlplane.stack import NodeStack, running_node_stack
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, NODE_STARTUP, kib, legacy_count, size_aware_by_hand, wait_for
 
 JSON = dict[str, Any]
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
@@ -41,6 +42,7 @@ ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
 def config_sync_on_node() -> Iterator[NodeConfigSync]:
     build = build_configsync()
     with running_node_stack(configsync_node_images(build)) as stack:
+        FIGURES.append((NODE_STARTUP, stack.startup_seconds or 0.0))
         config_sync = NodeConfigSync(stack, build).start()
         try:
             wait_for(
@@ -65,6 +67,24 @@ def configmaps(count: int, namespace: str = "apps") -> dict[str, str]:
     }
 
 
+def pod_start_seconds(cs: NodeConfigSync, key: RSyncKey) -> float:
+    """From the moment a reconciler Pod of `key` is first seen (polled every 20 ms) until every container
+    of that same Pod runs; a Pod replaced before it runs is measured anew."""
+    first_seen: dict[str, float] = {}
+
+    def started() -> float | None:
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        if not pod:
+            return None
+        name = pod["metadata"]["name"]
+        seen = first_seen.setdefault(name, time.monotonic())
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        running = statuses and all("running" in s.get("state", {}) for s in statuses)
+        return time.monotonic() - seen if running else None
+
+    return wait_for(started, timeout=180, interval=0.02, what=f"{key}'s reconciler Pod running")
+
+
 def sandbox_pid(host_pid: int) -> int:
     status = Path(f"/proc/{host_pid}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[2])
@@ -77,6 +97,12 @@ def test_a_commit_travels_through_git_sync_to_the_real_reconciler(
     assert cs.api is not None
     commit = cs.commit(ROOT, configmaps(20))
     cs.api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
+    FIGURES.append(
+        (
+            "real node: a reconciler Pod from first seen to all its containers running",
+            pod_start_seconds(cs, ROOT),
+        )
+    )
     rsync = wait_for(
         lambda: synced(r := cs.api.get(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name), commit) and r,  # type: ignore[union-attr]
         timeout=180,
@@ -116,6 +142,43 @@ def test_every_container_of_the_reconciler_pod_is_containerds_in_the_kubelets_cg
     assert any(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] == b"/reconciler" for p in host_pids)
 
 
+def test_an_undersized_reconciler_is_oom_killed_by_the_kernel_and_the_kubelet_reports_it(
+    config_sync_on_node: NodeConfigSync,
+) -> None:
+    """Config Sync's reconciler under a 16Mi limit (set through the RootSync's override, as our sizing
+    sets it): the kernel kills it in the memory cgroup the kubelet made, and the kubelet reports
+    `OOMKilled` in the Pod status and restarts it in place (same Pod, restartCount up)."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    key = RSyncKey("RootSync", NAMESPACE, "undersized")
+    cs.commit(key, configmaps(300, namespace="undersized-apps"))
+    body = cs.rsync(key)
+    body["spec"]["override"] = {
+        "resources": [{"containerName": "reconciler", "memoryRequest": "16Mi", "memoryLimit": "16Mi"}]
+    }
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
+    try:
+
+        def oom_killed() -> JSON | None:
+            pod = cast(JSON, cs.reconciler_pod(key) or {})
+            statuses = pod.get("status", {}).get("containerStatuses") or []
+            reconciler = next((s for s in statuses if s["name"] == "reconciler"), {})
+            last = reconciler.get("lastState", {}).get("terminated") or {}
+            return reconciler if last.get("reason") == "OOMKilled" else None
+
+        reconciler = wait_for(oom_killed, timeout=240, what="the reconciler OOMKilled in its Pod's status")
+        assert reconciler["restartCount"] >= 1
+        assert reconciler["lastState"]["terminated"]["exitCode"] == 137
+        assert reconciler["containerID"].startswith("containerd://")
+        # The limit the kernel enforced is the override's, which the reconciler-manager put into the Pod.
+        pod = cast(JSON, cs.reconciler_pod(key))
+        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "reconciler"]
+        assert container["resources"]["limits"]["memory"] == "16Mi"
+    finally:
+        api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
+
+
 def test_our_webhook_pod_injects_the_sidecar_through_its_service_and_the_sidecar_counts_the_repo(
     config_sync_on_node: NodeConfigSync, tmp_path: Path
 ) -> None:
@@ -129,7 +192,8 @@ def test_our_webhook_pod_injects_the_sidecar_through_its_service_and_the_sidecar
     cs.install_sidecar(tmp_path / "certs")  # returns once both webhook Pods pass their readiness probe
     try:
         key = RSyncKey("RootSync", NAMESPACE, "sidecar-sync")
-        commit = cs.commit(key, configmaps(30, namespace="sidecar-apps"))
+        manifests = configmaps_yaml(30, namespace="sidecar-apps")
+        commit = cs.commit(key, {"configmaps.yaml": manifests})
         api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
 
         def sidecar_running() -> JSON | None:
@@ -156,7 +220,27 @@ def test_our_webhook_pod_injects_the_sidecar_through_its_service_and_the_sidecar
             timeout=120,
             what="the sidecar's counts; its log:\n" + container_log(cs, pod, SIDECAR_CONTAINER),
         )
-        assert our_process(cs.stack, sidecar["containerID"]) == {"uid": 10001, "root_read_only": True}
+        # The shipped default (size-aware, rsync-override) by hand: 30 ConfigMaps and the implicit
+        # Namespace, the source's KiB scaled to the 31 objects; the reconciler-manager rolls it out and the
+        # kubelet sets it on the new reconciler container's cgroup (the new Pod gets the sidecar again).
+        cpu, memory = size_aware_by_hand(
+            configmaps=30, others=1, kib=-(-kib(manifests) * 31 // 30), api_resources=legacy_count(api)
+        )
+        wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=60, what="the override")
+        assert override(api, key).get("cpuRequest") == cpu
+        wait_for(
+            lambda: reconciler_memory_limit(cs, key) == quantity_bytes(memory),
+            timeout=240,
+            what=f"the reconciler running in a memory cgroup of {memory}",
+        )
+        pod = cast(JSON, cs.reconciler_pod(key))
+        assert SIDECAR_CONTAINER in {c["name"] for c in pod["spec"]["containers"]}
+        # Read from the Pod now running: the first one, whose sidecar did the counting, was replaced by
+        # the rollout of the new size (CI once read the gone container's cgroup).
+        process = wait_for(
+            lambda: running_process(cs, key, SIDECAR_CONTAINER), timeout=60, what="the sidecar running"
+        )
+        assert process == {"uid": 10001, "root_read_only": True}
     finally:
         uninstall_webhook(api)
 
@@ -249,15 +333,27 @@ def leader_log(cs: NodeConfigSync, pods: list[JSON]) -> str:
 
 def reconciler_memory_limit(cs: NodeConfigSync, key: RSyncKey) -> int | None:
     """The memory limit of the RSync's running reconciler container, read from its cgroup."""
+    status = running_container(cs, key, "reconciler")
+    try:
+        return None if status is None else cs.stack.container_memory(status["containerID"]).limit
+    except (OSError, LookupError):  # the container went away between the two reads
+        return None
+
+
+def running_process(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
+    """our_process() of a container of the RSync's live reconciler Pod (None while it is not running)."""
+    status = running_container(cs, key, container)
+    try:
+        return None if status is None else our_process(cs.stack, status["containerID"])
+    except (OSError, LookupError):  # the container went away between the two reads
+        return None
+
+
+def running_container(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
+    """The status of a running container of the RSync's live reconciler Pod (None when there is none)."""
     pod = cast(JSON, cs.reconciler_pod(key) or {})
     statuses = pod.get("status", {}).get("containerStatuses") or []
-    reconciler = next((s for s in statuses if s["name"] == "reconciler" and "running" in s["state"]), None)
-    if reconciler is None:
-        return None
-    try:
-        return cs.stack.container_memory(reconciler["containerID"]).limit
-    except (OSError, LookupError):
-        return None
+    return next((s for s in statuses if s["name"] == container and "running" in s["state"]), None)
 
 
 def quantity_bytes(memory: str) -> int:
