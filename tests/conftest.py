@@ -17,7 +17,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from tests.helpers import RECOVERIES  # noqa: PLC0415 - the list filled by this run's tests
+    from tests.helpers import FIGURES, RECOVERIES  # noqa: PLC0415 - the lists filled by this run's tests
 
     for what, seconds, bound in RECOVERIES:
         terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")
+    for what, seconds in FIGURES:
+        terminalreporter.write_line(f"{what}: {seconds:.2f} s")

@@ -29,6 +29,11 @@ T = TypeVar("T")
 
 # How long each wait whose description starts with "recovery" took (printed at the end of the run).
 RECOVERIES: list[tuple[str, float, float]] = []
+# Figures a test measured on the way (what, seconds), printed at the end of the run; never asserted on.
+FIGURES: list[tuple[str, float]] = []
+NODE_STARTUP = (
+    "real node: stack start (sandbox, control plane, kubelet, containerd, images imported) to a Ready Node"
+)
 
 
 def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
@@ -235,3 +240,25 @@ def size_aware_by_hand(*, configmaps: int, others: int, kib: float, api_resource
     memory = -(-math.ceil(raw) // 32) * 32
     cpu = max(-(-memory * 1000 // 1024), 125)
     return f"{cpu}m", f"{memory}Mi"
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie is gone for our purposes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def network_namespaces_in_use() -> set[str]:
+    """Every network namespace some process of the machine is in."""
+    links = set()
+    for link in Path("/proc").glob("[0-9]*/ns/net"):
+        with contextlib.suppress(OSError):
+            links.add(os.readlink(link))
+    return links

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import signal
 import time
 import uuid
@@ -24,7 +23,7 @@ from controlplane.configsync import (
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import Service, wait_for
+from tests.helpers import Service, alive, wait_for
 
 _STARTUP_KEY = pytest.StashKey[float]()
 
@@ -52,18 +51,8 @@ def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> I
     finally:
         pids = plane.pids()
         plane.cleanup()
-        still_running = [pid for pid in pids if _alive(pid)]
+        still_running = [pid for pid in pids if alive(pid)]
         assert not still_running, f"control plane processes left running: {still_running}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purposes; only a live process counts.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
 
 
 @pytest.fixture(scope="session")
@@ -168,7 +157,7 @@ def config_sync(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Ite
         stack.stop()
         pids = plane.pids() + node_pids
         plane.cleanup()
-        still_running = [pid for pid in pids if _alive(pid)]
+        still_running = [pid for pid in pids if alive(pid)]
         assert not still_running, f"Config Sync stack processes left running: {still_running}"
 
 

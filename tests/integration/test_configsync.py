@@ -50,7 +50,15 @@ from controlplane.node import ContainerState, MemoryCgroup
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import Service, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import (
+    Service,
+    alive,
+    kib,
+    legacy_count,
+    network_namespaces_in_use,
+    size_aware_by_hand,
+    wait_for,
+)
 
 JSON = dict[str, Any]
 MiB = 1 << 20
@@ -485,7 +493,7 @@ def test_a_lower_memory_limit_below_the_usage_is_refused_and_reported_not_applie
     after = stack.harness.container(name)
     assert after is not None
     assert after.pid == process.pid, "the process from before the resize runs on"
-    assert _alive(process.pid)
+    assert alive(process.pid)
 
 
 def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
@@ -515,7 +523,7 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     # The reconciler process before any resize: a resize in place must leave this very process running.
     before = stack.harness.container(first["metadata"]["name"])
     assert before is not None
-    assert _alive(before.pid)
+    assert alive(before.pid)
     assert before.cgroup.limit() == 400 * MiB
     env = {**sidecar_env(stack, key, "in-place"), "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5"}
     services.append(Service(env, tmp_path / "service.log"))
@@ -530,7 +538,7 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
 
     process = wait_for(lambda: resized(first["metadata"]["uid"]), timeout=90, what="the running Pod resized")
     assert process.pid == before.pid, "resized in place: the same process runs on"
-    assert _alive(before.pid)
+    assert alive(before.pid)
     assert (
         reconciler_resources(
             api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]["spec"]
@@ -589,7 +597,7 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
     after = stack.harness.container(pod["metadata"]["name"])
     assert after is not None
     assert after.pid == process.pid
-    assert _alive(process.pid)
+    assert alive(process.pid)
     assert process.cgroup.limit() == 300 * MiB
     assert process.cgroup.oom_kills() == 0
     assert stack.reconciler_pod(key)["metadata"]["uid"] == pod["metadata"]["uid"]  # type: ignore[index]
@@ -660,7 +668,7 @@ def sidecar_process(stack: ConfigSyncStack, key: RSyncKey) -> tuple[JSON, int] |
     if pod is None or SIDECAR_CONTAINER not in [c["name"] for c in pod["spec"]["containers"]]:
         return None
     state = stack.harness.container(pod["metadata"]["name"], SIDECAR_CONTAINER)
-    return (pod, state.pid) if state is not None and _alive(state.pid) else None
+    return (pod, state.pid) if state is not None and alive(state.pid) else None
 
 
 def root_and_repo_syncs(stack: ConfigSyncStack, prefix: str) -> dict[RSyncKey, str]:
@@ -948,22 +956,6 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _network_namespaces_in_use() -> set[str]:
-    links = set()
-    for link in Path("/proc").glob("[0-9]*/ns/net"):
-        with contextlib.suppress(OSError):
-            links.add(os.readlink(link))
-    return links
-
-
 def test_a_killed_parent_takes_the_whole_stack_down(control_plane_bin_dir: Path, tmp_path: Path) -> None:
     """SIGKILL the process that started Config Sync: every process, network namespace, mount and cgroup
     the control plane and the node harness made is gone."""
@@ -983,7 +975,7 @@ def test_a_killed_parent_takes_the_whole_stack_down(control_plane_bin_dir: Path,
         signal.pause()  # until the test kills this process
         """
     )
-    namespaces_before = _network_namespaces_in_use()
+    namespaces_before = network_namespaces_in_use()
     parent = subprocess.Popen(
         [sys.executable, "-c", script],
         stdout=subprocess.PIPE,
@@ -999,12 +991,12 @@ def test_a_killed_parent_takes_the_whole_stack_down(control_plane_bin_dir: Path,
     cgroup_parent, _ = MemoryCgroup.parent_of_this_process()
     cgroups = cgroup_parent / f"objcount-node-{supervisor}"
     assert any(cgroups.iterdir()), "the reconciler-manager's memory cgroup exists"
-    namespaces_of_pods = _network_namespaces_in_use() - namespaces_before
+    namespaces_of_pods = network_namespaces_in_use() - namespaces_before
     assert namespaces_of_pods, "the Pod has a network namespace of its own"
 
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=60, what="every process to exit")
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=60, what="every process to exit")
     assert not cgroups.exists()
-    assert not namespaces_of_pods & _network_namespaces_in_use()
+    assert not namespaces_of_pods & network_namespaces_in_use()
     assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()

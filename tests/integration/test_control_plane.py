@@ -17,8 +17,7 @@ from controlplane import ControlPlaneError, LocalControlPlane
 from controlplane.seed import resourcegroup, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import wait_for
-from tests.integration.conftest import _alive
+from tests.helpers import alive, wait_for
 
 
 def test_status_merge_patch_touches_only_object_count(
@@ -85,7 +84,7 @@ def test_failed_start_leaves_no_process(control_plane_bin_dir: Path) -> None:
     pids = plane.pids()
     plane.cleanup()
     assert len(pids) == 2, "both etcd and kube-apiserver were started before the failure"
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
 
 
 def test_killed_parent_takes_its_control_plane_down(control_plane_bin_dir: Path, tmp_path: Path) -> None:
@@ -109,7 +108,7 @@ def test_killed_parent_takes_its_control_plane_down(control_plane_bin_dir: Path,
     )
     assert parent.stdout is not None
     pids = json.loads(parent.stdout.readline())
-    assert all(_alive(pid) for pid in pids)
+    assert all(alive(pid) for pid in pids)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30, what="children to exit")
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="children to exit")

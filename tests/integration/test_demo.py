@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.seed import configmaps_yaml
-from tests.helpers import kib, run_module, size_aware_by_hand
-from tests.integration.conftest import _alive
+from tests.helpers import alive, kib, run_module, size_aware_by_hand
 
 PHASES = ("100 objects", "800 objects", "200 objects")
 INVENTORY = {"100 objects": "101", "800 objects": "801", "200 objects": "201"}
@@ -81,4 +80,4 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
     work_dir = Path(kubeconfig).parent.parent
     assert not work_dir.exists(), f"the demo left {work_dir}"
     left = subprocess.run(["pgrep", "-f", str(work_dir)], capture_output=True, text=True, check=False).stdout
-    assert not [pid for pid in map(int, left.split()) if _alive(pid)], "the demo left processes running"
+    assert not [pid for pid in map(int, left.split()) if alive(pid)], "the demo left processes running"

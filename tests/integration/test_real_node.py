@@ -4,7 +4,6 @@ real kubelet: OOMKilled, in-place resize, a lowered limit below usage, the kubel
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -23,7 +22,7 @@ from controlplane.kubelet import NODE_NAME
 from controlplane.sandbox import cgroup_dirs
 from controlplane.seed import REPO_ROOT
 from controlplane.stack import NodeStack, running_node_stack
-from tests.helpers import wait_for
+from tests.helpers import FIGURES, NODE_STARTUP, alive, network_namespaces_in_use, wait_for
 
 JSON = dict[str, Any]
 MiB = 1024 * 1024
@@ -34,6 +33,7 @@ HOLD = "import sys, time; b = bytearray({mib} * 1048576); b[::4096] = b'x' * len
 @pytest.fixture(scope="module")
 def node() -> Iterator[NodeStack]:
     with running_node_stack() as stack:
+        FIGURES.append((NODE_STARTUP, stack.startup_seconds or 0.0))
         yield stack
 
 
@@ -252,14 +252,6 @@ def test_a_failing_container_is_restarted_with_the_kubelets_backoff(node: NodeSt
     assert "back-off 20s restarting failed container" in status["state"]["waiting"]["message"], status
 
 
-def _network_namespaces() -> set[str]:
-    links = set()
-    for link in Path("/proc").glob("[0-9]*/ns/net"):
-        with contextlib.suppress(OSError):
-            links.add(os.readlink(link))
-    return links
-
-
 def test_a_second_stack_runs_beside_the_first_without_colliding(node: NodeStack, ns: str) -> None:
     with running_node_stack() as second:
         assert os.readlink(second.sandbox.netns) != os.readlink(node.sandbox.netns)
@@ -337,24 +329,13 @@ def _the_stack_is_whole_then_killed(parent: subprocess.Popen[str]) -> None:
         what="a container process in the kubelet's cgroups",
     )
     assert pod_processes
-    assert started["netns"] in _network_namespaces()
+    assert started["netns"] in network_namespaces_in_use()
 
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    wait_for(
-        lambda: not any(_alive(pid) for pid in started["pids"]), timeout=60, what="every process to exit"
-    )
+    wait_for(lambda: not any(alive(pid) for pid in started["pids"]), timeout=60, what="every process to exit")
     wait_for(lambda: not cgroup_dirs(started["cgroup"]), timeout=30, what="the cgroups to be removed")
     wait_for(lambda: not work_dir.exists(), timeout=30, what="the stack's files to be removed")
-    assert started["netns"] not in _network_namespaces()
+    assert started["netns"] not in network_namespaces_in_use()
     assert str(work_dir) not in Path("/proc/self/mountinfo").read_text()
     assert str(work_dir) not in Path("/proc/1/mountinfo").read_text()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
