@@ -1,10 +1,12 @@
-"""Config Sync itself on the local control plane: its CRDs and objects as released, its reconciler-manager
-and reconcilers built from the pinned source, and the node harness that runs their Pods.
+"""Config Sync itself on the local stack with a real node: its CRDs and objects as released, its
+reconciler-manager and reconcilers built from the pinned source into images the kubelet runs.
 
 What runs is unmodified Config Sync v1.22.0: the objects of its `manifests/` (CRDs, ClusterRoles, the
 reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
-kube-controller-manager creates the Pods, and `controlplane.node` runs the `reconciler-manager` and
-`reconciler` containers from the built binaries (PLAYED BY US: the Pod lifecycle; see that module).
+with the images built here where the release names its images; kube-controller-manager creates the
+Pods, kube-scheduler binds them, the kubelet runs them with containerd and runc. PLAYED BY US: git-sync
+and the otel collector (stand-in images, see controlplane.images); commits come from a git server on
+the node's network.
 One thing is set the way a user may set it: the reconciler-manager's optional `reconciler-manager`
 ConfigMap (its `envFrom`) shortens `RECONCILER_POLLING_PERIOD` so tests do not wait 15 s per commit.
 Not installed: the resource-group controller (nothing here reads its output). Off Google Cloud the
@@ -17,9 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -33,10 +33,9 @@ from autoscaler.targets import reconciler_pod
 from controlplane import images
 from controlplane.git_server import GitServer
 from controlplane.images import CONFIGSYNC_REGISTRY, GIT_SYNC_IMAGE, OTEL_IMAGE
-from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries
-from controlplane.node import NodeHarness
-from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in, write_commit
-from controlplane.stack import NodeStack
+from controlplane.launcher import ControlPlaneError
+from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in
+from controlplane.stack import NodeStack, running_node_stack
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.objects import Pod, RSync, block_of
@@ -104,7 +103,8 @@ CLUSTER_MANIFESTS = REPO_ROOT / "manifests" / "cluster"
 WEBHOOK_CONFIGURATION = "objcount-sidecar"
 WEBHOOK_TLS_SECRET = "objcount-webhook-tls"
 WEBHOOK_NAME = "objcount-webhook"  # its Deployment, Service and Pods' app.kubernetes.io/name
-WEBHOOK_READY_TIMEOUT = 120.0
+RECONCILER_MANAGER_TIMEOUT = 120  # seconds
+WEBHOOK_READY_TIMEOUT = 100  # seconds; within kubectl's own 120 s (NodeStack.kubectl)
 SIDECAR_TEMPLATE = "objcount-sidecar-template"  # the ConfigMap the webhook reads its template from
 
 
@@ -212,18 +212,12 @@ def install_sidecar(
     api: kubeapi.KubeApi,
     cert_dir: Path,
     *,
-    webhook_url: str | None = None,
     sidecar_env: Mapping[str, str] | None = None,
 ) -> None:
     """The README's sidecar installation, step by step: the certificate (certificate.sh), its TLS Secret,
     `kubectl apply -k manifests/sidecar`, the CA into the webhook configuration. `sidecar_env`: settings
-    added to the sidecar template's container (as a user edits that ConfigMap). `webhook_url`: the
-    webhook is served at this loopback URL instead of its Service (tests on the node harness run it as a
-    process on this machine; PLAYED BY US: its Deployment's Pods, which nothing runs there)."""
-    extra_names = ["IP:127.0.0.1"] if webhook_url else []
-    subprocess.run(
-        ["bash", str(SIDECAR_MANIFESTS / "certificate.sh"), str(cert_dir), *extra_names], check=True
-    )
+    set in the sidecar template's container (as a user edits that ConfigMap)."""
+    subprocess.run(["bash", str(SIDECAR_MANIFESTS / "certificate.sh"), str(cert_dir)], check=True)
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -233,9 +227,6 @@ def install_sidecar(
     }
     create_or_replace(api, secret)
     for item in kustomization_objects(SIDECAR_MANIFESTS):
-        if item["kind"] == "MutatingWebhookConfiguration" and webhook_url:
-            for webhook in item["webhooks"]:
-                webhook["clientConfig"] = {"url": webhook_url}
         if item["kind"] == "ConfigMap" and item["metadata"]["name"] == SIDECAR_TEMPLATE and sidecar_env:
             item["data"]["sidecar.yaml"] = sidecar_template_text(sidecar_env)
         create_or_replace(api, item)
@@ -277,27 +268,16 @@ def uninstall_webhook(api: kubeapi.KubeApi) -> None:
 
 
 def sidecar_template_text(env: Mapping[str, str] | None = None) -> str:
-    """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted), with `env`
-    added to the container's environment (as a user edits that ConfigMap to set the sidecar's settings)."""
+    """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted), with `env` set
+    in the container's environment (as a user edits that ConfigMap to set the sidecar's settings)."""
     (configmap,) = manifests_in(SIDECAR_MANIFESTS / "sidecar-template.yaml")
     text: str = configmap["data"]["sidecar.yaml"]
     if not env:
         return text
     template = yaml.safe_load(text)
-    template["container"]["env"] += [{"name": name, "value": value} for name, value in env.items()]
+    kept = [e for e in template["container"]["env"] if e["name"] not in env]
+    template["container"]["env"] = kept + [{"name": name, "value": value} for name, value in env.items()]
     return yaml.safe_dump(template, sort_keys=False)
-
-
-def webhook_env(cert_dir: Path, template: Path, port: int) -> dict[str, str]:
-    """The settings of `objcount run` in webhook mode as the shipped webhook Deployment sets them, with its
-    certificate and template at these paths and `/mutate` on this port (PLAYED BY US: its Pods; tests and
-    the demo run it as a process on this machine)."""
-    return {
-        "OBJCOUNT_MODE": "webhook",
-        "OBJCOUNT_WEBHOOK_PORT": str(port),
-        "OBJCOUNT_WEBHOOK_CERT_DIR": str(cert_dir),
-        "OBJCOUNT_SIDECAR_TEMPLATE": str(template),
-    }
 
 
 def _base64_file(path: Path) -> str:
@@ -321,84 +301,6 @@ def create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
                 "metadata": {**item["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
             },
         )
-
-
-@dataclass
-class ConfigSyncStack:
-    """Config Sync running on a local control plane (which must run kube-controller-manager)."""
-
-    plane: LocalControlPlane
-    build: ConfigSyncBuild
-    polling_period: str = "2s"
-    restart_backoff_seconds: float = 10.0
-    node: NodeHarness | None = None
-    api: kubeapi.KubeApi | None = None
-
-    def start(self) -> ConfigSyncStack:
-        if not self.plane.controller_manager:
-            raise ControlPlaneError("Config Sync needs kube-controller-manager (controller_manager=True)")
-        self.api = kubeapi.KubeApi.connect(str(self.plane.kubeconfig))
-        try:
-            install_config_sync(self.api, self.build, polling_period=self.polling_period)
-            install_guard(self.api)  # as a user who installed us has it: Config Sync must run under it
-            self.node = NodeHarness(
-                kubeconfig=self.plane.kubeconfig,
-                api_port=self.plane.port,
-                work_dir=self.plane.work_dir / "node",
-                binaries={
-                    "reconciler": self.build.reconciler,
-                    "reconciler-manager": self.build.reconciler_manager,
-                    SIDECAR_CONTAINER: Path(sys.prefix) / "bin" / "objcount",
-                },
-                runtime_dirs={SIDECAR_CONTAINER: python_runtime_dirs()},
-                restart_backoff_seconds=self.restart_backoff_seconds,
-            ).start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        if self.node is not None:
-            self.node.stop()
-        if self.api is not None:
-            self.api.close()
-
-    def __enter__(self) -> ConfigSyncStack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # ----- what tests and the demo do with it -------------------------------------------------------
-    @property
-    def harness(self) -> NodeHarness:
-        assert self.node is not None, "the stack is not started"
-        return self.node
-
-    def repo(self, key: RSyncKey) -> Path:
-        """The RSync's `repo` volume (git-sync's root is its `source/`): write commits here."""
-        return self.harness.repo_dir(key.kind, key.namespace, key.name)
-
-    def commit(self, key: RSyncKey, files: dict[str, str], *, sync_dir: str = "config") -> str:
-        """Write a new commit of `files` (as git-sync would fetch it) and point `rev` at it; its hash."""
-        commit = secrets.token_hex(20)
-        write_commit(self.repo(key), commit, files, sync_dir=sync_dir)
-        return commit
-
-    def pods(self, selector: str) -> list[JSON]:
-        """Pods of Config Sync's namespace matching `selector`, less those being deleted."""
-        assert self.api is not None, "the stack is not started"
-        pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
-        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-    def reconciler_pod(self, key: RSyncKey) -> Pod | None:
-        """The reconciler Pod of an RSync (None while there is none)."""
-        assert self.api is not None, "the stack is not started"
-        return reconciler_pod(self.api, NAMESPACE, key)
-
-    def reconciler_manager_running(self) -> bool:
-        return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
 
 
 def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
@@ -476,39 +378,44 @@ class NodeConfigSync:
 
     def install_sidecar(self, cert_dir: Path, sidecar_env: Mapping[str, str] | None = None) -> None:
         """The README's sidecar install, the webhook served by its own Pods behind its Service; returns
-        once both are Ready (their readiness probe, run by the kubelet). A reconciler Pod created before
-        that starts without the sidecar (the webhook fails open)."""
+        once its rollout is complete (both Pods pass their readiness probe, run by the kubelet). The
+        webhook reads the sidecar template when it starts, so a webhook installed before is restarted,
+        as a user does after editing the template. A reconciler Pod created before the install starts
+        without the sidecar (the webhook fails open)."""
         assert self.api is not None
+        installed_before = bool(self.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"))
         install_sidecar(self.api, cert_dir, sidecar_env=sidecar_env)
-        deadline = time.monotonic() + WEBHOOK_READY_TIMEOUT
-        while len([p for p in self.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}") if pod_ready(p)]) < 2:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"the webhook's Pods are not Ready after {WEBHOOK_READY_TIMEOUT} s:\n"
-                    + self.stack.kubectl(
-                        "describe",
-                        "pods",
-                        "-n",
-                        NAMESPACE,
-                        "-l",
-                        f"app.kubernetes.io/name={WEBHOOK_NAME}",
-                        check=False,
-                    ).stdout[-3000:]
-                )
-            time.sleep(0.5)
+        deployment = f"deployment/{WEBHOOK_NAME}"
+        if installed_before:
+            self.stack.kubectl("rollout", "restart", "-n", NAMESPACE, deployment)
+        rollout = self.stack.kubectl(
+            "rollout",
+            "status",
+            "-n",
+            NAMESPACE,
+            deployment,
+            f"--timeout={WEBHOOK_READY_TIMEOUT}s",
+            check=False,
+        )
+        if rollout.returncode != 0:
+            described = self.stack.kubectl(
+                "describe",
+                "pods",
+                "-n",
+                NAMESPACE,
+                "-l",
+                f"app.kubernetes.io/name={WEBHOOK_NAME}",
+                check=False,
+            )
+            raise TimeoutError(
+                f"the webhook's rollout did not complete: {rollout.stderr}\n{described.stdout[-3000:]}"
+            )
 
 
 def pod_ready(pod: JSON) -> bool:
     """The Pod's Ready condition is True (every container passes its readiness probe)."""
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def python_runtime_dirs() -> list[Path]:
-    """What this interpreter needs inside a container's root: the system's libraries, Python itself,
-    the virtualenv and the checkout it installs in editable mode (PLAYED BY US: the sidecar's image)."""
-    system = [Path(d) for d in ("/usr", "/lib", "/lib64", "/bin", "/sbin") if Path(d).exists()]
-    return [*system, Path(sys.base_prefix), Path(sys.prefix), REPO_ROOT]
 
 
 def rsync_gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
@@ -533,7 +440,8 @@ def container_running(pod: JSON, container: str) -> bool:
 
 
 def rootsync(name: str, *, sync_dir: str = "config") -> JSON:
-    """A RootSync of an (unreachable) git repository in unstructured format: the test plays git-sync."""
+    """A RootSync of an unreachable git repository in unstructured format, for an API server where no
+    reconciler runs (on the real node, NodeConfigSync.rsync names its git server)."""
     body = _rsync("RootSync", NAMESPACE, name, sync_dir)
     body["spec"]["sourceFormat"] = "unstructured"
     return body
@@ -582,13 +490,21 @@ def _rsync(kind: str, namespace: str, name: str, sync_dir: str) -> JSON:
 
 
 @contextlib.contextmanager
-def running_config_sync(**kwargs: object) -> Iterator[ConfigSyncStack]:
-    """Build what is missing, start a control plane with Config Sync on it, stop and remove it all on exit."""
-    plane = LocalControlPlane(build_binaries())
+def running_config_sync_on_node() -> Iterator[NodeConfigSync]:
+    """Build what is missing, start the stack with a real node and Config Sync on it (its reconciler-
+    manager running), stop and remove it all on exit."""
     build = build_configsync()
-    try:
-        plane.start()
-        with ConfigSyncStack(plane, build, **kwargs) as stack:  # type: ignore[arg-type]
-            yield stack
-    finally:
-        plane.cleanup()
+    with running_node_stack(configsync_node_images(build)) as stack:
+        config_sync = NodeConfigSync(stack, build).start()
+        try:
+            deadline = time.monotonic() + RECONCILER_MANAGER_TIMEOUT
+            while not config_sync.reconciler_manager_running():
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(
+                        f"the reconciler-manager Pod is not running after {RECONCILER_MANAGER_TIMEOUT} s:\n"
+                        + stack.kubectl("describe", "pods", "-n", NAMESPACE, check=False).stdout[-3000:]
+                    )
+                time.sleep(0.2)
+            yield config_sync
+        finally:
+            config_sync.stop()

@@ -2,8 +2,9 @@
 
 With `controller_manager=True` (the default) kube-controller-manager runs too, so Deployments get
 ReplicaSets and Pods, namespaces get their `default` ServiceAccount and finish deleting, ServiceAccount
-admission is on (Pods get their projected token volume) and garbage collection runs. Nothing schedules
-or runs Pods: `controlplane.node` plays the kubelet for Config Sync's reconciler Pods. The plane without
+admission is on (Pods get their projected token volume) and garbage collection runs. Alone it schedules
+and runs no Pod: inside a sandbox with a real node (`controlplane.stack`) kube-scheduler and the
+kubelet do. The plane without
 the controller-manager (`controller_manager=False`) is the bare API server the first tests were written
 against: Deployments are stored and nothing else happens.
 

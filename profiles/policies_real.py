@@ -5,18 +5,20 @@ another.
                                      [--out profiles/out/policies-real] [--hold 30] [--settle 60]
                                      [--phase-timeout 900] [--resume]
 
-On the local stack (Config Sync v1.22.0 built from the pinned source; its Pods run by our node harness,
-PLAYED BY US: the kubelet and git-sync; the reconciler process, its memory cgroup and its OOM kills are
-real), each (shape, policy) gets a RootSync of its own, so a fresh reconciler, and plays one timeline:
+On the local stack with a real node (Config Sync v1.22.0 built from the pinned source, its Pods run by the
+kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each (shape, policy) gets a
+RootSync of its own, so a fresh reconciler, and plays one timeline:
 grow (two commits), a big commit, then a prune to a few objects, with a restart of the policy's
 controller (our service, or the prototype's counter) once the reconciler has started that prune. After
 each commit is synced (or after `--phase-timeout`), `--hold` seconds pass before the next; `--settle`
 after the last. A sampler reads the reconciler Pod every second: its memory request and limit, the
-process's resident memory (VmRSS), container restarts and the cgroup's OOM kills.
+working set of the reconciler container's memory cgroup (usage less inactive file pages, as the kubelet
+computes it), container restarts and the OOM kills the kubelet reports (`OOMKilled` terminations).
 
 Policies (the rivals' rules are in `profiles.rivals`, shared with the simulator):
-- ours (default): `objcount run` in sidecar mode with its default settings, run on the host next to the
-  stack (admin credentials; PLAYED BY US: the sidecar container), target `rsync-override`;
+- ours (default): our sidecar as the README installs it (our webhook's Pods inject it into the reconciler
+  Pod), with its shipped settings, target `rsync-override`; its restart is a SIGTERM to its process,
+  after which the kubelet starts the container again;
 - ours count-only: the same with `OBJCOUNT_PRESET=fitted` (objects only, the previous default);
 - prototype, no persistence: 128 MiB + 0.2 MiB per object on max(source, synced) with request = limit,
   its synced count lost when it restarts;
@@ -42,7 +44,6 @@ import itertools
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -50,23 +51,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tqdm import tqdm
 
+from autoscaler import quantity
 from autoscaler.policy import PROTOTYPE
 from controlplane.configsync import (
     NAMESPACE,
+    SIDECAR_CONTAINER,
     VERSION,
-    ConfigSyncStack,
-    rootsync,
+    NodeConfigSync,
     rsync_gone,
-    running_config_sync,
+    running_config_sync_on_node,
     synced,
+    uninstall_webhook,
 )
-from controlplane.launcher import free_port
-from controlplane.node import memory_bytes
-from controlplane.seed import REPO_ROOT, install_crds
+from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from profiles.reconciler_memory import WIDGET_CRD, manifests
@@ -92,11 +93,11 @@ PHASES = ("grow 1", "grow 2", "big commit", "prune")
 class Sample:
     t: float  # seconds since the RootSync was created
     pod: str  # "" while there is no reconciler Pod
-    rss_mib: float | None  # the reconciler process's VmRSS
+    rss_mib: float | None  # the reconciler container's working set
     request_mib: float | None
     limit_mib: float | None
     restarts: int  # the reconciler container's restartCount in this Pod
-    oom_kills: int  # the cgroup's OOM kills in this Pod
+    oom_kills: int  # the OOM kills of the reconciler container in this Pod (the kubelet's reports)
 
     @property
     def reserved_mib(self) -> float:
@@ -190,7 +191,7 @@ def override(memory_mib: int | None, cpu_m: int | None = None) -> JSON:
 
 
 class Policy(Protocol):
-    def start(self, stack: ConfigSyncStack, key: RSyncKey, log_dir: Path) -> JSON | None:
+    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
         """Starts its controller; the RSync's initial override (None: none)."""
 
     def tick(self, seen: Seen) -> JSON | None:
@@ -205,7 +206,7 @@ class Policy(Protocol):
 class StaticPolicy:
     rule: Static
 
-    def start(self, stack: ConfigSyncStack, key: RSyncKey, log_dir: Path) -> JSON | None:
+    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
         if self.rule == STATIC_STANDARD:
             return None  # Config Sync's own template
         assert self.rule.limit_mib == self.rule.request_mib
@@ -226,7 +227,7 @@ class PrototypePolicy:
     memory_mib: int = 0
     synced_since_restart: bool = False
 
-    def start(self, stack: ConfigSyncStack, key: RSyncKey, log_dir: Path) -> JSON | None:
+    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
         return None  # its first tick sizes it, as the prototype did once the reconciler reported
 
     def tick(self, seen: Seen) -> JSON | None:
@@ -248,7 +249,7 @@ class PrototypePolicy:
 class VpaLikePolicy:
     vpa: VpaLike = field(default_factory=lambda: VpaLike(every_s=30, window_s=600))
 
-    def start(self, stack: ConfigSyncStack, key: RSyncKey, log_dir: Path) -> JSON | None:
+    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
         return override(math.ceil(self.vpa.request_mib))
 
     def tick(self, seen: Seen) -> JSON | None:
@@ -264,50 +265,48 @@ class VpaLikePolicy:
 
 @dataclass
 class ServicePolicy:
-    """Our service in sidecar mode, run on the host (PLAYED BY US: the sidecar container)."""
+    """Our sidecar, installed as the README says with these settings in its template."""
 
     env: dict[str, str]
-    process: subprocess.Popen[bytes] | None = None
-    launch: Callable[[], subprocess.Popen[bytes]] | None = None
+    config_sync: NodeConfigSync | None = None
+    key: RSyncKey | None = None
+    log: Path | None = None
 
-    def start(self, stack: ConfigSyncStack, key: RSyncKey, log_dir: Path) -> JSON | None:
-        env = {
-            **os.environ,
-            "OBJCOUNT_KUBECONFIG": str(stack.plane.kubeconfig),
-            "OBJCOUNT_MODE": "sidecar",
-            "OBJCOUNT_RSYNC_KIND": key.kind,
-            "OBJCOUNT_RSYNC_NAME": key.name,
-            "OBJCOUNT_RSYNC_NAMESPACE": key.namespace,
-            "OBJCOUNT_SOURCE_ROOT": str(stack.repo(key)),
-            "OBJCOUNT_TARGET": "rsync-override",
-            "OBJCOUNT_BIND_ADDRESS": "127.0.0.1",
-            "OBJCOUNT_METRICS_PORT": str(free_port()),
-            "OBJCOUNT_HEALTH_PORT": str(free_port()),
-            **self.env,
-        }
-        log = log_dir / f"service-{key.name}.log"
-
-        def launch() -> subprocess.Popen[bytes]:
-            with log.open("ab") as out:
-                command = [sys.executable, "-m", "autoscaler.cli", "run"]
-                return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-        self.launch = launch
-        self.process = launch()
+    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
+        self.config_sync, self.key, self.log = stack, key, log_dir / f"service-{key.name}.log"
+        stack.install_sidecar(log_dir / "certs", self.env)
         return None
 
     def tick(self, seen: Seen) -> JSON | None:
         return None
 
     def restart(self) -> None:
-        self.stop()
-        assert self.launch is not None
-        self.process = self.launch()
+        """SIGTERM to the sidecar's process; the kubelet starts the container again in the same Pod."""
+        assert self.config_sync is not None
+        assert self.key is not None
+        pod = self.config_sync.reconciler_pod(self.key)
+        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+        ours = next((s for s in cast(list[JSON], statuses) if s["name"] == SIDECAR_CONTAINER), {})
+        if "running" not in (ours.get("state") or {}):
+            print(f"{self.key.name}: no sidecar running to restart", file=sys.stderr)
+            return
+        stack = self.config_sync.stack
+        pid = int((stack.container_cgroup(ours["containerID"]) / "cgroup.procs").read_text().split()[0])
+        os.kill(pid, signal.SIGTERM)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(60)
+        """The sidecar's log is kept; the webhook configuration is removed, so the next policy's Pods run
+        without the sidecar."""
+        if self.config_sync is None or self.key is None or self.config_sync.api is None:
+            return
+        pod = self.config_sync.reconciler_pod(self.key)
+        if pod is not None and self.log is not None:
+            name = pod["metadata"]["name"]
+            logs = self.config_sync.stack.kubectl(
+                "logs", "-n", NAMESPACE, name, "-c", SIDECAR_CONTAINER, check=False
+            )
+            self.log.write_text(logs.stdout + logs.stderr)
+        uninstall_webhook(self.config_sync.api)
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {
@@ -323,12 +322,14 @@ SLUGS = dict(zip(POLICIES, ["ours", "count-only", "prototype", "standard", "auto
 
 
 # ----- the run against the stack ------------------------------------------------------------------------
-def _mib(quantity: str | None) -> float | None:
-    value = memory_bytes(quantity)
-    return None if value is None else value / MiB
+def _mib(value: str | None) -> float | None:
+    return None if not value else float(quantity.parse(value)) / MiB
 
 
-def sample(stack: ConfigSyncStack, key: RSyncKey, t: float) -> Sample:
+def sample(stack: NodeConfigSync, key: RSyncKey, t: float, killed: dict[str, set[str]]) -> Sample:
+    """The reconciler Pod now; `killed` keeps, per Pod, the containers the kubelet reported OOM-killed
+    (it reports only the last termination, which a sample every second cannot miss: a restart after a
+    kill waits at least 10 s)."""
     found = stack.reconciler_pod(key)
     if found is None:
         return Sample(t, "", None, None, None, 0, 0)
@@ -338,13 +339,14 @@ def sample(stack: ConfigSyncStack, key: RSyncKey, t: float) -> Sample:
     resources = container.get("resources") or {}
     statuses: list[JSON] = (pod.get("status") or {}).get("containerStatuses") or []
     status: JSON = next((s for s in statuses if s["name"] == "reconciler"), {})
-    rss = kills = None
-    state = stack.harness.container(name)
-    if state is not None:
-        with contextlib.suppress(OSError):
-            rss = state.resident_kib()[0] / 1024
-        with contextlib.suppress(OSError):
-            kills = state.cgroup.oom_kills()
+    terminated = (status.get("lastState") or {}).get("terminated") or {}
+    kills = killed.setdefault(name, set())
+    if terminated.get("reason") == "OOMKilled":
+        kills.add(str(terminated.get("containerID")))
+    rss = None
+    if "running" in (status.get("state") or {}):
+        with contextlib.suppress(OSError, LookupError):
+            rss = stack.stack.container_memory(status["containerID"]).working_set / MiB
     return Sample(
         t,
         name,
@@ -352,7 +354,7 @@ def sample(stack: ConfigSyncStack, key: RSyncKey, t: float) -> Sample:
         _mib((resources.get("requests") or {}).get("memory")),
         _mib((resources.get("limits") or {}).get("memory")),
         int(status.get("restartCount") or 0),
-        kills or 0,
+        len(kills),
     )
 
 
@@ -360,12 +362,13 @@ def sample(stack: ConfigSyncStack, key: RSyncKey, t: float) -> Sample:
 class Timeline:
     """Played against one RootSync; a sampler thread ticks the policy every second."""
 
-    stack: ConfigSyncStack
+    stack: NodeConfigSync
     key: RSyncKey
     policy: Policy
     source: int = 0
     commit: str = ""
     samples: list[Sample] = field(default_factory=list)
+    killed: dict[str, set[str]] = field(default_factory=dict)
     began: float = field(default_factory=time.monotonic)
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -393,14 +396,14 @@ class Timeline:
     def sampler(self) -> None:
         while not self.stopping.wait(1.0):
             try:
-                latest = sample(self.stack, self.key, self.now())
+                latest = sample(self.stack, self.key, self.now(), self.killed)
                 self.samples.append(latest)
                 kills = restarts_and_kills(self.samples)[1]
                 seen = Seen(latest.t, latest.rss_mib, self.source, self.inventory(), self.synced(), kills)
                 change = self.policy.tick(seen)
                 if change is not None:
                     self.write(change)
-            except (kubeapi.ApiError, OSError) as error:  # a benchmark: note it and sample again
+            except (kubeapi.ApiError, OSError, LookupError) as error:  # a benchmark: note it, sample again
                 print(f"{self.key.name}: sampling failed: {error}", file=sys.stderr)
 
     def synced(self) -> bool:
@@ -443,13 +446,13 @@ class Timeline:
 
 
 def run_one(
-    stack: ConfigSyncStack, shape: str, name: str, args: argparse.Namespace
+    stack: NodeConfigSync, shape: str, name: str, args: argparse.Namespace
 ) -> tuple[Result, list[Sample]]:
     api = stack.api
     assert api is not None
     key = RSyncKey("RootSync", NAMESPACE, f"pol-{shape}-{SLUGS[name]}")
     policy = POLICIES[name]()
-    body = rootsync(key.name)
+    body = stack.rsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
     timeline = Timeline(stack, key, policy)
     initial = policy.start(stack, key, args.out)
@@ -551,7 +554,7 @@ def _seconds(value: float | None) -> str:
 def markdown(results: Sequence[Result]) -> str:
     lines = [
         "| shape | policy | OOM kills | restarts | to synced, s (grow 1 / grow 2 / big / prune) | reserved "
-        "(MiB-h) | largest limit (MiB) | peak RSS (MiB) | peak above request (MiB) | run (s) |",
+        "(MiB-h) | largest limit (MiB) | peak working set (MiB) | peak above request (MiB) | run (s) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -596,7 +599,7 @@ def plot(results: Sequence[Result], out: Path, path: Path) -> None:
             axis.plot(
                 minutes,
                 [s.rss_mib if s.rss_mib is not None else nan for s in trace],
-                label="RSS",
+                label="working set",
                 color="tab:blue",
             )
             axis.plot(minutes, [s.request_mib or nan for s in trace], label="request", color="tab:green")
@@ -613,7 +616,7 @@ def plot(results: Sequence[Result], out: Path, path: Path) -> None:
     for column in range(len(shapes)):
         axes[-1][column].set_xlabel("minutes since the RootSync was created")
     figure.suptitle(
-        f"Config Sync {VERSION} reconciler under each policy (local stack; kubelet played by us)", fontsize=9
+        f"Config Sync {VERSION} reconciler under each policy (local stack, real node)", fontsize=9
     )
     figure.tight_layout()
     figure.savefig(path, dpi=80)
@@ -627,7 +630,7 @@ def run(shapes: list[str], policies: list[str], args: argparse.Namespace) -> lis
         table.unlink(missing_ok=True)
     done = {(r.shape, r.policy) for r in read_results(table)}
     todo = [(s, p) for s in shapes for p in policies if (s, p) not in done]
-    with running_config_sync() as stack:
+    with running_config_sync_on_node() as stack:
         assert stack.api is not None
         install_crds(stack.api, [WIDGET_CRD])
         for shape, policy in tqdm(todo, desc="runs", unit="run"):

@@ -4,15 +4,17 @@
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
                                          [--extra-crds 0] [--resume]
 
-On the local stack (Config Sync v1.22.0 built from the pinned source; its Pods run by our node harness,
-PLAYED BY US: the kubelet and git-sync; the reconciler process and its memory are real), each point is
+On the local stack with a real node (Config Sync v1.22.0 built from the pinned source, its Pods run by
+the kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each point is
 one RootSync created for it, so each reconciler starts fresh: its source is a commit of N objects of one
 shape in a namespace of their own (which the reconciler creates, an implicit Namespace), its memory limit
-4Gi so nothing is killed. When its status says the commit is synced, the point records the process's
-peak resident memory (`VmHWM` in /proc: the cgroup's peak would count page cache too), the seconds from
+4Gi so nothing is killed. When its status says the commit is synced, the point records the peak of the
+memory cgroup the kubelet made for the reconciler container (`max_usage_in_bytes`, cgroup v1: resident
+memory and the page cache charged to it; git-sync writes the checkout, so its pages are charged to
+git-sync's cgroup; points measured before the real node used the process's `VmHWM`), the seconds from
 the RootSync's creation to synced, and the counts (source, inventory). Then a commit of one object of
 the shape makes the same reconciler prune the rest, and the peak is read again when that commit is
-synced (the process's peak over the apply and the prune: the prune can cost more than the apply). The
+synced (the peak over the apply and the prune: the prune can cost more than the apply). The
 RootSync is then deleted with Config Sync's foreground deletion propagation, so its objects are gone
 before the next point starts.
 
@@ -36,7 +38,7 @@ the cluster's Config Sync reads (pushed with `git push`: your credentials), and 
 `--repo-url` at that directory. There is no process to read a peak from: the reconciler container's
 memory is sampled from the metrics API (`metrics.k8s.io`: the working set, as the kubelet reports it)
 every `--sample-seconds` while each commit syncs, and the largest sample is recorded (`measured` says
-which: `VmHWM` here, `metrics API` there). A sample interval can miss a short peak: a lower bound.
+which: `cgroup peak` here, `metrics API` there). A sample interval can miss a short peak: a lower bound.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 from tqdm import tqdm
@@ -61,10 +63,10 @@ from tqdm import tqdm
 from controlplane.configsync import (
     NAMESPACE,
     VERSION,
-    ConfigSyncStack,
+    NodeConfigSync,
     rootsync,
     rsync_gone,
-    running_config_sync,
+    running_config_sync_on_node,
     synced,
 )
 from controlplane.seed import install_crds
@@ -183,9 +185,9 @@ class Point:
     objects: int
     source_bytes: int  # of the commit's manifests, as YAML
     inventory_entries: int
-    peak_rss_mib: float  # VmHWM of the reconciler process after the apply
+    peak_rss_mib: float  # the peak after the apply (`measured` says which peak)
     seconds_to_synced: float  # from the RootSync's creation
-    peak_with_prune_mib: float  # VmHWM after the prune down to one object
+    peak_with_prune_mib: float  # the peak after the prune down to one object
     seconds_to_pruned: float  # from the one-object commit
     crds: int  # CRDs the cluster serves (Config Sync's, Widget, the --extra-crds)
     api_resources: int  # resource types discovery serves (what the service reads as the API surface)
@@ -193,7 +195,7 @@ class Point:
     version: str
     date: str
     machine: str
-    measured: str = "VmHWM"  # or "metrics API": the largest of the samples (another cluster)
+    measured: str = "cgroup peak"  # "VmHWM" (before the real node), "metrics API" (another cluster)
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -224,33 +226,45 @@ class Where(Protocol):
 
 @dataclass
 class LocalStack:
-    """The local stack: the test plays git-sync; the peak is the process's VmHWM."""
+    """The local stack with a real node: commits through git and git-sync (a stand-in, see
+    controlplane.images); the peak is the reconciler container's memory cgroup's (`max_usage_in_bytes`,
+    as the kubelet set the cgroup up: page cache included)."""
 
-    stack: ConfigSyncStack
-    measured: str = "VmHWM"
+    config_sync: NodeConfigSync
+    measured: str = "cgroup peak"
     version: str = VERSION
 
     @property
     def api(self) -> kubeapi.KubeApi:
-        assert self.stack.api is not None
-        return self.stack.api
+        assert self.config_sync.api is not None
+        return self.config_sync.api
 
     @property
     def machine(self) -> str:
         return f"{platform.machine()}, {_cores()} cores"
 
     def rootsync(self, key: RSyncKey) -> JSON:
-        return rootsync(key.name)
+        return self.config_sync.rsync(key)
 
     def commit(self, key: RSyncKey, text: str) -> str:
-        return self.stack.commit(key, {"objects.yaml": text})
+        return self.config_sync.commit(key, {"objects.yaml": text})
 
     def wait_synced(self, key: RSyncKey, commit: str) -> None:
         api = self.api
         _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
 
     def peak_mib(self, key: RSyncKey) -> float:
-        return _peak_rss_mib(self.stack, key)
+        """The peak of the reconciler container's cgroup; it must not have restarted (a restart is a new
+        cgroup, so its peak would start again from zero)."""
+        pod = self.config_sync.reconciler_pod(key)
+        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+        status = next((s for s in cast(list[JSON], statuses) if s["name"] == "reconciler"), None)
+        if status is None or "running" not in (status.get("state") or {}):
+            raise RuntimeError(f"{key}: no running reconciler to measure")
+        if status.get("restartCount"):
+            raise RuntimeError(f"{key}: the reconciler restarted; its peak is lost: {status}")
+        peak = self.config_sync.stack.container_memory(status["containerID"]).peak
+        return round(peak / (1 << 20), 1)
 
 
 @dataclass
@@ -354,14 +368,6 @@ def measure(where: Where, shape: str, count: int, extra_crds: int) -> Point:
     )
 
 
-def _peak_rss_mib(stack: ConfigSyncStack, key: RSyncKey) -> float:
-    pod = stack.reconciler_pod(key)
-    state = stack.harness.container(pod["metadata"]["name"]) if pod else None
-    if state is None:
-        raise RuntimeError(f"{key}: no reconciler process to measure")
-    return round(state.resident_kib()[1] / 1024, 1)
-
-
 def _crds(api: kubeapi.KubeApi) -> int:
     """CRDs the cluster serves (fewer than a page's 500 here: the ramp installs at most a few hundred)."""
     return len(orjson.loads(api.list_page(kubeapi.CRD, None, limit=5000))["items"])
@@ -462,8 +468,8 @@ def run(
     if cluster is not None:
         measure_all(cluster)
     else:
-        with running_config_sync() as stack:
-            measure_all(LocalStack(stack))
+        with running_config_sync_on_node() as config_sync:
+            measure_all(LocalStack(config_sync))
     points = read_points(table)
     (out / "reconciler-memory.md").write_text(markdown(points))
     plot(points, out / "reconciler-memory.png")

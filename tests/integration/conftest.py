@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +15,16 @@ from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync import (
     RSYNC_CRD_FILES,
     ConfigSyncBuild,
-    ConfigSyncStack,
+    NodeConfigSync,
     build_configsync,
     install_rsync_crds,
+    rsync_gone,
+    running_config_sync_on_node,
 )
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import Service, alive, wait_for
+from tests.helpers import FIGURES, NODE_STARTUP, Service, alive, wait_for
 
 _STARTUP_KEY = pytest.StashKey[float]()
 
@@ -41,7 +42,7 @@ def configsync_build() -> ConfigSyncBuild:
 @pytest.fixture(scope="session")
 def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
     # Config Sync's CRDs and our objects on a bare API server (no controller-manager); Config Sync itself
-    # runs on its own plane (the `config_sync` fixture).
+    # runs on the real node (the `config_sync_on_node` fixture).
     plane = LocalControlPlane(control_plane_bin_dir, controller_manager=False)
     plane.start()
     assert plane.startup_seconds is not None
@@ -82,11 +83,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     seconds = config.stash.get(_STARTUP_KEY, None)
     if seconds is not None:
         terminalreporter.write_line(f"local control plane: start to ready in {seconds:.2f} s")
-    seconds = config.stash.get(_STACK_STARTUP_KEY, None)
-    if seconds is not None:
-        terminalreporter.write_line(
-            f"Config Sync stack (control plane + controller-manager + reconciler-manager running): {seconds:.2f} s"
-        )
 
 
 @pytest.fixture
@@ -134,36 +130,33 @@ def _swap_crds(api: kubeapi.KubeApi, crds: list[JSON], *, expect_pruned: bool) -
         wait_for(pruned_as_expected, timeout=60, what=f"{kind} CRD schema to take effect")
 
 
-# ----- real Config Sync -------------------------------------------------------------------------------------
-_STACK_STARTUP_KEY = pytest.StashKey[float]()
-
-
-@pytest.fixture(scope="session")
-def config_sync(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[ConfigSyncStack]:
-    """Config Sync v1.22.0 (built from the pinned source) on its own control plane with
-    kube-controller-manager and the upstream CRDs; its Pods run by the node harness (played by us)."""
-    build = build_configsync()
-    plane = LocalControlPlane(control_plane_bin_dir)
-    stack = ConfigSyncStack(plane, build)
-    began = time.monotonic()
-    try:
-        plane.start()
-        stack.start()
-        wait_for(stack.reconciler_manager_running, timeout=120, what="the reconciler-manager to run")
-        pytestconfig.stash[_STACK_STARTUP_KEY] = time.monotonic() - began
-        yield stack
-    finally:
-        node_pids = list(stack.harness.pids()) if stack.node is not None else []
-        stack.stop()
-        pids = plane.pids() + node_pids
-        plane.cleanup()
-        still_running = [pid for pid in pids if alive(pid)]
-        assert not still_running, f"Config Sync stack processes left running: {still_running}"
-
-
 @pytest.fixture
 def services() -> Iterator[list[Service]]:
     started: list[Service] = []
     yield started
     for service in started:
         service.stop(signal.SIGKILL)
+
+
+# ----- real Config Sync on the real node ----------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def config_sync_on_node() -> Iterator[NodeConfigSync]:
+    """Config Sync v1.22.0 on the real node (kubelet, containerd, runc), shared by the session's tests."""
+    with running_config_sync_on_node() as config_sync:
+        FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
+        yield config_sync
+
+
+@pytest.fixture
+def rsyncs(config_sync_on_node: NodeConfigSync) -> Iterator[list[RSyncKey]]:
+    """RSyncs a test creates (it appends their keys), deleted after it; Config Sync's finalizers run, so
+    their reconcilers are gone before the next test."""
+    created: list[RSyncKey] = []
+    yield created
+    api = config_sync_on_node.api
+    assert api is not None
+    for key in created:
+        with contextlib.suppress(kubeapi.NotFound):
+            api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+    for key in created:
+        wait_for(lambda k=key: rsync_gone(api, k), timeout=120, what=f"{key} deleted by Config Sync")

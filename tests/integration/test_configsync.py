@@ -1,69 +1,72 @@
-"""Real Config Sync in the loop: v1.22.0's reconciler-manager and reconcilers, built from the pinned
-source, on a control plane with kube-controller-manager and the upstream CRDs unmodified.
+"""Our service with real Config Sync on the real node: v1.22.0's reconciler-manager and reconcilers, built
+from the pinned source, run by the kubelet with containerd and runc, the upstream CRDs unmodified; our
+sidecar and webhook run as Pods of our image (built from the Dockerfile), installed as the README says.
+A commit travels through git and git-sync (a stand-in, see controlplane.images) to the reconciler.
 
-The reconciler processes, their memory cgroups and OOM kills are real; the Pod lifecycle around them
-(status, restarts, volumes) is played by `controlplane.node`, and the test plays git-sync by writing
-commits into the RSync's `repo` volume. Expected counts and sizes are worked out by hand below, never
-computed by the code under test.
+Each test sets the sidecar's settings in the template ConfigMap, as a user does, and the webhook is
+restarted to read it. Memory limits are read from the cgroups the kubelet made; our metrics through the
+API server's Pod proxy. Expected counts and sizes are worked out by hand below, never computed by the
+code under test.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import pytest
 import yaml
 
-from autoscaler.annotations import RECOMMENDED_ANNOTATION, SOURCE_ANNOTATION, SYNC_ANNOTATION
+from autoscaler.annotations import RECOMMENDED_ANNOTATION
 from controlplane.configsync import (
     NAMESPACE,
     SIDECAR_CONTAINER,
-    ConfigSyncStack,
-    build_configsync,
-    container_running,
+    WEBHOOK_NAME,
+    NodeConfigSync,
     create_or_replace,
     grant_reposync,
-    install_cluster,
-    install_sidecar,
-    reposync,
-    rootsync,
-    rsync_gone,
     sidecar_template_text,
     uninstall_webhook,
-    webhook_env,
 )
-from controlplane.launcher import free_port
-from controlplane.node import ContainerState, MemoryCgroup
+from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import (
-    Service,
-    alive,
-    kib,
-    legacy_count,
-    network_namespaces_in_use,
-    size_aware_by_hand,
-    wait_for,
+from tests.helpers import kib, legacy_count, size_aware_by_hand, wait_for
+from tests.integration.on_node import (
+    HEALTH_PORT,
+    JSON,
+    container_log,
+    container_status,
+    counts,
+    inventory_entries,
+    json_log,
+    main_pid,
+    memory_limit_of_pod,
+    metric,
+    objects_in,
+    our_process,
+    override,
+    pod_get,
+    quantity_bytes,
+    reconciler_memory_limit,
+    reconciler_resources,
+    rsync_of,
 )
 
-JSON = dict[str, Any]
 MiB = 1 << 20
 SYNC_TIMEOUT = 240.0
 CONFIG_SYNC_FINALIZERS = {"configsync.gke.io/reconciler-manager", "configsync.gke.io/reconciler"}
+Install = Callable[[dict[str, str]], None]
 
 
 def _suffix() -> str:
@@ -71,39 +74,47 @@ def _suffix() -> str:
 
 
 @pytest.fixture
-def stack(config_sync: ConfigSyncStack) -> Iterator[ConfigSyncStack]:
-    """The shared stack; RSyncs a test creates are deleted after it (Config Sync's finalizers run)."""
-    created: list[RSyncKey] = []
-    config_sync.created = created  # type: ignore[attr-defined]
-    yield config_sync
-    api = config_sync.api
-    assert api is not None
-    for key in created:
-        resource = kubeapi.RSYNC_RESOURCES[key.kind]
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(resource, key.namespace, key.name)
-    for key in created:
-        wait_for(lambda k=key: rsync_gone(api, k), timeout=120, what=f"{key} deleted by Config Sync")
+def cs(config_sync_on_node: NodeConfigSync) -> NodeConfigSync:
+    return config_sync_on_node
 
 
-def create(stack: ConfigSyncStack, body: JSON) -> RSyncKey:
+@pytest.fixture
+def api(cs: NodeConfigSync) -> kubeapi.KubeApi:
+    assert cs.api is not None
+    return cs.api
+
+
+@pytest.fixture
+def sidecar(cs: NodeConfigSync, tmp_path: Path) -> Iterator[Install]:
+    """Installs the sidecar as the README says, with these settings in its template; the webhook
+    configuration is removed after the test, so that other tests' reconciler Pods run without it."""
+
+    def install(env: dict[str, str]) -> None:
+        cs.install_sidecar(tmp_path / "certs", env)
+
+    yield install
+    assert cs.api is not None
+    uninstall_webhook(cs.api)
+
+
+def fitted(target: str, **settings: str) -> dict[str, str]:
+    """Sidecar settings: this target, no scale-down delay, and the count-only `fitted` preset (whose sizes
+    are worked out by hand below) unless `preset` is given; `settings` by name without OBJCOUNT_."""
+    return {
+        "OBJCOUNT_PRESET": "fitted",
+        "OBJCOUNT_TARGET": target,
+        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
+        **{f"OBJCOUNT_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
+def create(cs: NodeConfigSync, rsyncs: list[RSyncKey], body: JSON) -> RSyncKey:
     meta = body["metadata"]
     key = RSyncKey(body["kind"], meta["namespace"], meta["name"])
-    assert stack.api is not None
-    stack.api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, body)
-    stack.created.append(key)  # type: ignore[attr-defined]
+    assert cs.api is not None
+    cs.api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, body)
+    rsyncs.append(key)
     return key
-
-
-def get_rsync(stack: ConfigSyncStack, key: RSyncKey) -> JSON:
-    assert stack.api is not None
-    return stack.api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
-
-
-def sync_completed(stack: ConfigSyncStack, key: RSyncKey, commit: str) -> JSON | None:
-    """The RSync once the reconciler reports the sync of `commit` finished without errors."""
-    rsync = get_rsync(stack, key)
-    return rsync if finished(rsync, commit) else None
 
 
 def finished(rsync: JSON, commit: str) -> bool:
@@ -121,55 +132,19 @@ def finished(rsync: JSON, commit: str) -> bool:
     return bool(done)
 
 
-def inventory_entries(stack: ConfigSyncStack, key: RSyncKey) -> list[JSON]:
-    assert stack.api is not None
-    group = stack.api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name)
-    entries: list[JSON] = (group.get("spec") or {}).get("resources") or []
-    return entries
+def sync_completed(api: kubeapi.KubeApi, key: RSyncKey, commit: str) -> JSON | None:
+    rsync = rsync_of(api, key)
+    return rsync if finished(rsync, commit) else None
 
 
-def objects_in(text: str) -> int:
-    """Objects in a manifest file, counted here with PyYAML (not with the code under test)."""
-    return sum(1 for document in yaml.safe_load_all(text) if document)
-
-
-def sidecar_env(stack: ConfigSyncStack, key: RSyncKey, target: str) -> dict[str, str]:
-    """Our service in sidecar mode for one RSync, run on the host next to the stack (admin credentials),
-    with the count-only `fitted` preset: the tests using it work each size out by hand from the counts
-    (the default, size-aware, is worked out by hand where the shipped install runs it)."""
-    return {
-        "OBJCOUNT_PRESET": "fitted",
-        "OBJCOUNT_KUBECONFIG": str(stack.plane.kubeconfig),
-        "OBJCOUNT_MODE": "sidecar",
-        "OBJCOUNT_RSYNC_KIND": key.kind,
-        "OBJCOUNT_RSYNC_NAME": key.name,
-        "OBJCOUNT_RSYNC_NAMESPACE": key.namespace,
-        "OBJCOUNT_SOURCE_ROOT": str(stack.repo(key)),
-        "OBJCOUNT_TARGET": target,
-        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
-    }
-
-
-def scaled_kib(stack: ConfigSyncStack, key: RSyncKey, objects: int) -> int:
-    """KiB of the RSync's current commit (read here from its files), scaled from its objects to `objects`
-    and rounded up, as the size-aware preset sizes them."""
-    commit_dir = (stack.repo(key) / "source" / "rev").resolve()
-    manifests = [path.read_text() for path in sorted(commit_dir.rglob("*.yaml"))]
-    in_source = sum(objects_in(text) for text in manifests)
-    return -(-kib(*manifests) * objects // in_source)
-
-
-def count_annotations(stack: ConfigSyncStack, key: RSyncKey) -> tuple[str | None, str | None]:
-    annotations = get_rsync(stack, key)["metadata"].get("annotations") or {}
-    return annotations.get(SOURCE_ANNOTATION), annotations.get(SYNC_ANNOTATION)
-
-
-def assert_config_sync_state_intact(stack: ConfigSyncStack, key: RSyncKey, commit: str) -> None:
+def assert_config_sync_state_intact(cs: NodeConfigSync, key: RSyncKey, commit: str) -> None:
     """What Config Sync writes on the RSync is all there, and it reports no error."""
+    assert cs.api is not None
+    api = cs.api
 
     def reconciled() -> JSON | None:
         # The reconciler-manager reports Reconciling until the Deployment has been available 10 s.
-        rsync = get_rsync(stack, key)
+        rsync = rsync_of(api, key)
         conditions = {c["type"]: c for c in (rsync.get("status") or {}).get("conditions") or []}
         return rsync if conditions.get("Reconciling", {}).get("status") == "False" else None
 
@@ -183,15 +158,14 @@ def assert_config_sync_state_intact(stack: ConfigSyncStack, key: RSyncKey, commi
     assert set(rsync["metadata"].get("finalizers") or []) >= CONFIG_SYNC_FINALIZERS
     conditions = {c["type"]: c for c in status.get("conditions") or []}
     assert conditions.get("Stalled", {}).get("status", "False") == "False", conditions
-    assert not manager_errors_about(stack, key)
+    assert not manager_errors_about(cs, key)
 
 
-def manager_errors_about(stack: ConfigSyncStack, key: RSyncKey) -> list[str]:
+def manager_errors_about(cs: NodeConfigSync, key: RSyncKey) -> list[str]:
     """The reconciler-manager's error lines about this RSync, less its waits for the new Deployment to
     roll out and become available (which it logs as errors on every RSync's start)."""
     logs = "".join(
-        stack.harness.log(pod["metadata"]["name"], "reconciler-manager")
-        for pod in stack.pods("app=reconciler-manager")
+        container_log(cs, pod, "reconciler-manager", tail=0) for pod in cs.pods("app=reconciler-manager")
     )
     about = f'sync="{key.namespace}/{key.name}"'
     return [
@@ -201,42 +175,60 @@ def manager_errors_about(stack: ConfigSyncStack, key: RSyncKey) -> list[str]:
     ]
 
 
-def assert_upstream_crds_unmodified(stack: ConfigSyncStack) -> None:
-    assert stack.api is not None
+def assert_upstream_crds_unmodified(cs: NodeConfigSync) -> None:
+    assert cs.api is not None
     for name in ("rootsync-crd.yaml", "reposync-crd.yaml", "resourcegroup-crd.yaml"):
-        (upstream,) = manifests_in(stack.build.manifests / name)
-        served = stack.api.get(kubeapi.CRD, None, upstream["metadata"]["name"])
+        (upstream,) = manifests_in(cs.build.manifests / name)
+        served = cs.api.get(kubeapi.CRD, None, upstream["metadata"]["name"])
         schemas = [v["schema"] for v in served["spec"]["versions"]]
         assert schemas == [v["schema"] for v in upstream["spec"]["versions"]], name
 
 
+def sidecar_pod(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
+    """The live reconciler Pod of `key` once our sidecar runs in it."""
+    pod = cast(JSON, cs.reconciler_pod(key) or {})
+    return pod if "running" in container_status(pod, SIDECAR_CONTAINER).get("state", {}) else None
+
+
+def sidecar_metric(cs: NodeConfigSync, key: RSyncKey, line_start: str) -> float:
+    """A metric of the sidecar in the RSync's live reconciler Pod (-1 while it cannot be read)."""
+    pod = sidecar_pod(cs, key)
+    assert cs.api is not None
+    return -1.0 if pod is None else metric(cs.api, [pod["metadata"]["name"]], line_start)
+
+
+def sidecar_log(cs: NodeConfigSync, key: RSyncKey) -> str:
+    pod = sidecar_pod(cs, key)
+    return container_log(cs, pod, SIDECAR_CONTAINER) if pod else "(no sidecar running)"
+
+
 # ----- counts ------------------------------------------------------------------------------------------------
 def test_rootsync_counts_are_what_the_real_reconciler_produced(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
+    # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
+    sidecar(fitted("recommend", preset="size-aware", base_mib="0", min_mib="1", step_mib="1"))
     apps = f"apps-{_suffix()}"  # does not exist yet: the reconciler creates it (implicit namespace)
     key = RSyncKey("RootSync", NAMESPACE, f"counts-{_suffix()}")
     manifests = configmaps_yaml(40, namespace=apps)
-    commit = stack.commit(key, {"configmaps.yaml": manifests})
-    create(stack, rootsync(key.name))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    commit = cs.commit(key, {"configmaps.yaml": manifests})
+    create(cs, rsyncs, cs.rsync(key))
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
 
-    entries = inventory_entries(stack, key)
+    entries = inventory_entries(api, key)
     # 40 ConfigMaps and the Namespace the reconciler added for them (implicit namespace strategy).
     assert len(entries) == 41
     assert {"group": "", "kind": "Namespace", "namespace": "", "name": apps} in entries
     assert objects_in(manifests) == 40
 
-    # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
-    size_aware = {"OBJCOUNT_PRESET": "size-aware", "OBJCOUNT_BASE_MIB": "0", "OBJCOUNT_MIN_MIB": "1"}
-    env = sidecar_env(stack, key, "recommend") | size_aware | {"OBJCOUNT_STEP_MIB": "1"}
-    assert stack.api is not None
-    surface = legacy_count(stack.api)
-    services.append(Service(env, tmp_path / "service.log"))
-    wait_for(lambda: count_annotations(stack, key) == ("40", "41"), timeout=60, what="counts in annotations")
-    source, sync = count_annotations(stack, key)
-    assert (source, sync) == (str(objects_in(manifests)), str(len(inventory_entries(stack, key))))
-    annotations = get_rsync(stack, key)["metadata"]["annotations"]
+    surface = legacy_count(api)
+    wait_for(
+        lambda: counts(api, key) == ("40", "41"),
+        timeout=120,
+        what=f"counts in annotations; the sidecar's log:\n{sidecar_log(cs, key)}",
+    )
+    assert counts(api, key) == (str(objects_in(manifests)), str(len(inventory_entries(api, key))))
+    annotations = rsync_of(api, key)["metadata"]["annotations"]
     assert annotations["objcount.dev/source-kib"] == str(kib(manifests))
     assert annotations["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
     # 41 objects (the Namespace too): 40 ConfigMaps at 0.0501 MiB, the Namespace at 0.1441 (any other
@@ -246,442 +238,284 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     memory = objects_mib + Fraction("0.5237") * max(0, surface - 73)
 
     def recommended_memory() -> str | None:
-        text = get_rsync(stack, key)["metadata"]["annotations"].get(RECOMMENDED_ANNOTATION)
+        text = rsync_of(api, key)["metadata"]["annotations"].get(RECOMMENDED_ANNOTATION)
         return None if text is None else str(json.loads(text)["requests"]["memory"])
 
     wait_for(lambda: recommended_memory() == f"{math.ceil(memory)}Mi", what="the size-aware recommendation")
-    assert_config_sync_state_intact(stack, key, commit)
-    assert_upstream_crds_unmodified(stack)
-
-
-def test_reposync_counts_are_what_the_real_reconciler_produced(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
-) -> None:
-    assert stack.api is not None
-    team = f"team-{_suffix()}"
-    ensure_namespace(stack.api, team)
-    key = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(stack.api, team, key.name)
-    manifests = configmaps_yaml(25, namespace=team)
-    commit = stack.commit(key, {"configmaps.yaml": manifests})
-    create(stack, reposync(team, key.name))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-
-    assert len(inventory_entries(stack, key)) == 25  # a RepoSync adds no Namespace
-    services.append(Service(sidecar_env(stack, key, "recommend"), tmp_path / "service.log"))
-    wait_for(lambda: count_annotations(stack, key) == ("25", "25"), timeout=60, what="counts in annotations")
-    assert count_annotations(stack, key) == (
-        str(objects_in(manifests)),
-        str(len(inventory_entries(stack, key))),
-    )
-    assert_config_sync_state_intact(stack, key, commit)
+    assert override(api, key) == {}, "the recommend target writes no override"
+    assert_config_sync_state_intact(cs, key, commit)
+    assert_upstream_crds_unmodified(cs)
 
 
 # ----- sizes reach the process ---------------------------------------------------------------------------
-def reconciler_entry(rsync: JSON) -> JSON | None:
-    """The reconciler's entry in the RSync's spec.override.resources."""
-    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
-    return next((e for e in entries if e.get("containerName") == "reconciler"), None)
-
-
-def reconciler_override(stack: ConfigSyncStack, key: RSyncKey) -> JSON | None:
-    return reconciler_entry(get_rsync(stack, key))
-
-
-def override_memory(stack: ConfigSyncStack, key: RSyncKey) -> str | None:
-    return memory_limit(get_rsync(stack, key))
-
-
-def memory_limit(rsync: JSON) -> str | None:
-    limit: str | None = (reconciler_entry(rsync) or {}).get("memoryLimit")
-    return limit
-
-
-def reconciler_resources(template_or_pod_spec: JSON) -> JSON:
-    containers = template_or_pod_spec["containers"]
-    resources: JSON = next(c for c in containers if c["name"] == "reconciler").get("resources") or {}
-    return resources
-
-
-def test_override_reaches_the_reconciler_process_memory_limit(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
-) -> None:
-    assert stack.api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"override-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
-    create(stack, rootsync(key.name))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    services.append(Service(sidecar_env(stack, key, "rsync-override"), tmp_path / "service.log"))
-
-    # Worked by hand for the fitted preset (sidecar_env), Standard: n = max(source 100, inventory
-    # 101) = 101; 198 MiB + 0.174 MiB x 101 = 215.6 MiB, rounded up to a 32 MiB step = 224 MiB; CPU
-    # 224 x 1000 / 1024 = 218.75, rounded up = 219m; limits equal requests.
-    expected = {"memoryLimit": "224Mi", "memoryRequest": "224Mi", "cpuLimit": "219m", "cpuRequest": "219m"}
-
-    wait_for(lambda: override_memory(stack, key) == "224Mi", timeout=60, what="our override")
-    assert {
-        k: v for k, v in (reconciler_override(stack, key) or {}).items() if k != "containerName"
-    } == expected
-
-    def deployment_limit() -> str | None:
-        deployment = stack.api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))  # type: ignore[union-attr]
-        return reconciler_resources(deployment["spec"]["template"]["spec"]).get("limits", {}).get("memory")
-
-    wait_for(lambda: deployment_limit() == "224Mi", timeout=60, what="the reconciler-manager's Deployment")
-
-    def new_pod() -> JSON | None:
-        pod = stack.reconciler_pod(key)
-        limit = reconciler_resources(pod["spec"]).get("limits", {}).get("memory") if pod else None
-        return pod if pod and limit == "224Mi" and container_running(pod, "reconciler") else None
-
-    pod = wait_for(new_pod, timeout=120, what="a reconciler Pod with the new limit running")
-    process = wait_for(
-        lambda: stack.harness.container(pod["metadata"]["name"]), timeout=30, what="the process"
-    )
-    assert process.cgroup.limit() == 224 * MiB
-    assert Path(f"/proc/{process.pid}").exists()
-
-
-def test_a_reconciler_below_its_need_is_oom_killed_and_restarted(stack: ConfigSyncStack) -> None:
-    key = RSyncKey("RootSync", NAMESPACE, f"oom-{_suffix()}")
-    stack.commit(key, {"configmaps.yaml": configmaps_yaml(10, namespace=f"apps-{_suffix()}")})
-    body = rootsync(key.name)
-    # Set as a user would; the reconciler's resident memory at start is about 80 MiB.
-    body["spec"]["override"] = {
-        "resources": [{"containerName": "reconciler", "memoryRequest": "24Mi", "memoryLimit": "24Mi"}]
-    }
-    create(stack, body)
-
-    def oom_killed_and_restarted() -> JSON | None:
-        pod = stack.reconciler_pod(key)
-        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
-        status = next((s for s in statuses if s["name"] == "reconciler"), {})
-        terminated = (status.get("lastState") or {}).get("terminated") or {}
-        return pod if terminated.get("reason") == "OOMKilled" and status.get("restartCount", 0) >= 1 else None
-
-    pod = wait_for(oom_killed_and_restarted, timeout=180, what="an OOM kill and a restart in the Pod status")
-    process = stack.harness.container(pod["metadata"]["name"])
-    assert process is not None
-    assert process.cgroup.limit() == 24 * MiB
-    assert process.cgroup.oom_kills() >= 1  # the kernel's own count
-    # Let it recover, so that its finalizer can run when the test deletes the RootSync.
-    assert stack.api is not None
-    stack.api.patch(kubeapi.ROOTSYNC, NAMESPACE, key.name, {"spec": {"override": None}})
-
-
-def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_after_a_restart(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the_next_pod(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
     """Settings that size far too low put the real reconciler under 24Mi, where the kernel kills it. The
-    sidecar reads the kill from the Pod status and raises the size from the limit it was killed at."""
-    key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
-    create(stack, rootsync(key.name))
+    sidecar reads the kill from the Pod status and raises the size from the limit it was killed at; the
+    sidecar of the next Pod (a new process) reads the floor back from the RSync and keeps the size."""
     # By hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of 24 MiB (8 MiB steps); CPU
-    # 24 x 1000 / 1024 -> 24m (minimum 10m): below Config Sync's default 50m/200Mi, so a scale-down once
-    # the sync is done. After a kill at 24 MiB: max(24 x 1.5, 24 + 128) = 152 MiB (on the 8 MiB grid);
-    # CPU 152 x 1000 / 1024 = 148.4 -> 149m. The real reconciler needs about 80 MiB for 100 objects.
-    env = {
-        **sidecar_env(stack, key, "rsync-override"),
-        "OBJCOUNT_BASE_MIB": "0",
-        "OBJCOUNT_MIB_PER_OBJECT": "0.01",
-        "OBJCOUNT_MIN_MIB": "24",
-        "OBJCOUNT_STEP_MIB": "8",
-        "OBJCOUNT_CPU_MIN_M": "10",
-        "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
-    }
-    service = Service(env, tmp_path / "service.log")
-    services.append(service)
+    # 24 x 1000 / 1024 -> 24m (minimum 10m): below Config Sync's default, so a scale-down once the sync
+    # is done. After a kill at 24 MiB: max(24 x 1.5, 24 + 128) = 152 MiB (on the 8 MiB grid); CPU
+    # 152 x 1000 / 1024 = 148.4 -> 149m. The real reconciler needs about 80 MiB for 100 objects.
+    sidecar(
+        fitted(
+            "rsync-override",
+            base_mib="0",
+            mib_per_object="0.01",
+            min_mib="24",
+            step_mib="8",
+            cpu_min_m="10",
+            resync_interval_seconds="5",
+        )
+    )
+    key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{_suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    create(cs, rsyncs, cs.rsync(key))
 
     def killed() -> JSON | None:
-        pod = stack.reconciler_pod(key)
-        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
-        status = next((s for s in statuses if s["name"] == "reconciler"), {})
-        last = (status.get("lastState") or {}).get("terminated") or {}
-        return pod if last.get("reason") == "OOMKilled" and memory_limit_of_pod(pod or {}) == "24Mi" else None
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        last = (container_status(pod, "reconciler").get("lastState") or {}).get("terminated") or {}
+        return pod if last.get("reason") == "OOMKilled" and memory_limit_of_pod(pod) == "24Mi" else None
 
-    undersized = wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
-    # The kernel's kills in the undersized Pod's memory cgroup (the harness keeps one per Pod).
-    killed_in = stack.harness.container(undersized["metadata"]["name"])
-    assert killed_in is not None
-    assert killed_in.cgroup.oom_kills() == 1
+    wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
     wait_for(
-        lambda: override_memory(stack, key) == "152Mi", timeout=120, what="the size raised after the kill"
+        lambda: override(api, key).get("memoryLimit") == "152Mi",
+        timeout=120,
+        what=f"the size raised after the kill; the sidecar's log:\n{sidecar_log(cs, key)}",
     )
-    # Killed once: no other kill before the raise (the cgroup is gone once the rollout removed the Pod).
-    with contextlib.suppress(OSError):
-        assert killed_in.cgroup.oom_kills() == 1
-    assert (reconciler_override(stack, key) or {}).get("cpuRequest") == "149m"
-    floor = json.loads(get_rsync(stack, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
+    assert override(api, key).get("cpuRequest") == "149m"
+    floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
     assert floor["memory"] == "152Mi"
-    assert service.metric("objcount_oom_floors_total") == 1
 
     def runs_at_152mi() -> JSON | None:
-        pod = stack.reconciler_pod(key)
-        ok = pod and memory_limit_of_pod(pod) == "152Mi" and sync_completed(stack, key, commit)
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        ok = pod and memory_limit_of_pod(pod) == "152Mi" and sync_completed(api, key, commit)
         return pod if ok else None
 
     pod = wait_for(runs_at_152mi, timeout=SYNC_TIMEOUT, what="the reconciler synced under 152Mi")
-    process = stack.harness.container(pod["metadata"]["name"])
-    assert process is not None
-    assert process.cgroup.oom_kills() == 0
-
-    # A restart of the service: the floor comes back from the RSync, and the size stays.
-    service.stop()
-    again = Service(env, tmp_path / "service-again.log")
-    services.append(again)
+    wait_for(lambda: reconciler_memory_limit(cs, key) == 152 * MiB, timeout=60, what="a cgroup of 152 MiB")
+    # The sidecar of this Pod is a new process: it decides, and keeps the size (the floor came back
+    # from the RSync; the kill is not answered twice).
     wait_for(
-        lambda: again.metric("objcount_decisions_total") > 0,
+        lambda: sidecar_metric(cs, key, 'objcount_decisions_total{outcome="unchanged"}') > 0,
         timeout=60,
-        what="the restarted service deciding",
+        what="the next Pod's sidecar keeping the size",
     )
-    wait_for(
-        lambda: again.metric('objcount_decisions_total{outcome="unchanged"}') > 0,
-        timeout=60,
-        what="the restarted service keeping the size",
-    )
-    assert override_memory(stack, key) == "152Mi"
-    assert again.metric("objcount_oom_floors_total") == 0, "the same kill is not answered twice"
-    assert process.cgroup.oom_kills() == 0
+    assert override(api, key).get("memoryLimit") == "152Mi"
+    assert sidecar_metric(cs, key, "objcount_oom_floors_total") == 0
+    assert container_status(cast(JSON, cs.reconciler_pod(key)), "reconciler")["restartCount"] == 0
+    assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]
 
 
 def synced_under_300mi(
-    stack: ConfigSyncStack, prefix: str, objects: int
-) -> tuple[RSyncKey, JSON, ContainerState]:
+    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str, objects: int
+) -> tuple[RSyncKey, JSON, str]:
     """A RootSync of `objects` ConfigMaps whose user set the reconciler to 300Mi, synced: its key, its
-    reconciler Pod and the running process."""
+    reconciler Pod and the reconciler's container id (its cgroup limit checked: 300 MiB)."""
+    api = cs.api
+    assert api is not None
     key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{_suffix()}")})
-    body = rootsync(key.name)
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{_suffix()}")})
+    body = cs.rsync(key)
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
     }
-    create(stack, body)
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    pod = stack.reconciler_pod(key)
-    assert pod is not None
-    process = stack.harness.container(pod["metadata"]["name"])
-    assert process is not None
-    assert process.cgroup.limit() == 300 * MiB
-    return key, dict(pod), process
+    create(cs, rsyncs, body)
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    pod = cast(JSON, cs.reconciler_pod(key))
+    container = container_status(pod, "reconciler")["containerID"]
+    assert cs.stack.container_memory(container).limit == 300 * MiB
+    return key, pod, container
 
 
-def test_a_lower_memory_limit_below_the_usage_is_refused_and_reported_not_applied(
-    stack: ConfigSyncStack,
+def resize_refusal(api: kubeapi.KubeApi, pod: str) -> str:
+    """The kubelet's message when it could not apply a resize (`PodResizeInProgress`, reason Error)."""
+    conditions = (api.get(kubeapi.POD, NAMESPACE, pod).get("status") or {}).get("conditions") or []
+    resizing = next((c for c in conditions if c["type"] == "PodResizeInProgress"), {})
+    return str(resizing.get("message", "")) if resizing.get("reason") == "Error" else ""
+
+
+def assert_runs_on_unchanged(
+    cs: NodeConfigSync, key: RSyncKey, pod: JSON, container: str, limit: int
 ) -> None:
-    """`pods/resize` to a limit below what the reconciler uses: the kubelet's refusal (played by our node
-    harness, which compares the container's memory usage before lowering its limit, as the kubelet does):
-    the limit stays, the Pod says why."""
-    api = stack.api
-    assert api is not None
-    _, pod, process = synced_under_300mi(stack, "resize", 10)
+    """The same reconciler container of the same Pod runs on, never restarted, under this limit."""
+    now = cast(JSON, cs.reconciler_pod(key))
+    assert now["metadata"]["uid"] == pod["metadata"]["uid"]
+    status = container_status(now, "reconciler")
+    assert (status["containerID"], status["restartCount"]) == (container, 0)
+    assert "running" in status["state"]
+    assert cs.stack.container_memory(container).limit == limit
+
+
+def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey]
+) -> None:
+    """`pods/resize` to a limit below what the reconciler uses: the real kubelet compares the container's
+    usage before lowering its limit, keeps the old one, and says why in the Pod status (what our in-place
+    target reads)."""
+    key, pod, container = synced_under_300mi(cs, rsyncs, "resize", 10)
     name = pod["metadata"]["name"]
-    assert process.cgroup.usage() > 16 * MiB
+    assert cs.stack.container_memory(container).working_set > 16 * MiB
 
     tiny = {"requests": {"memory": "16Mi"}, "limits": {"memory": "16Mi"}}
     patch = {"spec": {"containers": [{"name": "reconciler", "resources": tiny}]}}
     api.patch(kubeapi.POD, NAMESPACE, name, patch, patch_type="strategic", subresource="resize")
 
-    def refusal() -> str:
-        conditions = (api.get(kubeapi.POD, NAMESPACE, name).get("status") or {}).get("conditions") or []
-        resizing = next((c for c in conditions if c["type"] == "PodResizeInProgress"), {})
-        return str(resizing.get("message", "")) if resizing.get("reason") == "Error" else ""
-
-    message = wait_for(refusal, timeout=30, what="the refused resize in the Pod status")
-    assert "below the current usage" in message
-    assert process.cgroup.limit() == 300 * MiB
-    after = stack.harness.container(name)
-    assert after is not None
-    assert after.pid == process.pid, "the process from before the resize runs on"
-    assert alive(process.pid)
+    message = wait_for(
+        lambda: resize_refusal(api, name), timeout=60, what="the refused resize in the Pod status"
+    )
+    assert "memory limit (16777216) below current usage" in message, message
+    assert_runs_on_unchanged(cs, key, pod, container, 300 * MiB)
 
 
 def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
-    api = stack.api
-    assert api is not None
+    sidecar(fitted("in-place", resync_interval_seconds="5"))
     key = RSyncKey("RootSync", NAMESPACE, f"in-place-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
-    body = rootsync(key.name)
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    body = cs.rsync(key)
     # The user's size, from which the Pods start (limits set, so a resize keeps the Pod's QoS class).
-    body["spec"]["override"] = {
-        "resources": [
-            {
-                "containerName": "reconciler",
-                "cpuRequest": "300m",
-                "cpuLimit": "300m",
-                "memoryRequest": "400Mi",
-                "memoryLimit": "400Mi",
-            }
-        ]
+    users = {
+        "containerName": "reconciler",
+        "cpuRequest": "300m",
+        "cpuLimit": "300m",
+        "memoryRequest": "400Mi",
+        "memoryLimit": "400Mi",
     }
-    create(stack, body)
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    first = stack.reconciler_pod(key)
-    assert first is not None
-    # The reconciler process before any resize: a resize in place must leave this very process running.
-    before = stack.harness.container(first["metadata"]["name"])
-    assert before is not None
-    assert alive(before.pid)
-    assert before.cgroup.limit() == 400 * MiB
-    env = {**sidecar_env(stack, key, "in-place"), "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5"}
-    services.append(Service(env, tmp_path / "service.log"))
+    body["spec"]["override"] = {"resources": [users]}
+    create(cs, rsyncs, body)
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    first = cast(JSON, cs.reconciler_pod(key))
+    container = container_status(first, "reconciler")["containerID"]
+    pid = main_pid(cs.stack, container)
 
-    # 101 objects: 198 + 0.174 x 101 = 215.6 MiB -> 224 MiB (as in the override test above).
-    def resized(pod_uid: str) -> ContainerState | None:
-        pod = stack.reconciler_pod(key)
-        if pod is None or pod["metadata"]["uid"] != pod_uid:
+    # Worked by hand for the fitted preset, Standard: n = max(source 100, inventory 101) = 101; 198 MiB +
+    # 0.174 MiB x 101 = 215.6 MiB, rounded up to a 32 MiB step = 224 MiB.
+    def resized(pod_uid: str) -> JSON | None:
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        if pod.get("metadata", {}).get("uid") != pod_uid:
             return None
-        process = stack.harness.container(pod["metadata"]["name"])
-        return process if process is not None and process.cgroup.limit() == 224 * MiB else None
+        return pod if reconciler_memory_limit(cs, key) == 224 * MiB else None
 
-    process = wait_for(lambda: resized(first["metadata"]["uid"]), timeout=90, what="the running Pod resized")
-    assert process.pid == before.pid, "resized in place: the same process runs on"
-    assert alive(before.pid)
-    assert (
-        reconciler_resources(
-            api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]["spec"]
-        )["limits"]["memory"]
-        == "400Mi"
+    wait_for(
+        lambda: resized(first["metadata"]["uid"]),
+        timeout=120,
+        what=f"the running Pod resized; the sidecar's log:\n{sidecar_log(cs, key)}",
     )
-    assert reconciler_override(stack, key) == body["spec"]["override"]["resources"][0], (
-        "the RSync is not written"
-    )
+    # Resized in place: the same container, never restarted, and the same process in it.
+    assert_runs_on_unchanged(cs, key, first, container, 224 * MiB)
+    assert main_pid(cs.stack, container) == pid
+    deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
+    assert reconciler_resources(deployment["spec"]["template"]["spec"])["limits"]["memory"] == "400Mi"
+    assert override(api, key) == users, "the RSync is not written"
 
     # A new Pod (as after a rollout) starts with the template's 400Mi, and is resized again.
     api.delete(kubeapi.POD, NAMESPACE, first["metadata"]["name"])
     second = wait_for(
         lambda: (
-            (pod := stack.reconciler_pod(key)) and pod["metadata"]["uid"] != first["metadata"]["uid"] and pod
+            (pod := cs.reconciler_pod(key)) and pod["metadata"]["uid"] != first["metadata"]["uid"] and pod
         ),
         timeout=60,
         what="the new Pod",
     )
-    wait_for(lambda: resized(second["metadata"]["uid"]), timeout=90, what="the new Pod resized")
+    assert memory_limit_of_pod(cast(JSON, second)) in {"400Mi", "224Mi"}
+    wait_for(lambda: resized(cast(JSON, second)["metadata"]["uid"]), timeout=120, what="the new Pod resized")
 
 
 def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_runs_on(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
-    """The kubelet's refusal of a limit below the usage (played by our node harness, which compares the
-    container's memory usage before lowering its limit, as the kubelet does) is reported by the service,
-    and the same reconciler process runs on under its old limit."""
-    api = stack.api
-    assert api is not None
-    # The process before the service starts, so before any resize is sent.
-    key, pod, process = synced_under_300mi(stack, "refused", 100)
+    """The real kubelet's refusal of a limit below the usage is reported by the sidecar, and the same
+    reconciler container runs on under its old limit."""
     # Settings that size far too low, by hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of
-    # 16 MiB (a 16 MiB step); the reconciler holds more than that, so the resize to 16Mi is refused.
-    env = {
-        **sidecar_env(stack, key, "in-place"),
-        "OBJCOUNT_BASE_MIB": "0",
-        "OBJCOUNT_MIB_PER_OBJECT": "0.01",
-        "OBJCOUNT_MIN_MIB": "16",
-        "OBJCOUNT_STEP_MIB": "16",
-        "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
-    }
-    service = Service(env, tmp_path / "service.log")
-    services.append(service)
-    refused = 'objcount_apply_errors_total{reason="refused",target="in-place"}'
-    wait_for(lambda: service.metric(refused) >= 1, timeout=90, what="the refusal reported by the service")
-    resize = next(
-        c
-        for c in api.get(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])["status"]["conditions"]
-        if c["type"] == "PodResizeInProgress"
+    # 16 MiB (a 16 MiB step); the reconciler holds more than that, so the resize to 16Mi is refused. A
+    # scale-down waits for the sync to finish, so the reconciler has loaded what it syncs by then.
+    sidecar(
+        fitted(
+            "in-place",
+            base_mib="0",
+            mib_per_object="0.01",
+            min_mib="16",
+            step_mib="16",
+            resync_interval_seconds="5",
+        )
     )
-    assert resize["reason"] == "Error"
-    assert "below the current usage" in resize["message"]
-    assert "a lower limit was refused" in service.log.read_text()
-    # Nothing else was tried: the same process runs on under its old limit, never OOM-killed.
-    after = stack.harness.container(pod["metadata"]["name"])
-    assert after is not None
-    assert after.pid == process.pid
-    assert alive(process.pid)
-    assert process.cgroup.limit() == 300 * MiB
-    assert process.cgroup.oom_kills() == 0
-    assert stack.reconciler_pod(key)["metadata"]["uid"] == pod["metadata"]["uid"]  # type: ignore[index]
+    key, pod, container = synced_under_300mi(cs, rsyncs, "refused", 100)
+    refused = 'objcount_apply_errors_total{reason="refused",target="in-place"}'
+    wait_for(
+        lambda: sidecar_metric(cs, key, refused) >= 1,
+        timeout=120,
+        what=f"the refusal reported by the sidecar; its log:\n{sidecar_log(cs, key)}",
+    )
+    assert "below current usage" in resize_refusal(api, pod["metadata"]["name"])
+    assert "a lower limit was refused" in sidecar_log(cs, key)
+    # Nothing else was tried: the same container runs on under its old limit, never OOM-killed.
+    assert_runs_on_unchanged(cs, key, pod, container, 300 * MiB)
 
 
 # ----- the four defects of the first version, reproduced on the real stack -----------------------------
 def test_size_comes_down_after_a_real_prune(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
     """1,000 -> 100 objects, applied and pruned by the real reconciler. The inventory keeps the implicit
     Namespace the source does not name, so it never equals the source: the scale-down waits for the
     reconciler's report that the prune has finished, and never comes before it."""
+    sidecar(fitted("rsync-override"))
     apps = f"apps-{_suffix()}"
     key = RSyncKey("RootSync", NAMESPACE, f"prune-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
-    create(stack, rootsync(key.name))
-    services.append(Service(sidecar_env(stack, key, "rsync-override"), tmp_path / "service.log"))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
+    create(cs, rsyncs, cs.rsync(key))
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
 
     # 1,000 objects: n = 1,001; 198 + 0.174 x 1001 = 372.2 MiB -> 384 MiB.
-    wait_for(lambda: override_memory(stack, key) == "384Mi", timeout=60, what="the size for 1,000 objects")
-    committed = time.monotonic()
-    pruned = stack.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
+    wait_for(
+        lambda: override(api, key).get("memoryLimit") == "384Mi",
+        timeout=120,
+        what=f"the size for 1,000 objects; the sidecar's log:\n{sidecar_log(cs, key)}",
+    )
+    # The size rolled the reconciler out; the prune starts once the new Pod's reconciler has synced.
+    wait_for(lambda: reconciler_memory_limit(cs, key) == 384 * MiB, timeout=SYNC_TIMEOUT, what="384 MiB")
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the sync in the new Pod")
+    pruned = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
     seen: list[JSON] = []
 
     def prune_finished() -> bool:
-        seen.append(get_rsync(stack, key))  # one read: the status and the override of the same moment
+        seen.append(rsync_of(api, key))  # one read: the status and the override of the same moment
         return finished(seen[-1], pruned)
 
     wait_for(prune_finished, timeout=SYNC_TIMEOUT, interval=0.2, what="the real prune")
-    prune_seconds = time.monotonic() - committed
-    assert len(inventory_entries(stack, key)) == 101
-    during = [memory_limit(rsync) for rsync in seen if not finished(rsync, pruned)]
+    assert len(inventory_entries(api, key)) == 101
+    during = [override_of(rsync).get("memoryLimit") for rsync in seen if not finished(rsync, pruned)]
     assert during
     assert set(during) == {"384Mi"}, "the size came down before the reconciler finished the prune"
     # 100 objects: n = 101 (the Namespace stays); 198 + 0.174 x 101 = 215.6 MiB -> 224 MiB.
-    wait_for(lambda: override_memory(stack, key) == "224Mi", timeout=60, what="the size after the prune")
-    print(  # figures for BENCHMARKS.md (pytest -s), not assertions
-        f"\nprune 1,000 -> 100: finished {prune_seconds:.1f} s after the commit (seen every 0.2 s), "
-        f"size down {time.monotonic() - committed:.1f} s after the commit"
+    wait_for(
+        lambda: override(api, key).get("memoryLimit") == "224Mi", timeout=120, what="the size after the prune"
     )
+    wait_for(lambda: reconciler_memory_limit(cs, key) == 224 * MiB, timeout=SYNC_TIMEOUT, what="224 MiB")
 
 
-@pytest.fixture
-def webhook(stack: ConfigSyncStack, tmp_path: Path) -> Iterator[Service]:
-    """The sidecar installed as the README says, its webhook served by our service in webhook mode on
-    loopback (PLAYED BY US: the webhook Deployment's Pods, which nothing runs here). Removed after the
-    test, so that other tests' reconciler Pods run without the sidecar."""
-    api = stack.api
-    assert api is not None
-    template = tmp_path / "sidecar.yaml"
-    template.write_text(sidecar_template_text())
-    port = free_port()
-    install_sidecar(api, tmp_path / "certs", webhook_url=f"https://127.0.0.1:{port}/mutate")
-    # Started once its certificate exists, as the kubelet starts the webhook's Pod once its Secret does.
-    service = Service(webhook_env(tmp_path / "certs", template, port), tmp_path / "webhook.log")
-    try:
-        wait_for(lambda: service.get("/readyz")[0] == 200, timeout=30, what="the webhook to serve")
-        yield service
-    finally:
-        uninstall_webhook(api)
-        service.stop()
+def override_of(rsync: JSON) -> JSON:
+    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
+    return cast(JSON, next((e for e in entries if e.get("containerName") == "reconciler"), {}))
 
 
-def sidecar_process(stack: ConfigSyncStack, key: RSyncKey) -> tuple[JSON, int] | None:
-    """The reconciler Pod of `key` with our sidecar in its spec and running as a process (its pid)."""
-    pod = stack.reconciler_pod(key)
-    if pod is None or SIDECAR_CONTAINER not in [c["name"] for c in pod["spec"]["containers"]]:
-        return None
-    state = stack.harness.container(pod["metadata"]["name"], SIDECAR_CONTAINER)
-    return (pod, state.pid) if state is not None and alive(state.pid) else None
-
-
-def root_and_repo_syncs(stack: ConfigSyncStack, prefix: str) -> dict[RSyncKey, str]:
+# ----- the sidecar install -------------------------------------------------------------------------------
+def root_and_repo_syncs(
+    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str
+) -> dict[RSyncKey, tuple[str, str]]:
     """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
-    created, each with the commit it syncs (the RootSync first). The RepoSync is granted as the README
+    created, each with the commit it syncs and the manifests committed (the RootSync first). The RepoSync is granted as the README
     says: Config Sync's RoleBinding for its reconciler, and ours for its sidecar
     (`objcount grant-reposync`)."""
-    assert stack.api is not None
+    assert cs.api is not None
     team = f"team-{_suffix()}"
-    ensure_namespace(stack.api, team)
+    ensure_namespace(cs.api, team)
     root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
     repo = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(stack.api, team, repo.name)
+    grant_reposync(cs.api, team, repo.name)
     granted = subprocess.run(
         [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, repo.name],
         capture_output=True,
@@ -689,78 +523,91 @@ def root_and_repo_syncs(stack: ConfigSyncStack, prefix: str) -> dict[RSyncKey, s
         check=True,
     )
     for item in yaml.safe_load_all(granted.stdout):
-        create_or_replace(stack.api, item)
-    commits = {
-        root: stack.commit(root, {"configmaps.yaml": configmaps_yaml(40, namespace=f"apps-{_suffix()}")}),
-        repo: stack.commit(repo, {"configmaps.yaml": configmaps_yaml(25, namespace=team)}),
+        create_or_replace(cs.api, item)
+    manifests = {
+        root: configmaps_yaml(40, namespace=f"apps-{_suffix()}"),
+        repo: configmaps_yaml(25, namespace=team),
     }
-    create(stack, rootsync(root.name))
-    create(stack, reposync(team, repo.name))
+    commits = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
+    create(cs, rsyncs, cs.rsync(root))
+    create(cs, rsyncs, cs.rsync(repo))
     return commits
 
 
-def test_the_webhook_adds_our_sidecar_and_the_reconciler_manager_keeps_working(
-    stack: ConfigSyncStack, webhook: Service
+def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_sizes_its_own_rsync(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
-    api = stack.api
-    assert api is not None
-    commits = root_and_repo_syncs(stack, "sidecar")
-    root, repo = commits
-
-    # Each sidecar, with its own token and the shipped RBAC (and the shipped default, size-aware),
-    # counts and sizes its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps.
+    """The shipped sidecar install with its shipped settings (size-aware, rsync-override): the webhook
+    runs as Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds
+    runs our image as uid 10001 with a read-only root, reads the `repo` volume git-sync writes under
+    Config Sync's Pod security context, and counts and sizes its own RSync with its own account's token;
+    the reconciler-manager keeps working."""
+    sidecar({})
+    synced = root_and_repo_syncs(cs, rsyncs, "sidecar")
+    root, repo = synced
+    # Each sidecar counts its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps. The
+    # size-aware sizes by hand, the source's KiB scaled to the inventory's objects (rounded up).
     expected = {root: ("40", "41"), repo: ("25", "25")}
     surface = legacy_count(api)
     sizes = {
-        root: size_aware_by_hand(
-            configmaps=40, others=1, kib=scaled_kib(stack, root, 41), api_resources=surface
-        ),
-        repo: size_aware_by_hand(
-            configmaps=25, others=0, kib=scaled_kib(stack, repo, 25), api_resources=surface
-        ),
+        key: size_aware_by_hand(
+            configmaps=n,
+            others=others,
+            kib=-(-kib(synced[key][1]) * (n + others) // n),
+            api_resources=surface,
+        )
+        for key, n, others in ((root, 40, 1), (repo, 25, 0))
     }
     for key in (root, repo):
+        wait_for(lambda k=key: sidecar_pod(cs, k), timeout=SYNC_TIMEOUT, what=f"our sidecar in {key}'s Pod")
         wait_for(
-            lambda k=key: sidecar_process(stack, k), timeout=SYNC_TIMEOUT, what=f"our sidecar in {key}'s Pod"
+            lambda k=key: counts(api, k) == expected[k],
+            timeout=120,
+            what=f"{key}'s counts; the sidecar's log:\n{sidecar_log(cs, key)}",
         )
-        try:
-            wait_for(lambda k=key: count_annotations(stack, k) == expected[k], timeout=120, what="counts")
-        except AssertionError as error:
-            found = sidecar_process(stack, key)
-            log = stack.harness.log(found[0]["metadata"]["name"], SIDECAR_CONTAINER) if found else ""
-            raise AssertionError(f"{key}: {error}; the sidecar's log ends with:\n{log[-3000:]}") from None
-        wait_for(lambda k=key: override_memory(stack, k) == sizes[k][1], timeout=60, what=f"{key}'s override")
-        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == sizes[key][0]
+        wait_for(
+            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
+            timeout=60,
+            what=f"{key}'s override",
+        )
+        assert override(api, key).get("cpuRequest") == sizes[key][0]
     for key in (root, repo):
-        # The override rolled the reconciler out: the new Pod got the sidecar again.
-        pod, pid = wait_for(
-            lambda k=key: (
-                (found := sidecar_process(stack, k))
-                and memory_limit_of_pod(found[0]) == sizes[k][1]
-                and found
-            ),
+        # The override rolled the reconciler out: the kubelet set the size on the new Pod's reconciler
+        # cgroup, and the new Pod got the sidecar again.
+        wait_for(
+            lambda k=key: reconciler_memory_limit(cs, k) == quantity_bytes(sizes[k][1]),
             timeout=SYNC_TIMEOUT,
-            what=f"{key}'s new Pod with the sidecar",
+            what=f"{key}'s reconciler in a memory cgroup of {sizes[key][1]}",
         )
+        pod = wait_for(lambda k=key: sidecar_pod(cs, k), timeout=120, what=f"the sidecar in {key}'s new Pod")
+        status = container_status(pod, SIDECAR_CONTAINER)
+        assert status["containerID"].startswith("containerd://")
+        assert status["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"
+        assert our_process(cs.stack, status["containerID"]) == {"uid": 10001, "root_read_only": True}
         deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
         assert SIDECAR_CONTAINER not in [
             c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]
         ]
-        assert_config_sync_state_intact(stack, key, commits[key])
+        assert_config_sync_state_intact(cs, key, synced[key][0])
         account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
-        assert_sidecar_has_only_its_own_token(stack, pod, pid, account)
-    assert webhook.metric('objcount_webhook_admissions_total{result="injected"}') >= 4
+        assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
+    webhooks = [p["metadata"]["name"] for p in cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}")]
+    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 4
 
 
-def memory_limit_of_pod(pod: JSON) -> str | None:
-    return reconciler_resources(pod["spec"]).get("limits", {}).get("memory")
-
-
-def assert_sidecar_has_only_its_own_token(stack: ConfigSyncStack, pod: JSON, pid: int, account: str) -> None:
+def assert_sidecar_has_only_its_own_token(cs: NodeConfigSync, pod: JSON, pid: int, account: str) -> None:
     """The sidecar's token is its account's (objcount-sidecar for every RootSync, one per RepoSync), and
     the Pod's own token is mounted nowhere in it."""
-    token = Path(f"/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token").read_text()
-    as_sidecar = kubeapi.KubeApi.connect(str(stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
+    # Where the token volume is mounted as the container sees it (the image's /var/run links to /run, and
+    # an absolute link inside /proc/<pid>/root would be followed on the host).
+    mounted = [
+        line.split()[4]
+        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        if line.split()[4].endswith("/secrets/kubernetes.io/serviceaccount")
+    ]
+    assert len(mounted) == 1, mounted
+    token = Path(f"/proc/{pid}/root{mounted[0]}/token").read_text()
+    as_sidecar = kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
     review = as_sidecar.request_json(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
@@ -774,112 +621,54 @@ def assert_sidecar_has_only_its_own_token(stack: ConfigSyncStack, pod: JSON, pid
     assert not [name for name in pod_token_volumes if name in mounts]
 
 
-def test_a_webhook_that_does_not_answer_never_stops_config_sync(
-    stack: ConfigSyncStack, webhook: Service
+def test_a_webhook_with_no_pod_never_stops_config_sync(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
-    webhook.stop()  # the configuration stays, pointing at a port nobody serves
+    """The webhook configuration stays while its Deployment has no Pod (its Service no endpoint): the API
+    server's call fails, the Pod is admitted without the sidecar (fail-open), and Config Sync syncs."""
+    sidecar({})
+    cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=0")
+    wait_for(
+        lambda: not cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"), timeout=60, what="no webhook Pod left"
+    )
     key = RSyncKey("RootSync", NAMESPACE, f"no-webhook-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
-    create(stack, rootsync(key.name))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    pod = stack.reconciler_pod(key)
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
+    create(cs, rsyncs, cs.rsync(key))
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    pod = cs.reconciler_pod(key)
     assert pod is not None
     assert SIDECAR_CONTAINER not in [c["name"] for c in pod["spec"]["containers"]]
-    assert_config_sync_state_intact(stack, key, commit)
+    assert_config_sync_state_intact(cs, key, commit)
 
 
 def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
-    stack: ConfigSyncStack, webhook: Service
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
     """Config Sync's RoleBinding for the reconciler, but not ours for the sidecar: the webhook still adds
     the sidecar (it has no API access to check), whose token Secret does not exist (an optional volume:
     the Pod starts); the sidecar stays up without credentials, so the Pod is ready and the RepoSync syncs."""
-    assert stack.api is not None
+    sidecar({})
     team = f"team-{_suffix()}"
-    ensure_namespace(stack.api, team)
+    ensure_namespace(api, team)
     key = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(stack.api, team, key.name)
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=team)})
-    create(stack, reposync(team, key.name))
-    pod, _ = wait_for(lambda: sidecar_process(stack, key), timeout=SYNC_TIMEOUT, what="our sidecar running")
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    assert_config_sync_state_intact(stack, key, commit)
-    log = stack.harness.log(pod["metadata"]["name"], SIDECAR_CONTAINER)
-    assert "objcount grant-reposync" in log, log[-2000:]
-    assert sidecar_process(stack, key), "the sidecar is still running"
-
-
-def test_cluster_mode_installed_as_the_readme_says_sizes_every_rsync(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
-) -> None:
-    """`kubectl apply -k manifests/cluster`, then the service with its Deployment's environment and its
-    ServiceAccount's own token (PLAYED BY US: the Deployment's Pod, run here as a process). With no sidecar
-    the source is unknown, so each RSync is sized from its inventory."""
-    api = stack.api
-    assert api is not None
-    install_cluster(api)
-    (deployment,) = [
-        m
-        for m in manifests_in(REPO_ROOT / "manifests" / "cluster" / "deployment.yaml")
-        if m["kind"] == "Deployment"
-    ]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    token = stack.plane.issue_service_account_token(NAMESPACE, account)
-    commits = root_and_repo_syncs(stack, "cluster")
-    root, repo = commits
-    services.append(
-        Service(
-            {
-                **env,
-                "OBJCOUNT_IDENTITY": "objcount-autoscaler-test",
-                "OBJCOUNT_KUBECONFIG": str(stack.plane.kubeconfig_for_token(token, account)),
-            },
-            tmp_path / "service.log",
-        )
+    grant_reposync(api, team, key.name)
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=team)})
+    create(cs, rsyncs, cs.rsync(key))
+    wait_for(lambda: sidecar_pod(cs, key), timeout=SYNC_TIMEOUT, what="our sidecar running")
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    assert_config_sync_state_intact(cs, key, commit)
+    wait_for(
+        lambda: "objcount grant-reposync" in sidecar_log(cs, key), timeout=60, what="the sidecar saying why"
     )
-    # The shipped default (size-aware) with no source: inventories of 41 (40 and the implicit Namespace)
-    # and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
-    surface = legacy_count(api)
-    sizes = {
-        key: size_aware_by_hand(configmaps=0, others=n, kib=2 * n, api_resources=surface)
-        for key, n in ((root, 41), (repo, 25))
-    }
-    for key, entries in ((root, "41"), (repo, "25")):
-        wait_for(
-            lambda k=key: sync_completed(stack, k, commits[k]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
-        )
-        wait_for(lambda k=key, e=entries: count_annotations(stack, k) == (None, e), timeout=60, what="counts")
-        wait_for(lambda k=key: override_memory(stack, k) == sizes[k][1], timeout=60, what=f"{key}'s override")
-        assert (reconciler_override(stack, key) or {}).get("cpuRequest") == sizes[key][0]
-    for key in (root, repo):
-        wait_for(
-            lambda k=key: (
-                (pod := stack.reconciler_pod(k))
-                and memory_limit_of_pod(pod) == sizes[k][1]
-                and container_running(pod, "reconciler")
-            ),
-            timeout=SYNC_TIMEOUT,
-            what=f"{key}'s reconciler running with the new limit",
-        )
-        assert_config_sync_state_intact(stack, key, commits[key])
+    pod = cast(JSON, sidecar_pod(cs, key))
+    assert container_status(pod, SIDECAR_CONTAINER)["restartCount"] == 0, "waits; does not crash-loop"
 
 
-def _exists(api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str, name: str) -> bool:
-    try:
-        api.get(resource, namespace, name)
-    except kubeapi.NotFound:
-        return False
-    return True
-
-
-def test_no_shipped_manifest_replaces_a_config_sync_crd(stack: ConfigSyncStack) -> None:
-    api = stack.api
-    assert api is not None
+# ----- never fight an owner --------------------------------------------------------------------------------
+def test_no_shipped_manifest_replaces_a_config_sync_crd(cs: NodeConfigSync, api: kubeapi.KubeApi) -> None:
     upstream = {
         crd["metadata"]["name"]: crd
-        for crd in manifests_in(stack.build.manifests)
+        for crd in manifests_in(cs.build.manifests)
         if crd.get("kind") == "CustomResourceDefinition"
     }
     # An empty build would make the check below pass on nothing: the CRDs we rely on must be there.
@@ -906,97 +695,81 @@ def test_no_shipped_manifest_replaces_a_config_sync_crd(stack: ConfigSyncStack) 
     assert not replaced, f"applying these would replace Config Sync's CRDs: {replaced}"
 
 
+def hand_written_sidecar_pod(key: RSyncKey, name: str, env: dict[str, str]) -> JSON:
+    """A Pod of our image running the shipped sidecar container (with `env` set) for `key` on its own:
+    what a user who wrote a sidecar by hand from the template, without our webhook, would run."""
+    template = yaml.safe_load(sidecar_template_text(env))
+    container = template["container"]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "repo"]
+    container["env"] += [
+        {"name": "OBJCOUNT_RSYNC_KIND", "value": key.kind},
+        {"name": "OBJCOUNT_RSYNC_NAME", "value": key.name},
+        {"name": "OBJCOUNT_RSYNC_NAMESPACE", "value": key.namespace},
+    ]
+    container["imagePullPolicy"] = "IfNotPresent"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "serviceAccountName": "objcount-sidecar",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": template["volumes"],
+        },
+    }
+
+
 def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
-    stack: ConfigSyncStack, services: list[Service], tmp_path: Path
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
-    api = stack.api
-    assert api is not None
+    """Our webhook refuses a template with the deployment target, so this sidecar is written by hand as a
+    Pod of its own, with the shipped sidecar's account: it refuses at start and stays up (an exit would
+    crash-loop), unready, the refusal in its metrics and probes, and writes nothing; SIGTERM ends it
+    with exit code 1."""
+    sidecar({})  # the shipped accounts and RBAC
     key = RSyncKey("RootSync", NAMESPACE, f"owned-{_suffix()}")
-    commit = stack.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
-    create(stack, rootsync(key.name))
-    wait_for(lambda: sync_completed(stack, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    service = Service(sidecar_env(stack, key, "deployment"), tmp_path / "service.log")
-    services.append(service)
-
-    def ours_in_managed_fields() -> bool:
-        deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
-        return any(
-            m.get("manager") == "objcount-autoscaler"
-            for m in deployment["metadata"].get("managedFields") or []
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
+    create(cs, rsyncs, cs.rsync(key))
+    wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
+    name = f"deployment-target-{_suffix()}"
+    api.create(kubeapi.POD, NAMESPACE, hand_written_sidecar_pod(key, name, {"OBJCOUNT_TARGET": "deployment"}))
+    try:
+        owned = 'objcount_apply_errors_total{reason="owned",target="deployment"}'
+        wait_for(lambda: metric(api, [name], owned) == 1, timeout=120, what="the refusal in the metrics")
+        health, health_body = pod_get(api, name, HEALTH_PORT, "/healthz")
+        assert (health, health_body.startswith("alive, refusing: ")) == (200, True)
+        ready, ready_body = pod_get(api, name, HEALTH_PORT, "/readyz")
+        assert ready == 503
+        assert "managed by Config Sync's reconciler-manager" in ready_body
+        assert not ours_in_managed_fields(api, key)
+        told = [
+            line for line in json_log(cs, name, SIDECAR_CONTAINER) if "rsync-override" in str(line["message"])
+        ]
+        assert [line["level"] for line in told] == ["ERROR"], "said once, as an error"
+        assert "in-place" in str(told[0]["message"])
+        pod = api.get(kubeapi.POD, NAMESPACE, name)
+        status = container_status(pod, SIDECAR_CONTAINER)
+        assert status["restartCount"] == 0, "alive, not crash-looping"
+        # SIGTERM to its process, as the kubelet sends at a Pod's deletion: the exit code says it never ran.
+        os.kill(main_pid(cs.stack, status["containerID"]), signal.SIGTERM)
+        last = wait_for(
+            lambda: (
+                container_status(api.get(kubeapi.POD, NAMESPACE, name), SIDECAR_CONTAINER).get("lastState")
+                or {}
+            ).get("terminated"),
+            timeout=60,
+            what="the container's exit in the Pod status",
         )
-
-    # It refuses at start and stays up, so the refusal can be scraped (an exit would crash-loop).
-    owned = 'objcount_apply_errors_total{reason="owned",target="deployment"}'
-    wait_for(lambda: service.metric(owned) == 1, timeout=60, what="the refusal in the metrics")
-    assert service.process.poll() is None, "alive, not crash-looping"
-    health, health_body = service.get("/healthz")
-    assert (health, health_body.startswith("alive, refusing: ")) == (200, True)
-    ready, ready_body = service.get("/readyz")
-    assert ready == 503
-    assert "managed by Config Sync's reconciler-manager" in ready_body
-    assert not ours_in_managed_fields()
-    told = [line for line in service.logs() if "rsync-override" in str(line["message"])]
-    assert [line["level"] for line in told] == ["ERROR"], "said once, as an error"
-    assert "in-place" in str(told[0]["message"])
-    assert service.stop() == 1, "a refused target exits non-zero on SIGTERM"
-    assert not ours_in_managed_fields()
+        assert last["exitCode"] == 1
+        assert not ours_in_managed_fields(api, key)
+    finally:
+        api.delete(kubeapi.POD, NAMESPACE, name)
 
 
-# ----- the harness cleans up after itself --------------------------------------------------------------
-def _descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        for children in Path(f"/proc/{current}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                for child in children.read_text().split():
-                    found.add(int(child))
-                    pending.append(int(child))
-    return found
-
-
-def test_a_killed_parent_takes_the_whole_stack_down(control_plane_bin_dir: Path, tmp_path: Path) -> None:
-    """SIGKILL the process that started Config Sync: every process, network namespace, mount and cgroup
-    the control plane and the node harness made is gone."""
-    build = build_configsync()
-    script = textwrap.dedent(
-        f"""
-        import json, signal
-        from pathlib import Path
-        from controlplane import LocalControlPlane
-        from controlplane.configsync import ConfigSyncBuild, ConfigSyncStack
-        from tests.helpers import wait_for
-        plane = LocalControlPlane(Path({str(control_plane_bin_dir)!r}), work_dir=Path({str(tmp_path)!r}))
-        plane.start()
-        stack = ConfigSyncStack(plane, ConfigSyncBuild(Path({str(build.root)!r}))).start()
-        wait_for(stack.reconciler_manager_running, timeout=120, what="the reconciler-manager")
-        print(json.dumps({{"plane": plane.pids(), "node": list(stack.harness.pids())}}), flush=True)
-        signal.pause()  # until the test kills this process
-        """
+def ours_in_managed_fields(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+    deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
+    return any(
+        m.get("manager") == "objcount-autoscaler" for m in deployment["metadata"].get("managedFields") or []
     )
-    namespaces_before = network_namespaces_in_use()
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": "."},
-    )
-    assert parent.stdout is not None
-    started = json.loads(parent.stdout.readline())
-    (supervisor,) = started["node"]
-    pids = set(started["plane"]) | {supervisor} | _descendants(supervisor)
-    assert len(_descendants(supervisor)) >= 2, "a sandbox and the reconciler-manager run under the harness"
-    cgroup_parent, _ = MemoryCgroup.parent_of_this_process()
-    cgroups = cgroup_parent / f"objcount-node-{supervisor}"
-    assert any(cgroups.iterdir()), "the reconciler-manager's memory cgroup exists"
-    namespaces_of_pods = network_namespaces_in_use() - namespaces_before
-    assert namespaces_of_pods, "the Pod has a network namespace of its own"
-
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=60, what="every process to exit")
-    assert not cgroups.exists()
-    assert not namespaces_of_pods & network_namespaces_in_use()
-    assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()

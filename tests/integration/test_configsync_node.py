@@ -7,64 +7,37 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-import pytest
-
-from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
 from controlplane.configsync import (
     NAMESPACE,
-    SIDECAR_CONTAINER,
     NodeConfigSync,
-    build_configsync,
-    configsync_node_images,
     grant_reposync,
     install_cluster,
     pod_ready,
     synced,
     uninstall_cluster,
-    uninstall_webhook,
 )
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.seed import configmaps_yaml, ensure_namespace
-from controlplane.stack import NodeStack, running_node_stack
+from controlplane.seed import ensure_namespace
+from controlplane.stack import NodeStack
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import FIGURES, NODE_STARTUP, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, legacy_count, size_aware_by_hand, wait_for
+from tests.integration.on_node import (
+    JSON,
+    configmaps,
+    container_log,
+    counts,
+    our_process,
+    override,
+    quantity_bytes,
+    reconciler_memory_limit,
+    rsync_of,
+)
 
-JSON = dict[str, Any]
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
-
-
-@pytest.fixture(scope="module")
-def config_sync_on_node() -> Iterator[NodeConfigSync]:
-    build = build_configsync()
-    with running_node_stack(configsync_node_images(build)) as stack:
-        FIGURES.append((NODE_STARTUP, stack.startup_seconds or 0.0))
-        config_sync = NodeConfigSync(stack, build).start()
-        try:
-            wait_for(
-                config_sync.reconciler_manager_running, timeout=120, what="the reconciler-manager Pod to run"
-            )
-            yield config_sync
-        finally:
-            config_sync.stop()
-
-
-def configmaps(count: int, namespace: str = "apps") -> dict[str, str]:
-    return {
-        f"cm-{i}.yaml": json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": f"cm-{i}", "namespace": namespace},
-                "data": {"i": str(i)},
-            }
-        )
-        for i in range(count)
-    }
 
 
 def pod_start_seconds(cs: NodeConfigSync, key: RSyncKey) -> float:
@@ -90,13 +63,18 @@ def sandbox_pid(host_pid: int) -> int:
     return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[2])
 
 
-def test_a_commit_travels_through_git_sync_to_the_real_reconciler(
-    config_sync_on_node: NodeConfigSync,
+def test_a_commit_travels_through_git_sync_to_the_real_reconciler_whose_containers_are_containerds(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey]
 ) -> None:
+    """A commit written with git reaches the real reconciler through git daemon and git-sync; every
+    container of the reconciler Pod is containerd's, and the reconciler's process runs in the memory
+    cgroup the kubelet made for it (no module of ours plays the kubelet or git-sync)."""
     cs = config_sync_on_node
-    assert cs.api is not None
+    api = cs.api
+    assert api is not None
     commit = cs.commit(ROOT, configmaps(20))
-    cs.api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
+    rsyncs.append(ROOT)
     FIGURES.append(
         (
             "real node: a reconciler Pod from first seen to all its containers running",
@@ -104,31 +82,19 @@ def test_a_commit_travels_through_git_sync_to_the_real_reconciler(
         )
     )
     rsync = wait_for(
-        lambda: synced(r := cs.api.get(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name), commit) and r,  # type: ignore[union-attr]
-        timeout=180,
-        what="the RootSync to sync the commit",
+        lambda: synced(r := rsync_of(api, ROOT), commit) and r, timeout=180, what="the RootSync to sync"
     )
     assert rsync["status"]["source"]["commit"] == commit
-    assert (
-        len(
-            json.loads(cs.api.list_page(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), "apps"))[
-                "items"
-            ]
-        )
-        >= 20
+    configmaps_in_apps = json.loads(
+        api.list_page(kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), "apps")
     )
+    assert {f"cm-{i}" for i in range(20)} <= {c["metadata"]["name"] for c in configmaps_in_apps["items"]}
 
-
-def test_every_container_of_the_reconciler_pod_is_containerds_in_the_kubelets_cgroup(
-    config_sync_on_node: NodeConfigSync,
-) -> None:
-    cs = config_sync_on_node
-    stack: NodeStack = cs.stack
-    pods = wait_for(lambda: cs.pods("app=reconciler"), timeout=120, what="a reconciler Pod")
-    pod = pods[0]
+    pod = cast(JSON, cs.reconciler_pod(ROOT))
     statuses = {s["name"]: s for s in pod["status"]["containerStatuses"]}
     assert set(statuses) == {"reconciler", "git-sync", "otel-agent"}
     assert all(s["containerID"].startswith("containerd://") for s in statuses.values())
+    stack: NodeStack = cs.stack
     tasks = {
         row.split()[0]: int(row.split()[1]) for row in stack.node.ctr("tasks", "ls").stdout.splitlines()[1:]
     }
@@ -143,7 +109,7 @@ def test_every_container_of_the_reconciler_pod_is_containerds_in_the_kubelets_cg
 
 
 def test_an_undersized_reconciler_is_oom_killed_by_the_kernel_and_the_kubelet_reports_it(
-    config_sync_on_node: NodeConfigSync,
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey]
 ) -> None:
     """Config Sync's reconciler under a 16Mi limit (set through the RootSync's override, as our sizing
     sets it): the kernel kills it in the memory cgroup the kubelet made, and the kubelet reports
@@ -158,95 +124,29 @@ def test_an_undersized_reconciler_is_oom_killed_by_the_kernel_and_the_kubelet_re
         "resources": [{"containerName": "reconciler", "memoryRequest": "16Mi", "memoryLimit": "16Mi"}]
     }
     api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
-    try:
+    rsyncs.append(key)
 
-        def oom_killed() -> JSON | None:
-            pod = cast(JSON, cs.reconciler_pod(key) or {})
-            statuses = pod.get("status", {}).get("containerStatuses") or []
-            reconciler = next((s for s in statuses if s["name"] == "reconciler"), {})
-            last = reconciler.get("lastState", {}).get("terminated") or {}
-            return reconciler if last.get("reason") == "OOMKilled" else None
+    def oom_killed() -> JSON | None:
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        reconciler = next((s for s in statuses if s["name"] == "reconciler"), {})
+        last = reconciler.get("lastState", {}).get("terminated") or {}
+        return reconciler if last.get("reason") == "OOMKilled" else None
 
-        reconciler = wait_for(oom_killed, timeout=240, what="the reconciler OOMKilled in its Pod's status")
-        assert reconciler["restartCount"] >= 1
-        assert reconciler["lastState"]["terminated"]["exitCode"] == 137
-        assert reconciler["containerID"].startswith("containerd://")
-        # The limit the kernel enforced is the override's, which the reconciler-manager put into the Pod.
-        pod = cast(JSON, cs.reconciler_pod(key))
-        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "reconciler"]
-        assert container["resources"]["limits"]["memory"] == "16Mi"
-    finally:
-        api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
-
-
-def test_our_webhook_pod_injects_the_sidecar_through_its_service_and_the_sidecar_counts_the_repo(
-    config_sync_on_node: NodeConfigSync, tmp_path: Path
-) -> None:
-    """The sidecar install on the real node: the webhook runs as Pods of our image behind its Service (the
-    API server dials its endpoint), and the sidecar it adds runs our image as uid 10001 with a read-only
-    root, reads the `repo` volume git-sync writes under Config Sync's Pod security context, and counts
-    and sizes its own RSync with its own account's token."""
-    cs = config_sync_on_node
-    api = cs.api
-    assert api is not None
-    cs.install_sidecar(tmp_path / "certs")  # returns once both webhook Pods pass their readiness probe
-    try:
-        key = RSyncKey("RootSync", NAMESPACE, "sidecar-sync")
-        manifests = configmaps_yaml(30, namespace="sidecar-apps")
-        commit = cs.commit(key, {"configmaps.yaml": manifests})
-        api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
-
-        def sidecar_running() -> JSON | None:
-            for pod in cs.pods(f"configsync.gke.io/sync-name={key.name}"):
-                statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
-                sidecar = statuses.get(SIDECAR_CONTAINER)
-                if sidecar and "running" in sidecar.get("state", {}):
-                    return pod
-            return None
-
-        pod = wait_for(sidecar_running, timeout=180, what="our sidecar running in the reconciler Pod")
-        sidecar = next(s for s in pod["status"]["containerStatuses"] if s["name"] == SIDECAR_CONTAINER)
-        assert sidecar["containerID"].startswith("containerd://")
-        assert sidecar["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"
-        wait_for(
-            lambda: synced(r := api.get(kubeapi.ROOTSYNC, NAMESPACE, key.name), commit) and r,
-            timeout=180,
-            what="the RootSync to sync",
-        )
-        # 30 ConfigMaps in the source (read from the repo volume) and 31 in the inventory (the implicit
-        # Namespace), written by the sidecar on its own RSync.
-        wait_for(
-            lambda: counts(api, key) == ("30", "31"),
-            timeout=120,
-            what="the sidecar's counts; its log:\n" + container_log(cs, pod, SIDECAR_CONTAINER),
-        )
-        # The shipped default (size-aware, rsync-override) by hand: 30 ConfigMaps and the implicit
-        # Namespace, the source's KiB scaled to the 31 objects; the reconciler-manager rolls it out and the
-        # kubelet sets it on the new reconciler container's cgroup (the new Pod gets the sidecar again).
-        cpu, memory = size_aware_by_hand(
-            configmaps=30, others=1, kib=-(-kib(manifests) * 31 // 30), api_resources=legacy_count(api)
-        )
-        wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=60, what="the override")
-        assert override(api, key).get("cpuRequest") == cpu
-        wait_for(
-            lambda: reconciler_memory_limit(cs, key) == quantity_bytes(memory),
-            timeout=240,
-            what=f"the reconciler running in a memory cgroup of {memory}",
-        )
-        pod = cast(JSON, cs.reconciler_pod(key))
-        assert SIDECAR_CONTAINER in {c["name"] for c in pod["spec"]["containers"]}
-        # Read from the Pod now running: the first one, whose sidecar did the counting, was replaced by
-        # the rollout of the new size (CI once read the gone container's cgroup).
-        process = wait_for(
-            lambda: running_process(cs, key, SIDECAR_CONTAINER), timeout=60, what="the sidecar running"
-        )
-        assert process == {"uid": 10001, "root_read_only": True}
-    finally:
-        uninstall_webhook(api)
+    reconciler = wait_for(oom_killed, timeout=240, what="the reconciler OOMKilled in its Pod's status")
+    assert reconciler["restartCount"] >= 1
+    assert reconciler["lastState"]["terminated"]["exitCode"] == 137
+    assert reconciler["containerID"].startswith("containerd://")
+    # The limit the kernel enforced is the override's, which the reconciler-manager put into the Pod.
+    pod = cast(JSON, cs.reconciler_pod(key))
+    (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "reconciler"]
+    assert container["resources"]["limits"]["memory"] == "16Mi"
+    # Let it recover, so that its finalizer can run when the RootSync is deleted after the test.
+    api.patch(kubeapi.ROOTSYNC, NAMESPACE, key.name, {"spec": {"override": None}})
 
 
 def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_rootsync_and_a_reposync(
-    config_sync_on_node: NodeConfigSync,
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey]
 ) -> None:
     """`kubectl apply -k manifests/cluster` on the real node: two Pods of our image, both Ready, one holds
     the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and sizes
@@ -278,6 +178,7 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
         }
         for key in commits:
             api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
+            rsyncs.append(key)
         # The shipped default (size-aware) with no source in cluster mode: inventories of 41 (40 and the
         # implicit Namespace) and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
         surface = legacy_count(api)
@@ -307,68 +208,5 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
 CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
 
 
-def rsync_of(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
-    return api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
-
-
-def counts(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[str | None, str | None]:
-    annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
-    return annotations.get(SOURCE_ANNOTATION), annotations.get(SYNC_ANNOTATION)
-
-
-def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
-    """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
-    entries = (rsync_of(api, key)["spec"].get("override") or {}).get("resources") or []
-    return next((e for e in entries if e.get("containerName") == "reconciler"), {})
-
-
-def container_log(cs: NodeConfigSync, pod: JSON, container: str) -> str:
-    name = pod["metadata"]["name"]
-    return cs.stack.kubectl("logs", "-n", NAMESPACE, name, "-c", container, check=False).stdout[-3000:]
-
-
 def leader_log(cs: NodeConfigSync, pods: list[JSON]) -> str:
     return "\n".join(container_log(cs, pod, "autoscaler") for pod in pods)
-
-
-def reconciler_memory_limit(cs: NodeConfigSync, key: RSyncKey) -> int | None:
-    """The memory limit of the RSync's running reconciler container, read from its cgroup."""
-    status = running_container(cs, key, "reconciler")
-    try:
-        return None if status is None else cs.stack.container_memory(status["containerID"]).limit
-    except (OSError, LookupError):  # the container went away between the two reads
-        return None
-
-
-def running_process(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
-    """our_process() of a container of the RSync's live reconciler Pod (None while it is not running)."""
-    status = running_container(cs, key, container)
-    try:
-        return None if status is None else our_process(cs.stack, status["containerID"])
-    except (OSError, LookupError):  # the container went away between the two reads
-        return None
-
-
-def running_container(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
-    """The status of a running container of the RSync's live reconciler Pod (None when there is none)."""
-    pod = cast(JSON, cs.reconciler_pod(key) or {})
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return next((s for s in statuses if s["name"] == container and "running" in s["state"]), None)
-
-
-def quantity_bytes(memory: str) -> int:
-    """A memory quantity in Mi or Gi (what the sizing writes) in bytes."""
-    number, unit = int(memory[:-2]), memory[-2:]
-    return number << {"Mi": 20, "Gi": 30}[unit]
-
-
-def our_process(stack: NodeStack, container_id: str) -> JSON:
-    """A container's main process as the host sees it: its uid, and whether its root is mounted read-only."""
-    cgroup = stack.container_cgroup(container_id)
-    pid = (cgroup / "cgroup.procs").read_text().split()[0]
-    status = Path(f"/proc/{pid}/status").read_text()
-    uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-    root = next(
-        line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if line.split()[4] == "/"
-    )
-    return {"uid": uid, "root_read_only": "ro" in root.split()[5].split(",")}

@@ -2,7 +2,7 @@
 admission policy (manifests/rbac/guard.yaml), with the tokens of our own ServiceAccounts
 (config-management-system/objcount-autoscaler for cluster mode, objcount-sidecar for the sidecars), on
 Config Sync v1.22.0's CRDs (the bare API server; Config Sync itself runs under the guard in every test
-of tests/integration/test_configsync.py, where the stack installs it).
+on the real node, where the stack installs it).
 
 Each refused write names what refused it: RBAC ("cannot ...") or the policy (its name and message)."""
 
@@ -27,7 +27,7 @@ from controlplane.configsync import (
     NAMESPACE,
     SIDECAR_MANIFESTS,
     ConfigSyncBuild,
-    ConfigSyncStack,
+    NodeConfigSync,
     create_or_replace,
     kustomization_objects,
     reposync,
@@ -598,10 +598,10 @@ def test_the_guard_names_every_field_of_the_pinned_rsync_crds(configsync_build: 
                     assert compared in text, (name, field)
 
 
-def test_the_policies_match_only_our_identities_and_type_check(config_sync: ConfigSyncStack) -> None:
-    """On the Config Sync stack (installed with it), whose kube-controller-manager type-checks each
-    policy against the schemas of the resources it matches (the RSync CRDs as released)."""
-    api = config_sync.api
+def test_the_policies_match_only_our_identities_and_type_check(config_sync_on_node: NodeConfigSync) -> None:
+    """On the Config Sync stack on the real node (installed with it), whose kube-controller-manager
+    type-checks each policy against the schemas of the resources it matches (the RSync CRDs as released)."""
+    api = config_sync_on_node.api
     assert api is not None
     resource = kubeapi.Resource(
         "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"

@@ -1,6 +1,6 @@
-"""The side-by-side benchmark runs end to end on the local stack (Config Sync v1.22.0, Pods run by our
-node harness; the reconciler, its cgroup and its OOM kills are real): a tiny timeline under two
-policies, one after the other, written as CSV, traces, table and plot."""
+"""The side-by-side benchmark runs end to end on the local stack with a real node (Config Sync v1.22.0,
+its Pods run by the kubelet): a tiny timeline under two policies, one after the other, written as CSV,
+traces, table and plot."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The real node: kubelet, containerd and runc in the stack's sandbox, Pods bound by kube-scheduler, our
-image built from the checkout's Dockerfile. What the node harness used to play is checked here on the
-real kubelet: OOMKilled, in-place resize, a lowered limit below usage, the kubelet's restart backoff."""
+image built from the checkout's Dockerfile. What our stand-in for the kubelet (now removed) used to play
+is checked here on the real kubelet: OOMKilled, in-place resize, a lowered limit below usage, the kubelet's restart backoff."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The benchmark of the real reconciler runs end to end on the local stack (Config Sync v1.22.0, Pods run
-by our node harness): a fresh reconciler per point, its peak memory and the counts it produced, written
-as CSV, table and plot, and resumable."""
+"""The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync
+v1.22.0, its Pods run by the kubelet): a fresh reconciler per point, the peak of its container's memory
+cgroup and the counts it produced, written as CSV, table and plot, and resumable."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
         assert float(row["peak_with_prune_mib"]) >= float(row["peak_rss_mib"])
         assert float(row["seconds_to_pruned"]) > 0
         assert row["version"] == "v1.22.0"
+        assert row["measured"] == "cgroup peak"
     small, large = (int(r["source_bytes"]) for r in rows)
     assert large > 20 * 20 * 1024 > small, "large custom resources carry about 20 KiB each"
     assert (out / "reconciler-memory.md").read_text().count("\n") == 2 + len(rows)

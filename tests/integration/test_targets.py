@@ -382,8 +382,8 @@ def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig)
 
 
 def test_in_place_does_not_send_again_a_lower_limit_the_kubelet_refused(rig: Rig) -> None:
-    """Played by us: the kubelet's report of a resize refused for a limit below the usage (as the node
-    harness writes it, see test_configsync's refused-resize tests). A lower limit is not sent again; a
+    """Played by us: the kubelet's report of a resize refused for a limit below the usage (as the real
+    kubelet v1.34 writes it, see test_configsync's refused-resize tests). A lower limit is not sent again; a
     higher one is."""
     pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
     name = pod["metadata"]["name"]
@@ -392,7 +392,7 @@ def test_in_place_does_not_send_again_a_lower_limit_the_kubelet_refused(rig: Rig
         "type": "PodResizeInProgress",
         "status": "True",
         "reason": "Error",
-        "message": "attempting to set the memory limit (167772160) below the current usage (300000000)",
+        "message": 'attempting to set container "reconciler" memory limit (167772160) below current usage (300000000)',
     }
     status = {"conditions": [refusal], "containerStatuses": [_status("reconciler", running)]}
     rig.api.patch(kubeapi.POD, rig.namespace, name, {"status": status}, subresource="status")

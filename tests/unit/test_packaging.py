@@ -10,7 +10,6 @@ import pytest
 
 from autoscaler.injection import SidecarTemplate
 from autoscaler.settings import CONFIG_FILE_ENV, Settings, load_settings
-from controlplane.configsync import webhook_env
 from controlplane.seed import REPO_ROOT, manifests_in
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
@@ -95,12 +94,11 @@ def _settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Sett
     return load_settings()
 
 
-def test_the_webhook_process_of_the_tests_runs_as_the_shipped_webhook_deployment(
+def test_the_shipped_webhook_deployment_serves_on_the_ports_and_paths_its_manifests_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`controlplane.configsync.webhook_env` plays the shipped Deployment's container (tests and the demo
-    run the webhook as a process): its variables, given the Deployment's mount paths and port, must be
-    the Deployment's own settings, so what the real-stack tests exercise is what ships."""
+    """The webhook Deployment's settings (its variables and our defaults) open the ports its probes and
+    Service name, and read its certificate and template where its volumes are mounted."""
     pod = _shipped("Deployment", "webhook.yaml")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["args"] == ["run"]
@@ -116,13 +114,6 @@ def test_the_webhook_process_of_the_tests_runs_as_the_shipped_webhook_deployment
     assert template["metadata"]["name"] == "objcount-sidecar-template"
     assert set(template["data"]) == {"sidecar.yaml"}  # so the file is /etc/objcount/sidecar/sidecar.yaml
 
-    played = webhook_env(Path("/etc/objcount/tls"), Path("/etc/objcount/sidecar/sidecar.yaml"), 9443)
-    assert played == {
-        "OBJCOUNT_MODE": "webhook",
-        "OBJCOUNT_WEBHOOK_PORT": "9443",
-        "OBJCOUNT_WEBHOOK_CERT_DIR": "/etc/objcount/tls",
-        "OBJCOUNT_SIDECAR_TEMPLATE": "/etc/objcount/sidecar/sidecar.yaml",
-    }
     shipped = _settings_from({e["name"]: e["value"] for e in container["env"]}, monkeypatch)
     assert (
         shipped.webhook_port,
@@ -131,7 +122,6 @@ def test_the_webhook_process_of_the_tests_runs_as_the_shipped_webhook_deployment
         shipped.webhook_cert_dir,
         shipped.sidecar_template,
     ) == (9443, 9464, 8081, Path("/etc/objcount/tls"), Path("/etc/objcount/sidecar/sidecar.yaml"))
-    assert _settings_from(played, monkeypatch) == shipped, "nothing else differs"
     # The probes and the Service reach the ports the settings open.
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}

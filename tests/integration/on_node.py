@@ -1,0 +1,162 @@
+"""What the tests of Config Sync on the real node read from it, worked out here rather than with the code
+under test: RSync fields, Pod and container status, cgroups (as the kubelet set them), the host's view
+of a container's process, our containers' metrics (through the API server's Pod proxy) and logs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
+from controlplane.configsync import NAMESPACE, NodeConfigSync
+from controlplane.stack import NodeStack
+from inventory import kubeapi
+from inventory.ids import RSyncKey
+
+JSON = dict[str, Any]
+METRICS_PORT = 9464  # our containers' metrics (the shipped manifests)
+HEALTH_PORT = 8081
+
+
+def configmaps(count: int, namespace: str = "apps") -> dict[str, str]:
+    """`count` ConfigMaps, one file each (JSON, which is YAML)."""
+    return {
+        f"cm-{i}.yaml": json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"cm-{i}", "namespace": namespace},
+                "data": {"i": str(i)},
+            }
+        )
+        for i in range(count)
+    }
+
+
+def objects_in(text: str) -> int:
+    """Objects in a manifest file, counted here with PyYAML (not with the code under test)."""
+    return sum(1 for document in yaml.safe_load_all(text) if document)
+
+
+def rsync_of(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+    return api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+
+
+def counts(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[str | None, str | None]:
+    annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
+    return annotations.get(SOURCE_ANNOTATION), annotations.get(SYNC_ANNOTATION)
+
+
+def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+    """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
+    entries = (rsync_of(api, key)["spec"].get("override") or {}).get("resources") or []
+    return next((e for e in entries if e.get("containerName") == "reconciler"), {})
+
+
+def inventory_entries(api: kubeapi.KubeApi, key: RSyncKey) -> list[JSON]:
+    group = api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name)
+    entries: list[JSON] = (group.get("spec") or {}).get("resources") or []
+    return entries
+
+
+def reconciler_resources(template_or_pod_spec: JSON) -> JSON:
+    containers = template_or_pod_spec["containers"]
+    resources: JSON = next(c for c in containers if c["name"] == "reconciler").get("resources") or {}
+    return resources
+
+
+def memory_limit_of_pod(pod: JSON) -> str | None:
+    limit: str | None = reconciler_resources(pod["spec"]).get("limits", {}).get("memory")
+    return limit
+
+
+def container_status(pod: JSON, container: str) -> JSON:
+    """A container's status in the Pod ({} until the kubelet reports it)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return cast(JSON, next((s for s in statuses if s["name"] == container), {}))
+
+
+def running_container(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
+    """The status of a running container of the RSync's live reconciler Pod (None when there is none)."""
+    status = container_status(cast(JSON, cs.reconciler_pod(key) or {}), container)
+    return status if "running" in status.get("state", {}) else None
+
+
+def reconciler_memory_limit(cs: NodeConfigSync, key: RSyncKey) -> int | None:
+    """The memory limit of the RSync's running reconciler container, read from its cgroup."""
+    status = running_container(cs, key, "reconciler")
+    try:
+        return None if status is None else cs.stack.container_memory(status["containerID"]).limit
+    except (OSError, LookupError):  # the container went away between the two reads
+        return None
+
+
+def main_pid(stack: NodeStack, container_id: str) -> int:
+    """The host's pid of a container's first process (read from the cgroup the kubelet made for it)."""
+    return int((stack.container_cgroup(container_id) / "cgroup.procs").read_text().split()[0])
+
+
+def our_process(stack: NodeStack, container_id: str) -> JSON:
+    """A container's main process as the host sees it: its uid, and whether its root is mounted read-only."""
+    pid = main_pid(stack, container_id)
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+    root = next(
+        line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if line.split()[4] == "/"
+    )
+    return {"uid": uid, "root_read_only": "ro" in root.split()[5].split(",")}
+
+
+def running_process(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
+    """our_process() of a container of the RSync's live reconciler Pod (None while it is not running)."""
+    status = running_container(cs, key, container)
+    try:
+        return None if status is None else our_process(cs.stack, status["containerID"])
+    except (OSError, LookupError):  # the container went away between the two reads
+        return None
+
+
+def quantity_bytes(memory: str) -> int:
+    """A memory quantity in Mi or Gi (what the sizing writes) in bytes."""
+    number, unit = int(memory[:-2]), memory[-2:]
+    return number << {"Mi": 20, "Gi": 30}[unit]
+
+
+def pod_get(api: kubeapi.KubeApi, pod: str, port: int, path: str) -> tuple[int, str]:
+    """GET a path of a Pod's port through the API server's Pod proxy (the API server dials the Pod's
+    address on the node's bridge): the status and the body."""
+    try:
+        body = api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{port}/proxy{path}")
+    except kubeapi.ApiError as error:
+        return error.status, str(error)
+    return 200, body.decode()
+
+
+def metric(api: kubeapi.KubeApi, pods: list[str], line_start: str) -> float:
+    """The sum of a metric's samples over our containers in these Pods (-1 when one cannot be read)."""
+    total = 0.0
+    for pod in pods:
+        status, text = pod_get(api, pod, METRICS_PORT, "/metrics")
+        if status != 200:
+            return -1.0
+        total += sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
+    return total
+
+
+def container_log(cs: NodeConfigSync, pod: JSON | str, container: str, *, tail: int = 3000) -> str:
+    name = pod if isinstance(pod, str) else pod["metadata"]["name"]
+    log = cs.stack.kubectl("logs", "-n", NAMESPACE, name, "-c", container, check=False).stdout
+    return log[-tail:] if tail else log
+
+
+def json_log(cs: NodeConfigSync, pod: JSON | str, container: str) -> list[JSON]:
+    """Our container's log lines (JSON) as the kubelet kept them."""
+    lines = []
+    for line in container_log(cs, pod, container, tail=0).splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(line))
+    return lines
