@@ -111,15 +111,6 @@ def our_process(stack: NodeStack, container_id: str) -> JSON:
     return {"uid": uid, "root_read_only": "ro" in root.split()[5].split(",")}
 
 
-def running_process(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
-    """our_process() of a container of the RSync's live reconciler Pod (None while it is not running)."""
-    status = running_container(cs, key, container)
-    try:
-        return None if status is None else our_process(cs.stack, status["containerID"])
-    except (OSError, LookupError):  # the container went away between the two reads
-        return None
-
-
 def quantity_bytes(memory: str) -> int:
     """A memory quantity in Mi or Gi (what the sizing writes) in bytes."""
     number, unit = int(memory[:-2]), memory[-2:]
