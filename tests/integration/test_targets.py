@@ -404,7 +404,7 @@ def test_in_place_does_not_send_again_a_lower_limit_the_kubelet_refused(rig: Rig
     with pytest.raises(ApplyError) as error:
         target.apply(rig.key, at(100))
     assert error.value.reason == "refused"
-    assert "below the current usage" in str(error.value)
+    assert "below current usage" in str(error.value)
     assert rig.api.get(kubeapi.POD, rig.namespace, name)["spec"] == spec_before, "nothing sent"
     assert target.apply(rig.key, at(10_000)) == Applied(at(10_000), restarted=False)
 
