@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse) the pinned Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kube-proxy) and etcd.
+# kube-scheduler, kubelet, kube-proxy, kubectl) and etcd.
 #
 # The binaries are cached outside the repository, keyed by a hash of the wrapper module's go.mod and
 # go.sum, so they are rebuilt only when the pin changes. Prints the directory holding the binaries
@@ -14,7 +14,7 @@ mod="$here/go"
 cache_root=${OBJCOUNT_CP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/controlplane}
 
 if ! command -v go >/dev/null 2>&1; then
-  echo "build.sh: the Go toolchain is required to build kube-apiserver and etcd (go not found on PATH)" >&2
+  echo "build.sh: the Go toolchain is required to build the Kubernetes binaries and etcd (go not found on PATH)" >&2
   exit 1
 fi
 
@@ -25,7 +25,7 @@ source "$here/cache_entry.sh"
 pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/k8s-$k8s_version-etcd-$etcd_version-$pin_hash"
 
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 cached=1
 for c in "${components[@]}" etcd; do [[ -x "$out/$c" ]] || cached=0; done
 if (( cached )); then
@@ -44,7 +44,7 @@ tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 start=$(date +%s)
-echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 20-30 minutes on 2 cores)" >&2
+echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 5-10 minutes on 2 cores)" >&2
 cd "$mod"
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
 for c in "${components[@]}"; do

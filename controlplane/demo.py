@@ -277,7 +277,8 @@ def run_local(once: bool = False, live: bool = True) -> int:
             stack.sandbox.work_dir / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY)}
         )
         console.print(f"Config Sync {VERSION} installed; our webhook's Pods add the sidecar")
-        console.print(f"  export KUBECONFIG={stack.plane.kubeconfig}   # to look with kubectl; Ctrl-C stops")
+        console.print(f"  export KUBECONFIG={stack.plane.kubeconfig}   # to look; Ctrl-C stops")
+        console.print(f"  {stack.bin_dir / 'kubectl'} get pods -A   # kubectl, built with the stack")
         surface = api.api_resource_types()
         console.print(f"  the API server serves {surface} resource types (the default sizing counts them)")
         config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})

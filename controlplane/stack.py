@@ -67,7 +67,7 @@ class NodeStack:
         self, *args: str, input_text: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["kubectl", f"--kubeconfig={self.plane.kubeconfig}", *args],
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.plane.kubeconfig}", *args],
             input=input_text,
             capture_output=True,
             text=True,

@@ -5,7 +5,6 @@ nothing is kept: the other tests install the same objects their own way, through
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,8 +26,7 @@ GUARD = [
 
 def kubectl_apply_k(control_plane: LocalControlPlane, directory: Path) -> list[tuple[str, str]]:
     """(kind, name) of what `kubectl apply -k directory` applies, as the API server answered."""
-    kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is needed for the install tests (the README's install command): install it"
+    kubectl = control_plane.bin_dir / "kubectl"  # built from the pinned module (controlplane/build.sh)
     command = ["apply", "-k", str(directory), "--dry-run=server", "-o", "json"]
     result = subprocess.run(
         [kubectl, "--kubeconfig", str(control_plane.kubeconfig), *command],
