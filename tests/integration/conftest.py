@@ -15,16 +15,13 @@ from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync import (
     RSYNC_CRD_FILES,
     ConfigSyncBuild,
-    NodeConfigSync,
     build_configsync,
     install_rsync_crds,
-    rsync_gone,
-    running_config_sync_on_node,
 )
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import FIGURES, NODE_STARTUP, Service, alive, wait_for
+from tests.helpers import Service, alive, wait_for
 
 _STARTUP_KEY = pytest.StashKey[float]()
 
@@ -136,27 +133,3 @@ def services() -> Iterator[list[Service]]:
     yield started
     for service in started:
         service.stop(signal.SIGKILL)
-
-
-# ----- real Config Sync on the real node ----------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def config_sync_on_node() -> Iterator[NodeConfigSync]:
-    """Config Sync v1.22.0 on the real node (kubelet, containerd, runc), shared by the session's tests."""
-    with running_config_sync_on_node() as config_sync:
-        FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
-        yield config_sync
-
-
-@pytest.fixture
-def rsyncs(config_sync_on_node: NodeConfigSync) -> Iterator[list[RSyncKey]]:
-    """RSyncs a test creates (it appends their keys), deleted after it; Config Sync's finalizers run, so
-    their reconcilers are gone before the next test."""
-    created: list[RSyncKey] = []
-    yield created
-    api = config_sync_on_node.api
-    assert api is not None
-    for key in created:
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
-    for key in created:
-        wait_for(lambda k=key: rsync_gone(api, k), timeout=120, what=f"{key} deleted by Config Sync")

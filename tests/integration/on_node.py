@@ -151,3 +151,29 @@ def json_log(cs: NodeConfigSync, pod: JSON | str, container: str) -> list[JSON]:
         with contextlib.suppress(ValueError):
             lines.append(json.loads(line))
     return lines
+
+
+def assert_sidecar_has_only_its_own_token(cs: NodeConfigSync, pod: JSON, pid: int, account: str) -> None:
+    """The sidecar's token is its account's (objcount-sidecar for every RootSync, one per RepoSync), and
+    the Pod's own token is mounted nowhere in it."""
+    # Where the token volume is mounted as the container sees it (the image's /var/run links to /run, and
+    # an absolute link inside /proc/<pid>/root would be followed on the host).
+    mounted = [
+        line.split()[4]
+        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        if line.split()[4].endswith("/secrets/kubernetes.io/serviceaccount")
+    ]
+    assert len(mounted) == 1, mounted
+    token = Path(f"/proc/{pid}/root{mounted[0]}/token").read_text()
+    as_sidecar = kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
+    review = as_sidecar.request_json(
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    as_sidecar.close()
+    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{NAMESPACE}:{account}"
+    pod_token_volumes = [v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access")]
+    assert pod_token_volumes, "the Pod has its own token volume (for Config Sync's containers)"
+    mounts = Path(f"/proc/{pid}/mountinfo").read_text()
+    assert not [name for name in pod_token_volumes if name in mounts]

@@ -1,0 +1,329 @@
+"""The README's installs and uninstalls, run verbatim with the real kubectl (built from the pinned
+module) on the local real node, Config Sync v1.22.0 running there: the commands are read from the
+README's own text, each block pinned here, so this fails if the README's commands change without this
+test following. The only change is the one a user makes: a RepoSync's namespace in `objcount
+grant-reposync NAMESPACE [NAME]`. Our image keeps the manifests' name (`objcount-autoscaler:0.1.0`), the
+name under which the suite loads the image it built from this checkout's Dockerfile.
+
+git-sync and the otel collector in Config Sync's Pods are stand-ins (see controlplane.images)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from controlplane.configsync import (
+    NAMESPACE,
+    SIDECAR_CONTAINER,
+    NodeConfigSync,
+    grant_reposync,
+    install_guard,
+    pod_ready,
+)
+from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import FIGURES, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.integration.on_node import (
+    JSON,
+    assert_sidecar_has_only_its_own_token,
+    container_status,
+    counts,
+    main_pid,
+    metric,
+    override,
+    quantity_bytes,
+    reconciler_memory_limit,
+    rsync_of,
+)
+
+README = REPO_ROOT / "README.md"
+SYNC_TIMEOUT = 240.0
+
+CLUSTER_INSTALL = """\
+kubectl apply -k manifests/cluster        # RBAC, ServiceAccount, Deployment (image objcount-autoscaler:0.1.0)
+"""
+CLUSTER_UNINSTALL = """\
+kubectl delete -k manifests/cluster --ignore-not-found
+kubectl -n config-management-system delete lease objcount-autoscaler --ignore-not-found
+"""
+SIDECAR_INSTALL = """\
+bash manifests/sidecar/certificate.sh ./objcount-certs          # a CA and the webhook's certificate
+kubectl -n config-management-system create secret tls objcount-webhook-tls \\
+  --cert ./objcount-certs/tls.crt --key ./objcount-certs/tls.key
+kubectl apply -k manifests/sidecar                               # roles, accounts, webhook, template
+kubectl patch mutatingwebhookconfiguration objcount-sidecar --type=json -p \\
+  "[{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/0/clientConfig/caBundle\\",\\"value\\":\\"$(base64 -w0 ./objcount-certs/ca.crt)\\"}]"
+kubectl -n config-management-system rollout status deployment/objcount-webhook
+kubectl -n config-management-system delete pods -l app=reconciler   # running reconcilers get it now
+"""
+GRANT_REPOSYNC = """\
+objcount grant-reposync NAMESPACE [NAME] | kubectl apply -f -       # NAME defaults to repo-sync
+"""
+SIDECAR_UNINSTALL = """\
+kubectl delete mutatingwebhookconfiguration objcount-sidecar --ignore-not-found
+kubectl -n config-management-system delete pods -l app=reconciler
+objcount grant-reposync NAMESPACE [NAME] | kubectl delete --ignore-not-found -f -   # each granted
+kubectl delete -k manifests/sidecar --ignore-not-found
+kubectl -n config-management-system delete secret objcount-webhook-tls --ignore-not-found
+"""
+CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
+WEBHOOK = "app.kubernetes.io/name=objcount-webhook"
+
+
+def readme_block(pinned: str) -> str:
+    """The README's fenced `sh` block that is exactly `pinned`."""
+    assert f"```sh\n{pinned}```" in README.read_text(), (
+        "the README's commands changed: update this test with them\n" + pinned
+    )
+    return pinned
+
+
+Shell = Callable[[str], str]
+
+
+@pytest.fixture
+def shell(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Shell:
+    """Runs commands as a user at a checkout's root would (a copy of `manifests/`, certificates written
+    there), with `kubectl` and `objcount` on the PATH and KUBECONFIG naming the local stack."""
+    shutil.copytree(REPO_ROOT / "manifests", tmp_path / "manifests")
+    stack = config_sync_on_node.stack
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(stack.plane.kubeconfig),
+        "PATH": os.pathsep.join([str(stack.bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]),
+    }
+
+    def run(commands: str) -> str:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", commands],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, f"{commands}\nexit {done.returncode}: {done.stderr}"
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture
+def guard_kept(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
+    """The uninstalls remove our admission policies; the stack's other tests run Config Sync under them."""
+    yield
+    assert config_sync_on_node.api is not None
+    install_guard(config_sync_on_node.api)
+
+
+def _suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def root_and_repo(
+    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str
+) -> tuple[RSyncKey, RSyncKey, dict[RSyncKey, tuple[str, str]]]:
+    """A RootSync of 40 ConfigMaps and a RepoSync of 25 (Config Sync's RoleBinding for its reconciler,
+    as Config Sync's documentation asks), created with their commits; what each committed."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    team = f"team-{_suffix()}"
+    ensure_namespace(api, team)
+    root, repo = (
+        RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}"),
+        RSyncKey("RepoSync", team, "repo-sync"),
+    )
+    grant_reposync(api, team, repo.name)
+    manifests = {
+        root: configmaps_yaml(40, namespace=f"apps-{_suffix()}"),
+        repo: configmaps_yaml(25, namespace=team),
+    }
+    synced = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
+    for key in (root, repo):
+        api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
+        rsyncs.append(key)
+    return root, repo, synced
+
+
+def synced_at(api: kubeapi.KubeApi, key: RSyncKey, commit: str) -> bool:
+    status = rsync_of(api, key).get("status") or {}
+    return bool(status.get("lastSyncedCommit") == commit and not (status.get("sync") or {}).get("errors"))
+
+
+def left_of(shell: Shell, directory: str, *extra: str) -> str:
+    """What of an install's objects (`kubectl get -k`) and of `extra` is still on the API server."""
+    listed = shell(f"kubectl get -k {directory} --ignore-not-found -o name")
+    others = (
+        shell(f"kubectl -n {NAMESPACE} get {' '.join(extra)} --ignore-not-found -o name") if extra else ""
+    )
+    return listed + others
+
+
+def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RSyncKey, tuple[str, str]]:
+    """The shipped default (size-aware) in cluster mode, by hand: no source, every inventory entry of
+    unknown kind and 2 KiB assumed per entry."""
+    surface = legacy_count(api)
+    return {
+        key: size_aware_by_hand(configmaps=0, others=n, kib=2 * n, api_resources=surface)
+        for key, n in entries.items()
+    }
+
+
+def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
+) -> None:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    shell(readme_block(CLUSTER_INSTALL))
+    ours = wait_for(
+        lambda: ready if len(ready := [p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2 else None,
+        timeout=180,
+        what="both controller Pods Ready (one the leader, the other a ready standby)",
+    )
+    root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster")
+    sizes = default_sizes(api, {root: 41, repo: 25})
+    for key in (root, repo):
+        wait_for(lambda k=key: synced_at(api, k, synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced")
+        wait_for(
+            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
+            timeout=120,
+            what=f"{key}'s size",
+        )
+        assert override(api, key).get("cpuRequest") == sizes[key][0]
+        wait_for(
+            lambda k=key: reconciler_memory_limit(cs, k) == quantity_bytes(sizes[k][1]),
+            timeout=SYNC_TIMEOUT,
+            what=f"{key}'s reconciler in a cgroup of {sizes[key][1]}",
+        )
+
+    # The leader's Pod deleted: the standby takes the Lease over once it expires, and decides the same
+    # sizes (nothing lost), which it does not write again (no new rollout of either reconciler).
+    lease = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
+    leader, duration = lease["spec"]["holderIdentity"], float(lease["spec"]["leaseDurationSeconds"])
+    (standby,) = [p["metadata"]["name"] for p in ours if p["metadata"]["name"] != leader]
+    before = {key: (rsync_of(api, key)["spec"]["override"], generation(api, key)) for key in (root, repo)}
+    deleted = time.monotonic()
+    api.delete(kubeapi.POD, NAMESPACE, leader)
+    wait_for(
+        lambda: (
+            api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get("holderIdentity") == standby
+        ),
+        timeout=3 * duration + 30,
+        interval=0.2,
+        what=f"the standby {standby} holding the Lease",
+    )
+    FIGURES.append(
+        (
+            "cluster mode: the leader's Pod deleted to the standby holding the Lease",
+            time.monotonic() - deleted,
+        )
+    )
+    unchanged = 'objcount_decisions_total{outcome="unchanged"}'
+    wait_for(lambda: metric(api, [standby], unchanged) >= 2, timeout=120, what="the new leader's decisions")
+    after = {key: (rsync_of(api, key)["spec"]["override"], generation(api, key)) for key in (root, repo)}
+    assert after == before, "a size lost or applied twice at the handover"
+
+    shell(readme_block(CLUSTER_UNINSTALL))
+    wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="no controller Pod left")
+    assert not left_of(shell, "manifests/cluster", "lease/objcount-autoscaler")
+    # Config Sync goes on syncing; what stays on the RSync is what the README says stays.
+    commit = cs.commit(root, {"configmaps.yaml": configmaps_yaml(45, namespace=f"apps-{_suffix()}")})
+    wait_for(
+        lambda: synced_at(api, root, commit), timeout=SYNC_TIMEOUT, what="a commit synced after the uninstall"
+    )
+    assert override(api, root).get("memoryLimit") == sizes[root][1]
+    assert any(a.startswith("objcount.dev/") for a in rsync_of(api, root)["metadata"]["annotations"])
+
+
+def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
+) -> None:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    # Config Sync runs first: the install's last step restarts the reconcilers it finds.
+    root, repo, synced = root_and_repo(cs, rsyncs, "readme-sidecar")
+    for key in (root, repo):
+        wait_for(lambda k=key: synced_at(api, k, synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced")
+    started = time.monotonic()
+    shell(readme_block(SIDECAR_INSTALL))
+    shell(readme_block(GRANT_REPOSYNC).replace("NAMESPACE [NAME]", repo.namespace))
+    surface = legacy_count(api)
+    sizes = {
+        key: size_aware_by_hand(
+            configmaps=n,
+            others=others,
+            kib=-(-kib(synced[key][1]) * (n + others) // n),
+            api_resources=surface,
+        )
+        for key, n, others in ((root, 40, 1), (repo, 25, 0))
+    }
+    expected_counts = {root: ("40", "41"), repo: ("25", "25")}
+    for key in (root, repo):
+        wait_for(
+            lambda k=key: counts(api, k) == expected_counts[k],
+            timeout=300,
+            what=f"{key} counted by its sidecar",
+        )
+        wait_for(
+            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
+            timeout=120,
+            what=f"{key}'s size",
+        )
+        pod = wait_for(
+            lambda k=key: ready_with_sidecar(cs, k, sizes[k][1]),
+            timeout=SYNC_TIMEOUT,
+            what=f"{key}'s reconciler Pod Ready with the sidecar, at its size",
+        )
+        status = container_status(pod, SIDECAR_CONTAINER)
+        account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
+        assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
+    FIGURES.append(
+        ("sidecar install (README) to both RSyncs sized by their sidecars", time.monotonic() - started)
+    )
+    webhooks = [p["metadata"]["name"] for p in cs.pods(WEBHOOK)]
+    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 2
+
+    shell(readme_block(SIDECAR_UNINSTALL).replace("NAMESPACE [NAME]", repo.namespace))
+    for key in (root, repo):
+        wait_for(
+            lambda k=key: (
+                (pod := cs.reconciler_pod(k)) and SIDECAR_CONTAINER not in names(pod) and pod_ready(pod)
+            ),
+            timeout=SYNC_TIMEOUT,
+            what=f"{key}'s reconciler Pod without the sidecar",
+        )
+    wait_for(lambda: not cs.pods(WEBHOOK), timeout=120, what="no webhook Pod left")
+    assert not left_of(shell, "manifests/sidecar", "secret/objcount-webhook-tls")
+    assert not shell(
+        f"objcount grant-reposync {repo.namespace} | kubectl get -f - --ignore-not-found -o name"
+    )
+    commit = cs.commit(repo, {"configmaps.yaml": configmaps_yaml(20, namespace=repo.namespace)})
+    wait_for(
+        lambda: synced_at(api, repo, commit), timeout=SYNC_TIMEOUT, what="a commit synced after the uninstall"
+    )
+
+
+def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
+    return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
+
+
+def names(pod: JSON) -> list[str]:
+    return [c["name"] for c in pod["spec"]["containers"]]
+
+
+def ready_with_sidecar(cs: NodeConfigSync, key: RSyncKey, memory: str) -> JSON | None:
+    """The RSync's reconciler Pod once it runs our sidecar, is Ready and its reconciler runs at `memory`."""
+    pod = cast(JSON, cs.reconciler_pod(key) or {})
+    if not pod or SIDECAR_CONTAINER not in names(pod) or not pod_ready(pod):
+        return None
+    return pod if reconciler_memory_limit(cs, key) == quantity_bytes(memory) else None
