@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -43,6 +44,9 @@ CNI_BIN_DIR = Path("/usr/lib/cni")
 # A pull that is tried anyway goes here, and nothing listens: it fails at once, on loopback.
 CLOSED_PROXY = "http://127.0.0.1:9"
 CLUSTER_DOMAIN = "cluster.local"
+
+
+KUBELET_HEALTHZ_PORT = 10248
 
 
 def cgroup_root_name() -> str:
@@ -130,7 +134,7 @@ def kubelet_config(
         "port": 10250,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
-        "healthzPort": 10248,
+        "healthzPort": KUBELET_HEALTHZ_PORT,
         "authentication": {
             "anonymous": {"enabled": False},
             "webhook": {"enabled": True},
@@ -226,6 +230,48 @@ class RealNode:
             if process is not None:
                 process.stop()
 
+    def restart_kubelet(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the kubelet (`sig`, then SIGKILL after a grace period) and start it again with the same
+        configuration and state; returns once the Node is Ready again. Containers keep running."""
+        assert self._kubelet is not None
+        self._signal_and_wait(self._kubelet, sig)
+        self._kubelet.start()
+        deadline = time.monotonic() + self.ready_timeout
+        # The Node stays Ready through a short restart: wait for the new kubelet itself first.
+        while not self.kubelet_healthy():
+            if not self._kubelet.running() or time.monotonic() > deadline:
+                raise ControlPlaneError(f"the kubelet did not come back:\n{self._kubelet.log_tail()}")
+            time.sleep(0.1)
+        self._wait_for_ready_node(deadline)
+
+    def kubelet_healthy(self) -> bool:
+        """The kubelet's /healthz (on the sandbox's loopback) answers 200."""
+        try:
+            with self.sandbox.connect("127.0.0.1", KUBELET_HEALTHZ_PORT, timeout=2.0) as connection:
+                connection.settimeout(2.0)
+                connection.sendall(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                status_line = connection.recv(64).split(b"\r\n", 1)[0]
+                return status_line.split(b" ")[1:2] == [b"200"]
+        except OSError:
+            return False
+
+    def restart_containerd(self, sig: int = signal.SIGTERM) -> None:
+        """Stop containerd and start it again; its shims, so the containers, keep running (containerd
+        does not own them). Returns once it answers again."""
+        assert self._containerd is not None
+        self._signal_and_wait(self._containerd, sig)
+        self._containerd.start()
+        self._wait_for_containerd(time.monotonic() + 30)
+
+    @staticmethod
+    def _signal_and_wait(process: _Process, sig: int) -> None:
+        if sig == signal.SIGTERM:
+            process.stop()
+            return
+        if process.inside is not None:
+            process.inside.signal(sig)
+        process.stop()  # reaps it (a SIGKILLed process is gone already)
+
     def pids(self) -> list[int]:
         processes = (self._containerd, self._kubelet, self._proxy)
         return [p.last_pid for p in processes if p is not None and p.last_pid is not None]
@@ -263,7 +309,10 @@ class RealNode:
             env=env,
         )
         self._containerd.start()
-        deadline = time.monotonic() + 30
+        self._wait_for_containerd(time.monotonic() + 30)
+
+    def _wait_for_containerd(self, deadline: float) -> None:
+        assert self._containerd is not None
         while not self._ctr_ok():
             if not self._containerd.running() or time.monotonic() > deadline:
                 raise ControlPlaneError(f"containerd did not start:\n{self._containerd.log_tail()}")

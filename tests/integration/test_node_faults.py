@@ -1,0 +1,270 @@
+"""Faults of a real node under our sidecar (installed as the README says, shipped settings but a short
+scale-down delay) and Config Sync v1.22.0: the kubelet restarted, containerd restarted, our sidecar
+killed, the reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is
+created. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
+(printed at the end of the run; BENCHMARKS.md). git-sync and the otel collector are stand-ins (see
+controlplane.images)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from controlplane.configsync import (
+    NAMESPACE,
+    SIDECAR_CONTAINER,
+    WEBHOOK_NAME,
+    NodeConfigSync,
+    pod_ready,
+    uninstall_webhook,
+)
+from controlplane.seed import configmaps_yaml
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import FIGURES, Sampler, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.integration.on_node import (
+    JSON,
+    container_status,
+    counts,
+    main_pid,
+    metric,
+    override,
+    rsync_of,
+)
+
+SYNC_TIMEOUT = 300.0
+WEBHOOK = f"app.kubernetes.io/name={WEBHOOK_NAME}"
+
+
+@pytest.fixture
+def sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterator[None]:
+    config_sync_on_node.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
+    yield
+    assert config_sync_on_node.api is not None
+    uninstall_webhook(config_sync_on_node.api)
+
+
+def synced_at(rsync: JSON, commit: str) -> bool:
+    status = rsync.get("status") or {}
+    return bool(status.get("lastSyncedCommit") == commit and not (status.get("sync") or {}).get("errors"))
+
+
+def expected_memory(api: kubeapi.KubeApi, manifests: str, configmaps: int) -> str:
+    """The shipped size-aware size of a RootSync of `configmaps` ConfigMaps and their implicit Namespace,
+    by hand (the source's KiB scaled to the inventory's objects)."""
+    objects = configmaps + 1
+    return size_aware_by_hand(
+        configmaps=configmaps,
+        others=1,
+        kib=-(-kib(manifests) * objects // configmaps),
+        api_resources=legacy_count(api),
+    )[1]
+
+
+def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) -> tuple[RSyncKey, str, JSON]:
+    """A RootSync of `configmaps` ConfigMaps with our sidecar, synced, counted and running at the size
+    worked out by hand: its key, the namespace of its objects and its reconciler Pod."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    apps = f"apps-{uuid.uuid4().hex[:8]}"
+    key = RSyncKey("RootSync", NAMESPACE, f"fault-{uuid.uuid4().hex[:8]}")
+    manifests = configmaps_yaml(configmaps, namespace=apps)
+    commit = cs.commit(key, {"configmaps.yaml": manifests})
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+    rsyncs.append(key)
+    memory = expected_memory(api, manifests, configmaps)
+    wait_for(lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the sync")
+    wait_for(lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="counts")
+    wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=120, what="the size")
+    pod = wait_for(
+        lambda: steady_pod(cs, key, memory), timeout=SYNC_TIMEOUT, what="the Pod at its size, Ready"
+    )
+    return key, apps, pod
+
+
+def steady_pod(cs: NodeConfigSync, key: RSyncKey, memory: str) -> JSON | None:
+    """The RSync's reconciler Pod once it runs at `memory` with our sidecar, Ready."""
+    pod = cast(JSON, cs.reconciler_pod(key) or {})
+    containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+    if SIDECAR_CONTAINER not in containers or not pod_ready(pod):
+        return None
+    return pod if containers["reconciler"]["resources"]["limits"]["memory"] == memory else None
+
+
+def containers_of(pod: JSON) -> dict[str, tuple[str, int]]:
+    """Each container's (containerID, restartCount)."""
+    return {s["name"]: (s["containerID"], s["restartCount"]) for s in pod["status"]["containerStatuses"]}
+
+
+def live(cs: NodeConfigSync, key: RSyncKey) -> JSON:
+    return cast(JSON, cs.reconciler_pod(key))
+
+
+def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
+    return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
+
+
+def a_new_commit_is_counted_and_sized(cs: NodeConfigSync, key: RSyncKey, apps: str, configmaps: int) -> None:
+    api = cast(kubeapi.KubeApi, cs.api)
+    manifests = configmaps_yaml(configmaps, namespace=apps)
+    commit = cs.commit(key, {"configmaps.yaml": manifests})
+    memory = expected_memory(api, manifests, configmaps)
+    wait_for(
+        lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the new commit synced"
+    )
+    wait_for(
+        lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="its counts"
+    )
+    wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=120, what="its size")
+
+
+@pytest.mark.parametrize("component", ["kubelet", "containerd"])
+def test_a_restart_of_the_kubelet_or_containerd_keeps_every_container_and_the_sizing_going(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None, component: str
+) -> None:
+    cs = config_sync_on_node
+    key, apps, pod = sized_rootsync(cs, rsyncs, 30)
+    before = containers_of(pod)
+    began = time.monotonic()
+    if component == "kubelet":
+        cs.stack.node.restart_kubelet()
+    else:
+        cs.stack.node.restart_containerd()
+    back = time.monotonic() - began
+    # The containers were not touched: same ids, no restart (the kubelet reads them back from containerd).
+    wait_for(
+        lambda: containers_of(live(cs, key)) == before and pod_ready(live(cs, key)),
+        timeout=120,
+        what="the Pod as before",
+    )
+    assert live(cs, key)["metadata"]["uid"] == pod["metadata"]["uid"]
+    a_new_commit_is_counted_and_sized(cs, key, apps, 60)
+    FIGURES.append((f"real node: {component} restarted, back (Node Ready / answering)", back))
+    FIGURES.append(
+        (f"real node: {component} restarted to a new commit counted and sized", time.monotonic() - began)
+    )
+
+
+def test_our_sidecar_killed_is_restarted_by_the_kubelet_and_keeps_the_size_from_the_rsync(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+) -> None:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    key, _, pod = sized_rootsync(cs, rsyncs, 30)
+    before = containers_of(pod)
+    sized, rolled = override(api, key), generation(api, key)
+    killed = time.monotonic()
+    os.kill(main_pid(cs.stack, before[SIDECAR_CONTAINER][0]), signal.SIGKILL)
+
+    def restarted() -> JSON | None:
+        status = container_status(live(cs, key), SIDECAR_CONTAINER)
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        return status if status.get("restartCount") == 1 and "running" in status["state"] and last else None
+
+    status = wait_for(restarted, timeout=120, what="the sidecar restarted by the kubelet")
+    assert status["lastState"]["terminated"]["exitCode"] == 137
+    name = live(cs, key)["metadata"]["name"]
+    unchanged = 'objcount_decisions_total{outcome="unchanged"}'
+    wait_for(
+        lambda: metric(api, [name], unchanged) >= 1, timeout=120, what="the new sidecar's first decision"
+    )
+    FIGURES.append(("real node: our sidecar SIGKILLed to its next decision", time.monotonic() - killed))
+    # Its counts and size came back from the RSync: nothing written again, no rollout.
+    assert counts(api, key) == ("30", "31")
+    assert (override(api, key), generation(api, key)) == (sized, rolled)
+    assert containers_of(live(cs, key))["reconciler"] == before["reconciler"]
+
+
+def changed_configmaps(count: int, namespace: str) -> str:
+    """The same `count` ConfigMaps with other data of the same length (the same KiB): `count` updates."""
+    return configmaps_yaml(count, namespace=namespace).replace("key: value-", "key: other-")
+
+
+def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_holds(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+) -> None:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    key, apps, pod = sized_rootsync(cs, rsyncs, 1500)
+    before = containers_of(pod)
+    sized, rolled = override(api, key), generation(api, key)
+    commit = cs.commit(key, {"configmaps.yaml": changed_configmaps(1500, apps)})
+    sampler = Sampler(lambda: override(api, key), interval=0.5, tolerate=(kubeapi.ApiError,))
+    try:
+        # The reconciler has read the commit and is applying it: kill it there.
+        wait_for(
+            lambda: (rsync_of(api, key).get("status") or {}).get("source", {}).get("commit") == commit,
+            timeout=120,
+            interval=0.1,
+            what="the reconciler applying the commit",
+        )
+        assert not synced_at(rsync_of(api, key), commit), "the apply finished before the kill: nothing tested"
+        killed = time.monotonic()
+        os.kill(main_pid(cs.stack, before["reconciler"][0]), signal.SIGKILL)
+        wait_for(
+            lambda: containers_of(live(cs, key))["reconciler"][1] == 1,
+            timeout=120,
+            what="the reconciler restarted",
+        )
+        wait_for(
+            lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the apply finished"
+        )
+        FIGURES.append(
+            ("real node: reconciler SIGKILLed mid-apply (1,500 updates) to synced", time.monotonic() - killed)
+        )
+    finally:
+        seen = sampler.stop()
+    assert seen
+    assert all(entry == sized for entry in seen), "the size changed while the reconciler was down"
+    assert counts(api, key) == ("1500", "1501")
+    assert (override(api, key), generation(api, key)) == (sized, rolled)
+    restarted = container_status(live(cs, key), "reconciler")
+    assert restarted["lastState"]["terminated"]["exitCode"] == 137
+
+
+def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_sidecar_and_gets_it_back(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+) -> None:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    key, apps, pod = sized_rootsync(cs, rsyncs, 30)
+    cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=0")
+    wait_for(lambda: not cs.pods(WEBHOOK), timeout=60, what="the webhook's Pods deleted")
+    api.delete(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])
+    bare = wait_for(
+        lambda: (
+            (p := cs.reconciler_pod(key))
+            and p["metadata"]["uid"] != pod["metadata"]["uid"]
+            and pod_ready(p)
+            and p
+        ),
+        timeout=120,
+        what="a new reconciler Pod, Ready",
+    )
+    assert SIDECAR_CONTAINER not in [c["name"] for c in bare["spec"]["containers"]], "fail-open: no sidecar"
+    a_new_commit_is_counted_by_the_reconciler = cs.commit(
+        key, {"configmaps.yaml": configmaps_yaml(35, namespace=apps)}
+    )
+    wait_for(
+        lambda: synced_at(rsync_of(api, key), a_new_commit_is_counted_by_the_reconciler),
+        timeout=SYNC_TIMEOUT,
+        what="Config Sync syncing without the sidecar",
+    )
+    # The webhook back, the next restart of the reconciler Pod gets the sidecar again.
+    cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=2")
+    cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
+    back = time.monotonic()
+    api.delete(kubeapi.POD, NAMESPACE, bare["metadata"]["name"])
+    wait_for(
+        lambda: counts(api, key) == ("35", "36"), timeout=SYNC_TIMEOUT, what="the next Pod's sidecar counting"
+    )
+    assert SIDECAR_CONTAINER in [c["name"] for c in live(cs, key)["spec"]["containers"]]
+    FIGURES.append(
+        ("real node: reconciler Pod restarted with the webhook back to counted", time.monotonic() - back)
+    )
