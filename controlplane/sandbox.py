@@ -158,9 +158,12 @@ def _unmount_below(directory: str) -> None:
 
 def init_main(config_file: str) -> None:
     config = json.loads(Path(config_file).read_text())
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    # A plain list, not a threading.Event: an Event's set() in a signal handler takes the lock its wait()
+    # may hold at that moment, and the init then hangs for ever with the whole stack running (seen when
+    # a SIGTERM reached it during Event.wait).
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: stopping.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _: stopping.append(signum))
     try:
         _set_up_inside(config)
     except subprocess.CalledProcessError as error:
@@ -168,12 +171,12 @@ def init_main(config_file: str) -> None:
         Path(config["ready_file"]).write_text(f"error: {' '.join(error.cmd)}: {stderr}")
         sys.exit(1)
     Path(config["ready_file"]).write_text("ready")
-    while not stopping.is_set():
+    while not stopping:
         # Orphans (containerd's shims, a crashed process's children) are ours to reap.
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        stopping.wait(0.2)
+        time.sleep(0.2)  # a signal ends the sleep at once
     _stop_everything_inside(_STOP_GRACE)
     for name in json.loads(config["cgroups"]):
         for path in cgroup_dirs(name):

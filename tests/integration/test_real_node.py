@@ -19,7 +19,7 @@ import pytest
 
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.kubelet import NODE_NAME
-from controlplane.sandbox import cgroup_dirs
+from controlplane.sandbox import Sandbox, cgroup_dirs
 from controlplane.seed import REPO_ROOT
 from controlplane.stack import NodeStack, running_node_stack
 from tests.helpers import FIGURES, NODE_STARTUP, alive, network_namespaces_in_use, wait_for
@@ -339,3 +339,20 @@ def _the_stack_is_whole_then_killed(parent: subprocess.Popen[str]) -> None:
     assert started["netns"] not in network_namespaces_in_use()
     assert str(work_dir) not in Path("/proc/self/mountinfo").read_text()
     assert str(work_dir) not in Path("/proc/1/mountinfo").read_text()
+
+
+def test_the_sandbox_stops_and_removes_itself_on_a_sigterm_to_its_init(tmp_path: Path) -> None:
+    """A SIGTERM straight to the sandbox's first process (as `unshare --kill-child` sends when its parent
+    dies, or a `pkill`) ends everything in it and removes its files. Twenty times: the init once took a
+    lock in its signal handler and hung for ever with a whole stack running when the signal came at the
+    wrong moment (this cannot force that moment; it checks the handler's effect each time)."""
+    for attempt in range(20):
+        work_dir = tmp_path / f"sandbox-{attempt}"
+        sandbox = Sandbox(work_dir=work_dir).start()
+        try:
+            init = sandbox.init_pid
+            os.kill(init, signal.SIGTERM)
+            wait_for(lambda i=init: not alive(i), timeout=30, what=f"the init {init} gone")
+            assert not work_dir.exists()
+        finally:
+            sandbox.stop()
