@@ -12,7 +12,7 @@ import pytest
 from controlplane.configsync import NodeConfigSync, rsync_gone, running_config_sync_on_node
 from inventory import kubeapi
 from inventory.ids import RSyncKey
-from tests.helpers import FIGURES, NODE_STARTUP, wait_for
+from tests.helpers import FIGURES, NODE_STARTUP, OBSERVED, wait_for
 
 TESTS = Path(__file__).parent
 
@@ -31,6 +31,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")
     for what, seconds in FIGURES:
         terminalreporter.write_line(f"{what}: {seconds:.2f} s")
+    for line in OBSERVED:
+        terminalreporter.write_line(line)
 
 
 # ----- real Config Sync on the real node ----------------------------------------------------------------------

@@ -31,6 +31,8 @@ T = TypeVar("T")
 RECOVERIES: list[tuple[str, float, float]] = []
 # Figures a test measured on the way (what, seconds), printed at the end of the run; never asserted on.
 FIGURES: list[tuple[str, float]] = []
+# What a test observed and reports without asserting it (one line each), printed at the end of the run.
+OBSERVED: list[str] = []
 NODE_STARTUP = (
     "real node: stack start (sandbox, control plane, kubelet, containerd, images imported) to a Ready Node"
 )
