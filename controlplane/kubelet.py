@@ -28,7 +28,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,11 +230,15 @@ class RealNode:
             if process is not None:
                 process.stop()
 
-    def restart_kubelet(self, sig: int = signal.SIGTERM) -> None:
-        """Stop the kubelet (`sig`, then SIGKILL after a grace period) and start it again with the same
-        configuration and state; returns once the Node is Ready again. Containers keep running."""
+    def restart_kubelet(self, sig: int = signal.SIGTERM, config: Mapping[str, object] | None = None) -> None:
+        """Stop the kubelet (`sig`, then SIGKILL after a grace period) and start it again with its state,
+        and its configuration with `config`'s fields replaced; returns once the Node is Ready again.
+        Containers keep running."""
         assert self._kubelet is not None
         self._signal_and_wait(self._kubelet, sig)
+        if config:
+            path = self.directory / "kubelet" / "config.yaml"
+            path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **config}))
         self._kubelet.start()
         deadline = time.monotonic() + self.ready_timeout
         # The Node stays Ready through a short restart: wait for the new kubelet itself first.

@@ -17,18 +17,20 @@ from typing import cast
 
 import pytest
 
+from autoscaler import quantity
 from controlplane.configsync import (
     NAMESPACE,
     SIDECAR_CONTAINER,
     WEBHOOK_NAME,
     NodeConfigSync,
     pod_ready,
+    running_config_sync_on_node,
     uninstall_webhook,
 )
 from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import FIGURES, Sampler, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, OBSERVED, Sampler, kib, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
     container_status,
@@ -268,3 +270,78 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     FIGURES.append(
         ("real node: reconciler Pod restarted with the webhook back to counted", time.monotonic() - back)
     )
+
+
+@pytest.mark.timeout(900)  # a stack of its own, then one eviction after another
+def test_under_memory_pressure_the_kubelet_evicts_every_pod_in_an_order_reported_here(tmp_path: Path) -> None:
+    """Node memory pressure, forced on a stack of its own: the kubelet's hard eviction threshold raised
+    above what the machine has free (soft, `memory.available<99%`, no grace period), so the pressure never ends and the kubelet
+    evicts the Pods one after the other (the taint keeps their replacements Pending). Reported, not
+    tuned: the order, each Pod's QoS class and memory request, and where the reconciler our sidecar sized
+    comes. Checked: the Node reports MemoryPressure, and every eviction is the kubelet's, for memory."""
+    with running_config_sync_on_node() as cs:
+        api = cast(kubeapi.KubeApi, cs.api)
+        cs.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
+        _, _, sized = sized_rootsync(cs, [], 100)
+        running_before = {
+            p["metadata"]["name"]: p
+            for p in all_pods(api)
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        }
+        pressed = time.monotonic()
+        # A soft threshold: a hard one is also taken off the node's allocatable memory, and the restarted
+        # kubelet then refuses to re-admit the running Pods (OutOfmemory) before it evicts any.
+        cs.stack.node.restart_kubelet(
+            config={
+                "evictionSoft": {"memory.available": "99%"},
+                "evictionSoftGracePeriod": {"memory.available": "0s"},
+                "evictionMaxPodGracePeriod": 30,
+            }
+        )
+        wait_for(lambda: node_condition(api, "MemoryPressure") == "True", timeout=120, what="MemoryPressure")
+        evicted: dict[str, float] = {}
+
+        def all_evicted() -> bool:
+            pods = {p["metadata"]["name"]: p for p in all_pods(api)}
+            for name, pod in pods.items():
+                if name in running_before and name not in evicted and (reason := evicted_for(pod)):
+                    evicted[name] = time.monotonic() - pressed
+                    assert "low on resource: memory" in reason, reason
+            # A Pod deleted meanwhile (an old reconciler Pod of a finishing rollout) was not evicted.
+            return all(name in evicted or name not in pods for name in running_before)
+
+        wait_for(all_evicted, timeout=600, interval=0.5, what="every running Pod evicted")
+    order = sorted(evicted, key=evicted.__getitem__)
+    OBSERVED.extend(
+        f"memory pressure: not evicted, deleted meanwhile: {n}" for n in running_before if n not in evicted
+    )
+    for rank, name in enumerate(order, 1):
+        pod = running_before[name]
+        requests = sum(
+            quantity.parse(c.get("resources", {}).get("requests", {}).get("memory", "0"))
+            for c in pod["spec"]["containers"]
+        )
+        ours = " (the reconciler our sidecar sized)" if name == sized["metadata"]["name"] else ""
+        OBSERVED.append(
+            f"memory pressure: evicted #{rank} at {evicted[name]:.0f} s: {pod['metadata']['namespace']}/{name}"
+            f" ({pod['status'].get('qosClass')}, requests {float(requests) / (1 << 20):.0f} MiB){ours}"
+        )
+    assert sized["metadata"]["name"] in evicted
+
+
+def evicted_for(pod: JSON) -> str:
+    """Why the kubelet evicted the Pod ("" if it did not). Seen on v1.34: the Pod's `DisruptionTarget`
+    condition says so (reason `TerminationByKubelet`); its phase is Succeeded when its containers exit 0 on
+    the SIGTERM, with no `status.reason`, so `kubectl get pods` shows it as Completed, not Evicted."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    target = next((c for c in conditions if c.get("type") == "DisruptionTarget"), {})
+    return str(target.get("message", "")) if target.get("reason") == "TerminationByKubelet" else ""
+
+
+def all_pods(api: kubeapi.KubeApi) -> list[JSON]:
+    return cast(list[JSON], api.request_json("GET", "/api/v1/pods")["items"])
+
+
+def node_condition(api: kubeapi.KubeApi, kind: str) -> str | None:
+    (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
+    return next((c["status"] for c in node["status"]["conditions"] if c["type"] == kind), None)
