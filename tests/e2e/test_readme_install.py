@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
@@ -25,25 +24,29 @@ from controlplane.configsync import (
     NAMESPACE,
     SIDECAR_CONTAINER,
     NodeConfigSync,
-    grant_reposync,
     install_guard,
     pod_ready,
 )
-from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace
+from controlplane.seed import REPO_ROOT, configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import FIGURES, OBSERVED, kib, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, OBSERVED, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
     assert_sidecar_has_only_its_own_token,
     container_status,
     counts,
+    finished,
+    generation,
     main_pid,
     metric,
     override,
     quantity_bytes,
     reconciler_memory_limit,
+    root_and_repo,
     rsync_of,
+    size_aware_size,
+    suffix,
 )
 
 README = REPO_ROOT / "README.md"
@@ -131,39 +134,6 @@ def guard_kept(config_sync_on_node: NodeConfigSync, shell: Shell) -> Iterator[No
     install_guard(config_sync_on_node.api)
 
 
-def _suffix() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def root_and_repo(
-    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str
-) -> tuple[RSyncKey, RSyncKey, dict[RSyncKey, tuple[str, str]]]:
-    """A RootSync of 40 ConfigMaps and a RepoSync of 25 (Config Sync's RoleBinding for its reconciler,
-    as Config Sync's documentation asks), created with their commits; what each committed."""
-    api = cast(kubeapi.KubeApi, cs.api)
-    team = f"team-{_suffix()}"
-    ensure_namespace(api, team)
-    root, repo = (
-        RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}"),
-        RSyncKey("RepoSync", team, "repo-sync"),
-    )
-    grant_reposync(api, team, repo.name)
-    manifests = {
-        root: configmaps_yaml(40, namespace=f"apps-{_suffix()}"),
-        repo: configmaps_yaml(25, namespace=team),
-    }
-    synced = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
-    for key in (root, repo):
-        api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
-        rsyncs.append(key)
-    return root, repo, synced
-
-
-def synced_at(api: kubeapi.KubeApi, key: RSyncKey, commit: str) -> bool:
-    status = rsync_of(api, key).get("status") or {}
-    return bool(status.get("lastSyncedCommit") == commit and not (status.get("sync") or {}).get("errors"))
-
-
 def left_of(shell: Shell, directory: str, *extra: str) -> str:
     """What of an install's objects (`kubectl get -k`) and of `extra` is still on the API server."""
     listed = shell(f"kubectl get -k {directory} --ignore-not-found -o name")
@@ -194,10 +164,12 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
         timeout=180,
         what="both controller Pods Ready (one the leader, the other a ready standby)",
     )
-    root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster")
+    root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster", grant_sidecar=False)
     sizes = default_sizes(api, {root: 41, repo: 25})
     for key in (root, repo):
-        wait_for(lambda k=key: synced_at(api, k, synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced")
+        wait_for(
+            lambda k=key: finished(rsync_of(api, k), synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
+        )
         wait_for(
             lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
             timeout=120,
@@ -248,9 +220,11 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
     wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="no controller Pod left")
     assert not left_of(shell, "manifests/cluster", "lease/objcount-autoscaler")
     # Config Sync goes on syncing; what stays on the RSync is what the README says stays.
-    commit = cs.commit(root, {"configmaps.yaml": configmaps_yaml(45, namespace=f"apps-{_suffix()}")})
+    commit = cs.commit(root, {"configmaps.yaml": configmaps_yaml(45, namespace=f"apps-{suffix()}")})
     wait_for(
-        lambda: synced_at(api, root, commit), timeout=SYNC_TIMEOUT, what="a commit synced after the uninstall"
+        lambda: finished(rsync_of(api, root), commit),
+        timeout=SYNC_TIMEOUT,
+        what="a commit synced after the uninstall",
     )
     assert override(api, root).get("memoryLimit") == sizes[root][1]
     assert any(a.startswith("objcount.dev/") for a in rsync_of(api, root)["metadata"]["annotations"])
@@ -262,20 +236,16 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     # Config Sync runs first: the install's last step restarts the reconcilers it finds.
-    root, repo, synced = root_and_repo(cs, rsyncs, "readme-sidecar")
+    root, repo, synced = root_and_repo(cs, rsyncs, "readme-sidecar", grant_sidecar=False)
     for key in (root, repo):
-        wait_for(lambda k=key: synced_at(api, k, synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced")
+        wait_for(
+            lambda k=key: finished(rsync_of(api, k), synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
+        )
     started = time.monotonic()
     shell(readme_block(SIDECAR_INSTALL))
     shell(readme_block(GRANT_REPOSYNC).replace("NAMESPACE [NAME]", repo.namespace))
-    surface = legacy_count(api)
     sizes = {
-        key: size_aware_by_hand(
-            configmaps=n,
-            others=others,
-            kib=-(-kib(synced[key][1]) * (n + others) // n),
-            api_resources=surface,
-        )
+        key: size_aware_size(api, synced[key][1], n, others)
         for key, n, others in ((root, 40, 1), (repo, 25, 0))
     }
     expected_counts = {root: ("40", "41"), repo: ("25", "25")}
@@ -320,12 +290,10 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     )
     commit = cs.commit(repo, {"configmaps.yaml": configmaps_yaml(20, namespace=repo.namespace)})
     wait_for(
-        lambda: synced_at(api, repo, commit), timeout=SYNC_TIMEOUT, what="a commit synced after the uninstall"
+        lambda: finished(rsync_of(api, repo), commit),
+        timeout=SYNC_TIMEOUT,
+        what="a commit synced after the uninstall",
     )
-
-
-def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
-    return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
 
 
 def names(pod: JSON) -> list[str]:

@@ -17,22 +17,10 @@ from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from tests.helpers import Sampler, wait_for
-from tests.integration.on_node import JSON, counts, rsync_of
+from tests.integration.on_node import JSON, counts, finished, rsync_of
 
 DELAY = 20  # seconds: the sidecar's scale-down delay here (the shipped default is longer)
 SYNC_TIMEOUT = 300.0
-
-
-def synced_at(rsync: JSON, commit: str) -> bool:
-    """The reconciler reports `commit` applied and pruned without errors (read from the status here)."""
-    status = rsync.get("status") or {}
-    syncing = next((c for c in status.get("conditions") or [] if c["type"] == "Syncing"), {})
-    return bool(
-        status.get("lastSyncedCommit") == commit
-        and (status.get("sync") or {}).get("commit") == commit
-        and syncing.get("status") == "False"
-        and not (status.get("sync") or {}).get("errors")
-    )
 
 
 def memory(rsync: JSON) -> int | None:
@@ -54,7 +42,7 @@ def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
         first = cs.commit(key, {"configmaps.yaml": configmaps_yaml(10, namespace=apps)})
         api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
         rsyncs.append(key)
-        wait_for(lambda: synced_at(rsync_of(api, key), first), timeout=SYNC_TIMEOUT, what="the first sync")
+        wait_for(lambda: finished(rsync_of(api, key), first), timeout=SYNC_TIMEOUT, what="the first sync")
         wait_for(lambda: counts(api, key) == ("10", "11"), timeout=120, what="the first counts")
         small = wait_for(lambda: memory(rsync_of(api, key)), timeout=120, what="the first size")
 
@@ -64,13 +52,13 @@ def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
         sampler = Sampler(lambda: rsync_of(api, key), interval=0.2, tolerate=(kubeapi.ApiError,))
         try:
             wait_for(
-                lambda: synced_at(rsync_of(api, key), big_commit),
+                lambda: finished(rsync_of(api, key), big_commit),
                 timeout=SYNC_TIMEOUT,
                 what="1,000 objects synced",
             )
         finally:
             seen = sampler.stop()
-        up_before_applied = [r for r in seen if (memory(r) or 0) > small and not synced_at(r, big_commit)]
+        up_before_applied = [r for r in seen if (memory(r) or 0) > small and not finished(r, big_commit)]
         assert up_before_applied, "the size went up only once the apply had completed"
         big = wait_for(
             lambda: (m := memory(rsync_of(api, key))) and m > small and m,
@@ -90,10 +78,10 @@ def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
         finally:
             seen = sampler.stop()
         came_down = next(i for i, r in enumerate(seen) if (memory(r) or big) < big)
-        assert any(synced_at(r, pruned) for r in seen[:came_down]), (
+        assert any(finished(r, pruned) for r in seen[:came_down]), (
             "the size came down before the prune finished"
         )
-        assert all(memory(r) == big for r in seen[:came_down] if not synced_at(r, pruned))
+        assert all(memory(r) == big for r in seen[:came_down] if not finished(r, pruned))
 
         final = cast(int, memory(rsync_of(api, key)))
         kubeconfig = str(cs.stack.plane.kubeconfig)

@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
 
 from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
-from controlplane.configsync import NAMESPACE, NodeConfigSync
+from controlplane.configsync import NAMESPACE, NodeConfigSync, create_or_replace, grant_reposync
+from controlplane.seed import configmaps_yaml, ensure_namespace
 from controlplane.stack import NodeStack
 from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.ids import RSyncKey, reconciler_name
+from tests.helpers import kib, legacy_count, size_aware_by_hand
 
 JSON = dict[str, Any]
 METRICS_PORT = 9464  # our containers' metrics (the shipped manifests)
@@ -55,6 +60,11 @@ def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
     """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
     entries = (rsync_of(api, key)["spec"].get("override") or {}).get("resources") or []
     return next((e for e in entries if e.get("containerName") == "reconciler"), {})
+
+
+def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
+    """The generation of the RSync's reconciler Deployment (each change of its template, a rollout)."""
+    return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
 
 
 def inventory_entries(api: kubeapi.KubeApi, key: RSyncKey) -> list[JSON]:
@@ -177,3 +187,68 @@ def assert_sidecar_has_only_its_own_token(cs: NodeConfigSync, pod: JSON, pid: in
     assert pod_token_volumes, "the Pod has its own token volume (for Config Sync's containers)"
     mounts = Path(f"/proc/{pid}/mountinfo").read_text()
     assert not [name for name in pod_token_volumes if name in mounts]
+
+
+def suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def finished(rsync: JSON, commit: str) -> bool:
+    """The RSync says its reconciler finished the sync of `commit` without errors (read here from the
+    status fields, not with the code under test)."""
+    status = rsync.get("status") or {}
+    syncing = next((c for c in status.get("conditions") or [] if c["type"] == "Syncing"), {})
+    done = (
+        (status.get("source") or {}).get("commit") == commit
+        and (status.get("sync") or {}).get("commit") == commit
+        and syncing.get("status") == "False"
+        and syncing.get("message") == "Sync Completed"
+        and status.get("lastSyncedCommit") == commit
+    )
+    return bool(done)
+
+
+def size_aware_size(api: kubeapi.KubeApi, manifests: str, configmaps: int, others: int) -> tuple[str, str]:
+    """The shipped size-aware size (CPU, memory) of an RSync whose source is `manifests` (`configmaps`
+    ConfigMaps) and whose inventory has `others` more entries (a RootSync's implicit Namespace), by hand:
+    the source's KiB scaled to the inventory's objects, rounded up."""
+    objects = configmaps + others
+    return size_aware_by_hand(
+        configmaps=configmaps,
+        others=others,
+        kib=-(-kib(manifests) * objects // configmaps),
+        api_resources=legacy_count(api),
+    )
+
+
+def root_and_repo(
+    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str, *, grant_sidecar: bool
+) -> tuple[RSyncKey, RSyncKey, dict[RSyncKey, tuple[str, str]]]:
+    """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
+    created (the RootSync first) with their commits: the keys, and each one's (commit, manifests). The
+    RepoSync has Config Sync's RoleBinding for its reconciler, as Config Sync's documentation asks, and,
+    with `grant_sidecar`, ours for its sidecar (`objcount grant-reposync`, applied)."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    team = f"team-{suffix()}"
+    ensure_namespace(api, team)
+    root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
+    repo = RSyncKey("RepoSync", team, "repo-sync")
+    grant_reposync(api, team, repo.name)
+    if grant_sidecar:
+        granted = subprocess.run(
+            [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, repo.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for item in yaml.safe_load_all(granted.stdout):
+            create_or_replace(api, item)
+    manifests = {
+        root: configmaps_yaml(40, namespace=f"apps-{suffix()}"),
+        repo: configmaps_yaml(25, namespace=team),
+    }
+    synced = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
+    for key in (root, repo):
+        api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
+        rsyncs.append(key)
+    return root, repo, synced

@@ -15,9 +15,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
-import uuid
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -32,7 +29,6 @@ from controlplane.configsync import (
     SIDECAR_CONTAINER,
     WEBHOOK_NAME,
     NodeConfigSync,
-    create_or_replace,
     grant_reposync,
     sidecar_template_text,
     uninstall_webhook,
@@ -41,7 +37,7 @@ from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import kib, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import kib, legacy_count, wait_for
 from tests.integration.on_node import (
     HEALTH_PORT,
     JSON,
@@ -49,6 +45,7 @@ from tests.integration.on_node import (
     container_log,
     container_status,
     counts,
+    finished,
     inventory_entries,
     json_log,
     main_pid,
@@ -61,17 +58,16 @@ from tests.integration.on_node import (
     quantity_bytes,
     reconciler_memory_limit,
     reconciler_resources,
+    root_and_repo,
     rsync_of,
+    size_aware_size,
+    suffix,
 )
 
 MiB = 1 << 20
 SYNC_TIMEOUT = 240.0
 CONFIG_SYNC_FINALIZERS = {"configsync.gke.io/reconciler-manager", "configsync.gke.io/reconciler"}
 Install = Callable[[dict[str, str]], None]
-
-
-def _suffix() -> str:
-    return uuid.uuid4().hex[:8]
 
 
 @pytest.fixture
@@ -116,21 +112,6 @@ def create(cs: NodeConfigSync, rsyncs: list[RSyncKey], body: JSON) -> RSyncKey:
     cs.api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, body)
     rsyncs.append(key)
     return key
-
-
-def finished(rsync: JSON, commit: str) -> bool:
-    """The RSync says its reconciler finished the sync of `commit` without errors (read here from the
-    status fields, not with the code under test)."""
-    status = rsync.get("status") or {}
-    syncing = next((c for c in status.get("conditions") or [] if c["type"] == "Syncing"), {})
-    done = (
-        (status.get("source") or {}).get("commit") == commit
-        and (status.get("sync") or {}).get("commit") == commit
-        and syncing.get("status") == "False"
-        and syncing.get("message") == "Sync Completed"
-        and status.get("lastSyncedCommit") == commit
-    )
-    return bool(done)
 
 
 def sync_completed(api: kubeapi.KubeApi, key: RSyncKey, commit: str) -> JSON | None:
@@ -209,8 +190,8 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
 ) -> None:
     # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
     sidecar(fitted("recommend", preset="size-aware", base_mib="0", min_mib="1", step_mib="1"))
-    apps = f"apps-{_suffix()}"  # does not exist yet: the reconciler creates it (implicit namespace)
-    key = RSyncKey("RootSync", NAMESPACE, f"counts-{_suffix()}")
+    apps = f"apps-{suffix()}"  # does not exist yet: the reconciler creates it (implicit namespace)
+    key = RSyncKey("RootSync", NAMESPACE, f"counts-{suffix()}")
     manifests = configmaps_yaml(40, namespace=apps)
     commit = cs.commit(key, {"configmaps.yaml": manifests})
     create(cs, rsyncs, cs.rsync(key))
@@ -270,8 +251,8 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
             resync_interval_seconds="5",
         )
     )
-    key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{_suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
     create(cs, rsyncs, cs.rsync(key))
 
     def killed() -> JSON | None:
@@ -279,7 +260,14 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
         last = (container_status(pod, "reconciler").get("lastState") or {}).get("terminated") or {}
         return pod if last.get("reason") == "OOMKilled" and memory_limit_of_pod(pod) == "24Mi" else None
 
-    wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
+    try:
+        wait_for(killed, timeout=SYNC_TIMEOUT, what="the reconciler OOM-killed under 24Mi")
+    except AssertionError as error:  # once in CI: say what the reconciler and the sidecar were doing
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        raise AssertionError(
+            f"{error}\nreconciler: {container_status(pod, 'reconciler')}\nlimit: {memory_limit_of_pod(pod) if pod else None}"
+            f"\noverride: {override(api, key)}\nsidecar log:\n{sidecar_log(cs, key)}"
+        ) from None
     wait_for(
         lambda: override(api, key).get("memoryLimit") == "152Mi",
         timeout=120,
@@ -316,8 +304,8 @@ def synced_under_300mi(
     reconciler Pod and the reconciler's container id (its cgroup limit checked: 300 MiB)."""
     api = cs.api
     assert api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{_suffix()}")})
+    key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
@@ -374,8 +362,8 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
     sidecar(fitted("in-place", resync_interval_seconds="5"))
-    key = RSyncKey("RootSync", NAMESPACE, f"in-place-{_suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{_suffix()}")})
+    key = RSyncKey("RootSync", NAMESPACE, f"in-place-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)
     # The user's size, from which the Pods start (limits set, so a resize keeps the Pod's QoS class).
     users = {
@@ -464,8 +452,8 @@ def test_size_comes_down_after_a_real_prune(
     Namespace the source does not name, so it never equals the source: the scale-down waits for the
     reconciler's report that the prune has finished, and never comes before it."""
     sidecar(fitted("rsync-override"))
-    apps = f"apps-{_suffix()}"
-    key = RSyncKey("RootSync", NAMESPACE, f"prune-{_suffix()}")
+    apps = f"apps-{suffix()}"
+    key = RSyncKey("RootSync", NAMESPACE, f"prune-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
     create(cs, rsyncs, cs.rsync(key))
     wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
@@ -504,37 +492,6 @@ def override_of(rsync: JSON) -> JSON:
 
 
 # ----- the sidecar install -------------------------------------------------------------------------------
-def root_and_repo_syncs(
-    cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str
-) -> dict[RSyncKey, tuple[str, str]]:
-    """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
-    created, each with the commit it syncs and the manifests committed (the RootSync first). The RepoSync is granted as the README
-    says: Config Sync's RoleBinding for its reconciler, and ours for its sidecar
-    (`objcount grant-reposync`)."""
-    assert cs.api is not None
-    team = f"team-{_suffix()}"
-    ensure_namespace(cs.api, team)
-    root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{_suffix()}")
-    repo = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(cs.api, team, repo.name)
-    granted = subprocess.run(
-        [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, repo.name],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    for item in yaml.safe_load_all(granted.stdout):
-        create_or_replace(cs.api, item)
-    manifests = {
-        root: configmaps_yaml(40, namespace=f"apps-{_suffix()}"),
-        repo: configmaps_yaml(25, namespace=team),
-    }
-    commits = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
-    create(cs, rsyncs, cs.rsync(root))
-    create(cs, rsyncs, cs.rsync(repo))
-    return commits
-
-
 def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_sizes_its_own_rsync(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
@@ -544,19 +501,11 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
     Config Sync's Pod security context, and counts and sizes its own RSync with its own account's token;
     the reconciler-manager keeps working."""
     sidecar({})
-    synced = root_and_repo_syncs(cs, rsyncs, "sidecar")
-    root, repo = synced
-    # Each sidecar counts its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps. The
-    # size-aware sizes by hand, the source's KiB scaled to the inventory's objects (rounded up).
+    root, repo, synced = root_and_repo(cs, rsyncs, "sidecar", grant_sidecar=True)
+    # Each sidecar counts its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps.
     expected = {root: ("40", "41"), repo: ("25", "25")}
-    surface = legacy_count(api)
     sizes = {
-        key: size_aware_by_hand(
-            configmaps=n,
-            others=others,
-            kib=-(-kib(synced[key][1]) * (n + others) // n),
-            api_resources=surface,
-        )
+        key: size_aware_size(api, synced[key][1], n, others)
         for key, n, others in ((root, 40, 1), (repo, 25, 0))
     }
     for key in (root, repo):
@@ -606,8 +555,8 @@ def test_a_webhook_with_no_pod_never_stops_config_sync(
     wait_for(
         lambda: not cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"), timeout=60, what="no webhook Pod left"
     )
-    key = RSyncKey("RootSync", NAMESPACE, f"no-webhook-{_suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
+    key = RSyncKey("RootSync", NAMESPACE, f"no-webhook-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{suffix()}")})
     create(cs, rsyncs, cs.rsync(key))
     wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
     pod = cs.reconciler_pod(key)
@@ -623,7 +572,7 @@ def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
     the sidecar (it has no API access to check), whose token Secret does not exist (an optional volume:
     the Pod starts); the sidecar stays up without credentials, so the Pod is ready and the RepoSync syncs."""
     sidecar({})
-    team = f"team-{_suffix()}"
+    team = f"team-{suffix()}"
     ensure_namespace(api, team)
     key = RSyncKey("RepoSync", team, "repo-sync")
     grant_reposync(api, team, key.name)
@@ -704,11 +653,11 @@ def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
     crash-loop), unready, the refusal in its metrics and probes, and writes nothing; SIGTERM ends it
     with exit code 1."""
     sidecar({})  # the shipped accounts and RBAC
-    key = RSyncKey("RootSync", NAMESPACE, f"owned-{_suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{_suffix()}")})
+    key = RSyncKey("RootSync", NAMESPACE, f"owned-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{suffix()}")})
     create(cs, rsyncs, cs.rsync(key))
     wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
-    name = f"deployment-target-{_suffix()}"
+    name = f"deployment-target-{suffix()}"
     api.create(kubeapi.POD, NAMESPACE, hand_written_sidecar_pod(key, name, {"OBJCOUNT_TARGET": "deployment"}))
     try:
         owned = 'objcount_apply_errors_total{reason="owned",target="deployment"}'

@@ -29,16 +29,19 @@ from controlplane.configsync import (
 )
 from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import FIGURES, OBSERVED, Sampler, kib, legacy_count, size_aware_by_hand, wait_for
+from inventory.ids import RSyncKey
+from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,
     container_status,
     counts,
+    finished,
+    generation,
     main_pid,
     metric,
     override,
     rsync_of,
+    size_aware_size,
 )
 
 SYNC_TIMEOUT = 300.0
@@ -53,23 +56,6 @@ def sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterator[Non
     uninstall_webhook(config_sync_on_node.api)
 
 
-def synced_at(rsync: JSON, commit: str) -> bool:
-    status = rsync.get("status") or {}
-    return bool(status.get("lastSyncedCommit") == commit and not (status.get("sync") or {}).get("errors"))
-
-
-def expected_memory(api: kubeapi.KubeApi, manifests: str, configmaps: int) -> str:
-    """The shipped size-aware size of a RootSync of `configmaps` ConfigMaps and their implicit Namespace,
-    by hand (the source's KiB scaled to the inventory's objects)."""
-    objects = configmaps + 1
-    return size_aware_by_hand(
-        configmaps=configmaps,
-        others=1,
-        kib=-(-kib(manifests) * objects // configmaps),
-        api_resources=legacy_count(api),
-    )[1]
-
-
 def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) -> tuple[RSyncKey, str, JSON]:
     """A RootSync of `configmaps` ConfigMaps with our sidecar, synced, counted and running at the size
     worked out by hand: its key, the namespace of its objects and its reconciler Pod."""
@@ -80,8 +66,8 @@ def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) 
     commit = cs.commit(key, {"configmaps.yaml": manifests})
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
     rsyncs.append(key)
-    memory = expected_memory(api, manifests, configmaps)
-    wait_for(lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the sync")
+    memory = size_aware_size(api, manifests, configmaps, 1)[1]
+    wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the sync")
     wait_for(lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="counts")
     wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=120, what="the size")
     pod = wait_for(
@@ -108,18 +94,12 @@ def live(cs: NodeConfigSync, key: RSyncKey) -> JSON:
     return cast(JSON, cs.reconciler_pod(key))
 
 
-def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
-    return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
-
-
 def a_new_commit_is_counted_and_sized(cs: NodeConfigSync, key: RSyncKey, apps: str, configmaps: int) -> None:
     api = cast(kubeapi.KubeApi, cs.api)
     manifests = configmaps_yaml(configmaps, namespace=apps)
     commit = cs.commit(key, {"configmaps.yaml": manifests})
-    memory = expected_memory(api, manifests, configmaps)
-    wait_for(
-        lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the new commit synced"
-    )
+    memory = size_aware_size(api, manifests, configmaps, 1)[1]
+    wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the new commit synced")
     wait_for(
         lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="its counts"
     )
@@ -206,7 +186,7 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
             interval=0.1,
             what="the reconciler applying the commit",
         )
-        assert not synced_at(rsync_of(api, key), commit), "the apply finished before the kill: nothing tested"
+        assert not finished(rsync_of(api, key), commit), "the apply finished before the kill: nothing tested"
         killed = time.monotonic()
         os.kill(main_pid(cs.stack, before["reconciler"][0]), signal.SIGKILL)
         wait_for(
@@ -215,7 +195,7 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
             what="the reconciler restarted",
         )
         wait_for(
-            lambda: synced_at(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the apply finished"
+            lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the apply finished"
         )
         FIGURES.append(
             ("real node: reconciler SIGKILLed mid-apply (1,500 updates) to synced", time.monotonic() - killed)
@@ -254,7 +234,7 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
         key, {"configmaps.yaml": configmaps_yaml(35, namespace=apps)}
     )
     wait_for(
-        lambda: synced_at(rsync_of(api, key), a_new_commit_is_counted_by_the_reconciler),
+        lambda: finished(rsync_of(api, key), a_new_commit_is_counted_by_the_reconciler),
         timeout=SYNC_TIMEOUT,
         what="Config Sync syncing without the sidecar",
     )
