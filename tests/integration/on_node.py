@@ -8,10 +8,13 @@ import contextlib
 import json
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 import yaml
 
 from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
@@ -88,6 +91,59 @@ def container_status(pod: JSON, container: str) -> JSON:
     """A container's status in the Pod ({} until the kubelet reports it)."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return cast(JSON, next((s for s in statuses if s["name"] == container), {}))
+
+
+class PodHistory:
+    """Every version of a reconciler's Pods the API server reports while it is open, read by a watch in a
+    thread: a state that lasts less than a poll (a Pod the sidecar has already replaced) is still seen.
+    The watch is a test's own reader, not the code under test."""
+
+    def __init__(self, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+        self._api = api
+        self._selector = f"configsync.gke.io/deployment-name={reconciler_name(key)}"
+        self._versions: list[JSON] = []
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._stream: kubeapi.WatchStream | None = None
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> PodHistory:
+        self._list()
+        self._thread.start()
+        return self
+
+    def _list(self) -> None:
+        page = orjson.loads(self._api.list_page(kubeapi.POD, NAMESPACE, label_selector=self._selector))
+        with self._lock:
+            self._versions.extend(page.get("items") or [])
+        self._resource_version: str = page["metadata"]["resourceVersion"]
+
+    def __exit__(self, *_: object) -> None:
+        self._stopped.set()
+        if self._stream is not None:
+            self._stream.shutdown()
+        self._thread.join(timeout=30)
+
+    def _watch(self) -> None:
+        while not self._stopped.is_set():  # the server ends a watch after its timeout: watch on from there
+            self._stream = self._api.watch(
+                kubeapi.POD, NAMESPACE, resource_version=self._resource_version, label_selector=self._selector
+            )
+            with contextlib.suppress(kubeapi.Transient):
+                for line in self._stream:
+                    event = orjson.loads(line)
+                    if event["type"] == "ERROR":  # 410 Gone: list again, and watch on from the list
+                        self._list()
+                        break
+                    self._resource_version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        with self._lock:
+                            self._versions.append(event["object"])
+
+    def find(self, wanted: Callable[[JSON], bool]) -> JSON | None:
+        """The first version seen of which `wanted` holds."""
+        with self._lock:
+            return next((pod for pod in self._versions if wanted(pod)), None)
 
 
 def running_container(cs: NodeConfigSync, key: RSyncKey, container: str) -> JSON | None:
