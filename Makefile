@@ -49,8 +49,8 @@ unit: install
 integration: install binaries
 	$(BIN)/pytest tests/integration
 
-e2e: install
-	OBJCOUNT_E2E=1 $(BIN)/pytest tests/e2e
+e2e: install binaries
+	$(BIN)/pytest tests/e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

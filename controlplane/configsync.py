@@ -246,8 +246,8 @@ def install_guard(api: kubeapi.KubeApi) -> None:
 
 
 def install_cluster(api: kubeapi.KubeApi) -> None:
-    """The README's cluster-mode installation: `kubectl apply -k manifests/cluster` (our roles, their
-    bindings to our ServiceAccount, the Deployment; PLAYED BY US: its Pods, which nothing runs here)."""
+    """The README's cluster-mode installation, `kubectl apply -k manifests/cluster` (our roles, their
+    bindings to our ServiceAccount, the Deployment), by the API rather than by kubectl."""
     for item in kustomization_objects(CLUSTER_MANIFESTS):
         create_or_replace(api, item)
 

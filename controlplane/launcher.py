@@ -71,11 +71,31 @@ def _openssl(*args: str | Path) -> None:
     subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
 
 
+# Ports for servers on the host's loopback are drawn below the kernel's ephemeral range: a port the
+# kernel hands out (bind to 0) can be taken, before our server binds it, as the source port of any
+# client connection, which in one CI run made etcd fail with "address already in use".
+_SERVER_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, outside the ephemeral range (see _SERVER_PORTS)."""
+    low = _ephemeral_low()
+    choices = [port for port in _SERVER_PORTS if port < low] or list(_SERVER_PORTS)
+    for _ in range(100):
+        port = secrets.choice(choices)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ControlPlaneError(f"no free loopback port in {_SERVER_PORTS} after 100 tries")
+
+
+def _ephemeral_low() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 32768
 
 
 def _die_with_parent() -> None:

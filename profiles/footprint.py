@@ -1,0 +1,316 @@
+"""Our containers' footprint as the kubelet reports it: the sidecar, the webhook and the controller.
+
+    python -m profiles.footprint [--objects 1000] [--cycles 2] [--idle-seconds 60] [--admissions-per-second 5]
+                                 [--rsyncs 1000] [--inventory 100] [--big 3] [--big-inventory 30000]
+                                 [--rate 100] [--seconds 60]
+
+On the local stack with a real node (Config Sync v1.22.0's Pods and ours run by the kubelet with
+containerd, ours from the image built from this checkout; PLAYED BY US: git-sync, the otel-agent and the
+image's `python:3.11-slim` base, see controlplane.images). Every 2 s the kubelet's summary API
+(`/api/v1/nodes/NODE/proxy/stats/summary`, through the API server) gives each of our containers' working
+set and CPU; at the end of each phase the peak is read from the memory cgroup the kubelet made for the
+container (`max_usage_in_bytes`: its largest usage since it started, page cache included; the summary
+API has no peak).
+
+1. Sidecar install, as the README says, with the shipped settings; one RootSync whose git source has
+   `--objects` ConfigMaps. **idle**: `--idle-seconds` once it is synced and sized. **loaded**: `--cycles`
+   times, a commit doubling the objects and one pruning them back, each synced by the real reconciler
+   and counted by our sidecar, while Pods our webhook mutates are created with `dryRun=All` at
+   `--admissions-per-second` (the API server calls the webhook through its Service for each).
+2. The webhook and the RootSync removed; the cluster-mode install (`manifests/cluster`, two replicas),
+   set to target `recommend`. The reconciler-manager is scaled to 0 first: the load is the one of
+   `profiles.bench_load` (`--rsyncs` RepoSyncs with `--inventory`-entry ResourceGroups and `--big` with
+   `--big-inventory`), which would otherwise start a thousand reconcilers on a 2-core machine. **idle**:
+   `--idle-seconds` after every RSync has its recommendation. **loaded**: inventories changed at `--rate`
+   per second for `--seconds`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from controlplane.configsync import (
+    NAMESPACE,
+    NodeConfigSync,
+    create_or_replace,
+    install_cluster,
+    running_config_sync_on_node,
+    synced,
+    uninstall_webhook,
+)
+from controlplane.seed import configmaps_yaml, ensure_namespace, resourcegroup, rsync
+from inventory import kubeapi
+from inventory.ids import RSyncKey, reconciler_name
+from profiles.bench_load import NAMESPACES, StatusWatch, drive
+
+JSON = dict[str, Any]
+MiB = 1 << 20
+SAMPLE_SECONDS = 2.0
+NODE = kubeapi.Resource("", "v1", "nodes", "Node")
+# Our containers, by Pod name prefix and container name (the shipped manifests).
+SIDECAR_CONTAINER = "objcount-autoscaler"
+CONTROLLER = "objcount-autoscaler"
+OURS = {
+    ("root-reconciler-", SIDECAR_CONTAINER): "sidecar",
+    ("objcount-webhook-", "webhook"): "webhook",
+    (f"{CONTROLLER}-", "autoscaler"): "controller",
+}
+
+
+def component_of(pod: str, container: str) -> str | None:
+    return next(
+        (name for (prefix, c), name in OURS.items() if pod.startswith(prefix) and c == container), None
+    )
+
+
+@dataclass
+class Samples:
+    """Working set (MiB) and CPU (millicores) of each of our containers, per phase, from the summary API."""
+
+    working_set: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    cpu: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    peak: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+def summary(api: kubeapi.KubeApi, node: str) -> JSON:
+    result: JSON = api.request_json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
+    return result
+
+
+def record(samples: Samples, phase: str, stats: JSON) -> None:
+    for pod in stats.get("pods") or []:
+        if pod["podRef"]["namespace"] != NAMESPACE:
+            continue
+        for container in pod.get("containers") or []:
+            component = component_of(pod["podRef"]["name"], container["name"])
+            memory = (container.get("memory") or {}).get("workingSetBytes")
+            if component is None or memory is None:
+                continue
+            samples.working_set[(component, phase)].append(memory / MiB)
+            nanocores = (container.get("cpu") or {}).get("usageNanoCores")
+            if nanocores is not None:
+                samples.cpu[(component, phase)].append(nanocores / 1e6)
+
+
+def record_peaks(cs: NodeConfigSync, samples: Samples, phase: str) -> None:
+    """The largest cgroup peak of each component's containers (the kubelet's cgroups, read on the node)."""
+    assert cs.api is not None
+    pods = orjson.loads(cs.api.list_page(kubeapi.POD, NAMESPACE))["items"]
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            component = component_of(pod["metadata"]["name"], status["name"])
+            if (
+                component is None
+                or not status.get("containerID")
+                or "running" not in (status.get("state") or {})
+            ):
+                continue
+            try:
+                peak = cs.stack.container_memory(status["containerID"]).peak / MiB
+            except (OSError, LookupError):
+                continue  # gone between the list and the read
+            samples.peak[(component, phase)] = max(peak, samples.peak.get((component, phase), 0.0))
+
+
+class Sampler:
+    """Samples the summary API every SAMPLE_SECONDS into the current phase, in a thread."""
+
+    def __init__(self, api: kubeapi.KubeApi, node: str, samples: Samples) -> None:
+        self.api, self.node, self.samples = api, node, samples
+        self.phase = "start"
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(SAMPLE_SECONDS):
+            try:
+                record(self.samples, self.phase, summary(self.api, self.node))
+            except kubeapi.ApiError as error:  # a missed sample, said, not a stopped run
+                print(f"summary API: {error}")
+
+    def __enter__(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+def wait(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(1)
+
+
+def idle(cs: NodeConfigSync, sampler: Sampler, seconds: float) -> None:
+    sampler.phase = "idle"
+    time.sleep(seconds)  # a benchmark's window, not a wait for a condition
+    record_peaks(cs, sampler.samples, "idle")
+
+
+@contextlib.contextmanager
+def admissions(api: kubeapi.KubeApi, key: RSyncKey, per_second: float) -> Iterator[list[int]]:
+    """Dry-run creations of the RSync's reconciler Pod at `per_second`, in a thread: the API server calls
+    our webhook for each (through its Service) and stores nothing. Yields [Pods returned with our sidecar]."""
+    template = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "generateName": "footprint-"},
+    }
+    pod["spec"] = template["spec"]
+    mutated = [0]
+    stopping = threading.Event()
+
+    def run() -> None:
+        while not stopping.wait(1 / per_second):
+            try:
+                created = api.request_json(
+                    "POST", kubeapi.POD.path(NAMESPACE), query={"dryRun": "All"}, body=pod
+                )
+            except kubeapi.ApiError as error:
+                print(f"dry-run Pod: {error}")
+                continue
+            names = {c["name"] for c in created["spec"]["containers"]}
+            mutated[0] += SIDECAR_CONTAINER in names
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield mutated
+    finally:
+        stopping.set()
+        thread.join()
+
+
+def sidecar_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespace) -> None:
+    assert cs.api is not None
+    api = cs.api
+    with tempfile.TemporaryDirectory() as certs:
+        cs.install_sidecar(Path(certs))
+    key = RSyncKey("RootSync", NAMESPACE, "footprint")
+    apps = "footprint-apps"
+
+    def synced_and_sized(count: int) -> bool:
+        commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(count, namespace=apps)})
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            body = api.get(kubeapi.ROOTSYNC, NAMESPACE, key.name)
+            if synced(body, commit) and (body["spec"].get("override") or {}).get("resources"):
+                return True
+            time.sleep(1)
+        raise TimeoutError(f"{count} objects not synced and sized after 1800 s")
+
+    cs.commit(key, {"configmaps.yaml": configmaps_yaml(args.objects, namespace=apps)})
+    create_or_replace(api, cs.rsync(key))
+    synced_and_sized(args.objects)
+    idle(cs, sampler, args.idle_seconds)
+    sampler.phase = "loaded"
+    with admissions(api, key, args.admissions_per_second) as mutated:
+        for _ in range(args.cycles):
+            synced_and_sized(2 * args.objects)
+            synced_and_sized(args.objects)
+    record_peaks(cs, sampler.samples, "loaded")
+    sampler.phase = "between"
+    print(
+        f"sidecar loaded: {args.cycles} x ({args.objects} -> {2 * args.objects} -> {args.objects} objects); "
+        f"{mutated[0]} dry-run reconciler Pods returned with our sidecar"
+    )
+    uninstall_webhook(api)
+    cs.stack.kubectl("delete", "-n", NAMESPACE, "deployment/objcount-webhook", "rootsync/footprint")
+
+
+def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespace) -> None:
+    assert cs.api is not None
+    api = cs.api
+    cs.stack.kubectl("scale", "-n", NAMESPACE, "deployment/reconciler-manager", "--replicas=0")
+    keys = [
+        RSyncKey("RepoSync", f"load-{i % NAMESPACES}", f"sync-{i}") for i in range(args.rsyncs + args.big)
+    ]
+    for n in range(NAMESPACES):
+        ensure_namespace(api, f"load-{n}")
+    for i, key in enumerate(keys):
+        api.create(kubeapi.REPOSYNC, key.namespace, rsync(key))
+        entries = args.big_inventory if i >= args.rsyncs else args.inventory
+        api.create(kubeapi.RESOURCEGROUP, key.namespace, resourcegroup(key, entries))
+    watch = StatusWatch(kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig)))
+    install_cluster(api)
+    cs.stack.kubectl("set", "env", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "OBJCOUNT_TARGET=recommend")
+    cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "--timeout=300s")
+    names = {f"{k.namespace}/{k.name}" for k in keys}
+    began = time.monotonic()
+    while not (names <= watch.counted and names <= watch.recommended):
+        if time.monotonic() - began > 1800:
+            raise TimeoutError(
+                f"{len(names - watch.recommended)} RSyncs without a recommendation after 1800 s"
+            )
+        time.sleep(1)
+    print(f"cluster mode: all counted and recommended {time.monotonic() - began:.0f} s after the rollout")
+    idle(cs, sampler, args.idle_seconds)
+    sampler.phase = "loaded"
+    load = argparse.Namespace(rate=args.rate, seconds=args.seconds, writers=4, objects=args.inventory)
+    lags, sent = drive(api, keys[: args.rsyncs], watch, load)
+    record_peaks(cs, sampler.samples, "loaded")
+    print(f"cluster loaded: {sent} inventory changes in {args.seconds:.0f} s, {len(lags)} seen counted")
+
+
+def report(samples: Samples) -> None:
+    print("| container | phase | working set, median | largest sample | cgroup peak | CPU, median |")
+    print("|---|---|---|---|---|---|")
+    for component in ("sidecar", "webhook", "controller"):
+        for phase in ("idle", "loaded"):
+            ws = samples.working_set.get((component, phase)) or []
+            cpu = samples.cpu.get((component, phase)) or []
+            peak = samples.peak.get((component, phase))
+            if not ws:
+                print(f"| {component} | {phase} | no sample | | | |")
+                continue
+            print(
+                f"| {component} | {phase} | {statistics.median(ws):.1f} MiB | {max(ws):.1f} MiB "
+                f"| {'-' if peak is None else f'{peak:.1f} MiB'} "
+                f"| {statistics.median(cpu) if cpu else float('nan'):.1f} millicores |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--cycles", type=int, default=2)
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--admissions-per-second", type=float, default=5)
+    parser.add_argument("--rsyncs", type=int, default=1000)
+    parser.add_argument("--inventory", type=int, default=100)
+    parser.add_argument("--big", type=int, default=3)
+    parser.add_argument("--big-inventory", type=int, default=30_000)
+    parser.add_argument("--rate", type=float, default=100)
+    parser.add_argument("--seconds", type=float, default=60)
+    args = parser.parse_args()
+    samples = Samples()
+    with running_config_sync_on_node() as cs:
+        assert cs.api is not None
+        node = orjson.loads(cs.api.list_page(NODE, None))["items"][0]["metadata"]["name"]
+        with Sampler(cs.api, node, samples) as sampler:
+            sidecar_phases(cs, sampler, args)
+            cluster_phases(cs, sampler, args)
+    report(samples)
+
+
+if __name__ == "__main__":
+    main()
