@@ -9,8 +9,10 @@ containerd, ours from the image built from this checkout; PLAYED BY US: git-sync
 image's `python:3.11-slim` base, see controlplane.images). Every 2 s the kubelet's summary API
 (`/api/v1/nodes/NODE/proxy/stats/summary`, through the API server) gives each of our containers' working
 set and CPU; at the end of each phase the peak is read from the memory cgroup the kubelet made for the
-container (`max_usage_in_bytes`: its largest usage since it started, page cache included; the summary
-API has no peak).
+container (`max_usage_in_bytes`: its largest usage since it started, page cache included, so the peak
+of a later phase covers the earlier ones too; the summary API has no peak). The controller's two
+replicas are reported apart: the one holding the Lease does the work. **start** is from the install
+to the first full count (the sidecar's first sync, the controller's first reconcile of every RSync).
 
 1. Sidecar install, as the README says, with the shipped settings; one RootSync whose git source has
    `--objects` ConfigMaps. **idle**: `--idle-seconds` once it is synced and sized. **loaded**: `--cycles`
@@ -44,7 +46,6 @@ import orjson
 from controlplane.configsync import (
     NAMESPACE,
     NodeConfigSync,
-    create_or_replace,
     install_cluster,
     running_config_sync_on_node,
     synced,
@@ -84,17 +85,34 @@ class Samples:
     peak: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
+def leader(api: kubeapi.KubeApi) -> str:
+    """The cluster-mode replica holding the Lease ("" when there is none)."""
+    try:
+        lease = api.get(kubeapi.LEASE, NAMESPACE, CONTROLLER)
+    except kubeapi.NotFound:
+        return ""
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def label(pod: str, container: str, holder: str) -> str | None:
+    """What a container is: ours by name, and for the controller which replica (they differ a lot)."""
+    component = component_of(pod, container)
+    if component == "controller":
+        return "controller, leader" if pod == holder else "controller, standby"
+    return component
+
+
 def summary(api: kubeapi.KubeApi, node: str) -> JSON:
     result: JSON = api.request_json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
     return result
 
 
-def record(samples: Samples, phase: str, stats: JSON) -> None:
+def record(samples: Samples, phase: str, stats: JSON, holder: str) -> None:
     for pod in stats.get("pods") or []:
         if pod["podRef"]["namespace"] != NAMESPACE:
             continue
         for container in pod.get("containers") or []:
-            component = component_of(pod["podRef"]["name"], container["name"])
+            component = label(pod["podRef"]["name"], container["name"], holder)
             memory = (container.get("memory") or {}).get("workingSetBytes")
             if component is None or memory is None:
                 continue
@@ -108,9 +126,10 @@ def record_peaks(cs: NodeConfigSync, samples: Samples, phase: str) -> None:
     """The largest cgroup peak of each component's containers (the kubelet's cgroups, read on the node)."""
     assert cs.api is not None
     pods = orjson.loads(cs.api.list_page(kubeapi.POD, NAMESPACE))["items"]
+    holder = leader(cs.api)
     for pod in pods:
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            component = component_of(pod["metadata"]["name"], status["name"])
+            component = label(pod["metadata"]["name"], status["name"], holder)
             if (
                 component is None
                 or not status.get("containerID")
@@ -136,7 +155,7 @@ class Sampler:
     def _run(self) -> None:
         while not self.stopping.wait(SAMPLE_SECONDS):
             try:
-                record(self.samples, self.phase, summary(self.api, self.node))
+                record(self.samples, self.phase, summary(self.api, self.node), leader(self.api))
             except kubeapi.ApiError as error:  # a missed sample, said, not a stopped run
                 print(f"summary API: {error}")
 
@@ -217,7 +236,7 @@ def sidecar_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
         raise TimeoutError(f"{count} objects not synced and sized after 1800 s")
 
     cs.commit(key, {"configmaps.yaml": configmaps_yaml(args.objects, namespace=apps)})
-    create_or_replace(api, cs.rsync(key))
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
     synced_and_sized(args.objects)
     idle(cs, sampler, args.idle_seconds)
     sampler.phase = "loaded"
@@ -226,7 +245,7 @@ def sidecar_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
             synced_and_sized(2 * args.objects)
             synced_and_sized(args.objects)
     record_peaks(cs, sampler.samples, "loaded")
-    sampler.phase = "between"
+    sampler.phase = "between"  # the sidecar's removal and the cluster-mode load's creation
     print(
         f"sidecar loaded: {args.cycles} x ({args.objects} -> {2 * args.objects} -> {args.objects} objects); "
         f"{mutated[0]} dry-run reconciler Pods returned with our sidecar"
@@ -249,6 +268,7 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
         entries = args.big_inventory if i >= args.rsyncs else args.inventory
         api.create(kubeapi.RESOURCEGROUP, key.namespace, resourcegroup(key, entries))
     watch = StatusWatch(kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig)))
+    sampler.phase = "start"  # the first full reconcile
     install_cluster(api)
     cs.stack.kubectl("set", "env", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "OBJCOUNT_TARGET=recommend")
     cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "--timeout=300s")
@@ -270,20 +290,21 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
 
 
 def report(samples: Samples) -> None:
-    print("| container | phase | working set, median | largest sample | cgroup peak | CPU, median |")
+    print(
+        "| container | phase | working set, median | largest sample | cgroup peak | CPU, median / largest |"
+    )
     print("|---|---|---|---|---|---|")
-    for component in ("sidecar", "webhook", "controller"):
-        for phase in ("idle", "loaded"):
+    for component in ("sidecar", "webhook", "controller, leader", "controller, standby"):
+        for phase in ("start", "idle", "loaded"):
             ws = samples.working_set.get((component, phase)) or []
-            cpu = samples.cpu.get((component, phase)) or []
+            cpu = samples.cpu.get((component, phase)) or [float("nan")]
             peak = samples.peak.get((component, phase))
             if not ws:
-                print(f"| {component} | {phase} | no sample | | | |")
                 continue
             print(
                 f"| {component} | {phase} | {statistics.median(ws):.1f} MiB | {max(ws):.1f} MiB "
                 f"| {'-' if peak is None else f'{peak:.1f} MiB'} "
-                f"| {statistics.median(cpu) if cpu else float('nan'):.1f} millicores |"
+                f"| {statistics.median(cpu):.1f} / {max(cpu):.1f} millicores |"
             )
 
 
