@@ -5,11 +5,13 @@ nothing is kept: the other tests install the same objects their own way, through
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
 from controlplane import LocalControlPlane
 from controlplane.configsync import CLUSTER_MANIFESTS, NAMESPACE, SIDECAR_MANIFESTS, kustomization_objects
@@ -49,3 +51,41 @@ def test_kubectl_apply_k_installs_the_guard_and_what_the_tests_install(
     assert applied == sorted((o["kind"], o["metadata"]["name"]) for o in kustomization_objects(directory))
     assert [name for kind, name in applied if kind == "ValidatingAdmissionPolicy"] == GUARD
     assert [name for kind, name in applied if kind == "ValidatingAdmissionPolicyBinding"] == GUARD
+
+
+# The README's kustomization that pins our image by digest, as printed there.
+README_DIGEST_KUSTOMIZATION = """resources: [manifests/sidecar]
+images:
+- {name: objcount-autoscaler, newName: REGISTRY/objcount-autoscaler, digest: "sha256:DIGEST"}
+"""
+
+
+def test_the_readmes_digest_kustomization_pins_the_deployments_and_not_the_sidecar_template(
+    control_plane: LocalControlPlane, tmp_path: Path
+) -> None:
+    """Filled in as a user would (a registry, a digest), next to a copy of `manifests/`, rendered by the
+    real kubectl's kustomize: the webhook's Deployment runs the image by digest, while the sidecar's image,
+    text inside a ConfigMap, is left as the README warns."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"```yaml\n{README_DIGEST_KUSTOMIZATION}```" in readme, (
+        "the README's example changed: follow it here"
+    )
+    digest = "sha256:" + "0123456789abcdef" * 4
+    filled = README_DIGEST_KUSTOMIZATION.replace("REGISTRY", "registry.example/team").replace(
+        "sha256:DIGEST", digest
+    )
+    shutil.copytree(CLUSTER_MANIFESTS.parent, tmp_path / "manifests")
+    (tmp_path / "kustomization.yaml").write_text(filled)
+    result = subprocess.run(
+        [control_plane.bin_dir / "kubectl", "kustomize", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(result.stdout)}
+    webhook = rendered[("Deployment", "objcount-webhook")]["spec"]["template"]["spec"]["containers"]
+    assert [c["image"] for c in webhook] == [f"registry.example/team/objcount-autoscaler@{digest}"]
+    template = rendered[("ConfigMap", "objcount-sidecar-template")]["data"]["sidecar.yaml"]
+    assert "image: objcount-autoscaler:0.1.0" in template
