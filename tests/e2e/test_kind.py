@@ -5,7 +5,6 @@ where Docker or kind is missing, as on the development machines and CI (no conta
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
