@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -79,8 +80,7 @@ _SERVER_PORTS = range(20000, 32768)
 
 def free_port() -> int:
     """A loopback port nothing listens on now, outside the ephemeral range (see _SERVER_PORTS)."""
-    low = _ephemeral_low()
-    choices = [port for port in _SERVER_PORTS if port < low] or list(_SERVER_PORTS)
+    choices = _server_ports()
     for _ in range(100):
         port = secrets.choice(choices)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -92,10 +92,13 @@ def free_port() -> int:
     raise ControlPlaneError(f"no free loopback port in {_SERVER_PORTS} after 100 tries")
 
 
-def _ephemeral_low() -> int:
+@functools.cache
+def _server_ports() -> list[int]:
+    """_SERVER_PORTS below the start of the kernel's ephemeral range (read once)."""
+    low = 32768
     with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    return 32768
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return [port for port in _SERVER_PORTS if port < low] or list(_SERVER_PORTS)
 
 
 def _die_with_parent() -> None:

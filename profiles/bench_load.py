@@ -81,6 +81,19 @@ class StatusWatch:
                 self.recommended.add(name)
 
 
+def seed(api: kubeapi.KubeApi, rsyncs: int, entries: int, big: int, big_entries: int) -> list[RSyncKey]:
+    """`rsyncs` RepoSyncs with `entries`-entry inventories and `big` more with `big_entries`, spread over
+    NAMESPACES namespaces; their keys, the big ones last."""
+    keys = [RSyncKey("RepoSync", f"load-{i % NAMESPACES}", f"sync-{i}") for i in range(rsyncs + big)]
+    for n in range(NAMESPACES):
+        ensure_namespace(api, f"load-{n}")
+    for i, key in enumerate(keys):
+        api.create(kubeapi.REPOSYNC, key.namespace, rsync(key))
+        count = big_entries if i >= rsyncs else entries
+        api.create(kubeapi.RESOURCEGROUP, key.namespace, resourcegroup(key, count))
+    return keys
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -93,19 +106,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--writers", type=int, default=4)
     args = parser.parse_args()
-    keys = [
-        RSyncKey("RepoSync", f"load-{i % NAMESPACES}", f"sync-{i}") for i in range(args.rsyncs + args.big)
-    ]
     with running_control_plane() as plane:
         api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
         install_rsync_crds(api)
-        for n in range(NAMESPACES):
-            ensure_namespace(api, f"load-{n}")
         began = time.monotonic()
-        for i, key in enumerate(keys):
-            api.create(kubeapi.REPOSYNC, key.namespace, rsync(key))
-            entries = args.big_objects if i >= args.rsyncs else args.objects
-            api.create(kubeapi.RESOURCEGROUP, key.namespace, resourcegroup(key, entries))
+        keys = seed(api, args.rsyncs, args.objects, args.big, args.big_objects)
         print(f"created {len(keys)} RSyncs and inventories in {time.monotonic() - began:.0f} s")
         watch = StatusWatch(kubeapi.KubeApi.connect(str(plane.kubeconfig)))
         health = free_port()

@@ -51,10 +51,10 @@ from controlplane.configsync import (
     synced,
     uninstall_webhook,
 )
-from controlplane.seed import configmaps_yaml, ensure_namespace, resourcegroup, rsync
+from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from profiles.bench_load import NAMESPACES, StatusWatch, drive
+from profiles.bench_load import StatusWatch, drive, seed
 
 JSON = dict[str, Any]
 MiB = 1 << 20
@@ -187,12 +187,8 @@ def admissions(api: kubeapi.KubeApi, key: RSyncKey, per_second: float) -> Iterat
     """Dry-run creations of the RSync's reconciler Pod at `per_second`, in a thread: the API server calls
     our webhook for each (through its Service) and stores nothing. Yields [Pods returned with our sidecar]."""
     template = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {**template["metadata"], "generateName": "footprint-"},
-    }
-    pod["spec"] = template["spec"]
+    metadata = {**template["metadata"], "generateName": "footprint-"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
     mutated = [0]
     stopping = threading.Event()
 
@@ -225,25 +221,26 @@ def sidecar_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
     key = RSyncKey("RootSync", NAMESPACE, "footprint")
     apps = "footprint-apps"
 
-    def synced_and_sized(count: int) -> bool:
-        commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(count, namespace=apps)})
-        deadline = time.monotonic() + 1800
-        while time.monotonic() < deadline:
-            body = api.get(kubeapi.ROOTSYNC, NAMESPACE, key.name)
-            if synced(body, commit) and (body["spec"].get("override") or {}).get("resources"):
-                return True
-            time.sleep(1)
-        raise TimeoutError(f"{count} objects not synced and sized after 1800 s")
+    def commit(count: int) -> str:
+        return cs.commit(key, {"configmaps.yaml": configmaps_yaml(count, namespace=apps)})
 
-    cs.commit(key, {"configmaps.yaml": configmaps_yaml(args.objects, namespace=apps)})
+    def synced_and_sized(commit: str) -> bool:
+        body = api.get(kubeapi.ROOTSYNC, NAMESPACE, key.name)
+        return synced(body, commit) and bool((body["spec"].get("override") or {}).get("resources"))
+
+    def sync(count: int) -> None:
+        made = commit(count)
+        wait(lambda: synced_and_sized(made), 1800, f"{count} objects synced and sized")
+
+    first = commit(args.objects)
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
-    synced_and_sized(args.objects)
+    wait(lambda: synced_and_sized(first), 1800, f"{args.objects} objects synced and sized")
     idle(cs, sampler, args.idle_seconds)
     sampler.phase = "loaded"
     with admissions(api, key, args.admissions_per_second) as mutated:
         for _ in range(args.cycles):
-            synced_and_sized(2 * args.objects)
-            synced_and_sized(args.objects)
+            sync(2 * args.objects)
+            sync(args.objects)
     record_peaks(cs, sampler.samples, "loaded")
     sampler.phase = "between"  # the sidecar's removal and the cluster-mode load's creation
     print(
@@ -258,15 +255,7 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
     assert cs.api is not None
     api = cs.api
     cs.stack.kubectl("scale", "-n", NAMESPACE, "deployment/reconciler-manager", "--replicas=0")
-    keys = [
-        RSyncKey("RepoSync", f"load-{i % NAMESPACES}", f"sync-{i}") for i in range(args.rsyncs + args.big)
-    ]
-    for n in range(NAMESPACES):
-        ensure_namespace(api, f"load-{n}")
-    for i, key in enumerate(keys):
-        api.create(kubeapi.REPOSYNC, key.namespace, rsync(key))
-        entries = args.big_inventory if i >= args.rsyncs else args.inventory
-        api.create(kubeapi.RESOURCEGROUP, key.namespace, resourcegroup(key, entries))
+    keys = seed(api, args.rsyncs, args.inventory, args.big, args.big_inventory)
     watch = StatusWatch(kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig)))
     sampler.phase = "start"  # the first full reconcile
     install_cluster(api)
@@ -274,12 +263,11 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
     cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "--timeout=300s")
     names = {f"{k.namespace}/{k.name}" for k in keys}
     began = time.monotonic()
-    while not (names <= watch.counted and names <= watch.recommended):
-        if time.monotonic() - began > 1800:
-            raise TimeoutError(
-                f"{len(names - watch.recommended)} RSyncs without a recommendation after 1800 s"
-            )
-        time.sleep(1)
+    wait(
+        lambda: names <= watch.counted and names <= watch.recommended,
+        1800,
+        "every RSync counted and recommended",
+    )
     print(f"cluster mode: all counted and recommended {time.monotonic() - began:.0f} s after the rollout")
     idle(cs, sampler, args.idle_seconds)
     sampler.phase = "loaded"

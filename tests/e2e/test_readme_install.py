@@ -44,8 +44,8 @@ from tests.integration.on_node import (
     quantity_bytes,
     reconciler_memory_limit,
     root_and_repo,
+    root_and_repo_by_hand,
     rsync_of,
-    size_aware_size,
     suffix,
 )
 
@@ -244,11 +244,7 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     started = time.monotonic()
     shell(readme_block(SIDECAR_INSTALL))
     shell(readme_block(GRANT_REPOSYNC).replace("NAMESPACE [NAME]", repo.namespace))
-    sizes = {
-        key: size_aware_size(api, synced[key][1], n, others)
-        for key, n, others in ((root, 40, 1), (repo, 25, 0))
-    }
-    expected_counts = {root: ("40", "41"), repo: ("25", "25")}
+    expected_counts, sizes = root_and_repo_by_hand(api, root, repo, synced)
     for key in (root, repo):
         wait_for(
             lambda k=key: counts(api, k) == expected_counts[k],

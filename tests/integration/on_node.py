@@ -308,3 +308,17 @@ def root_and_repo(
         api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
         rsyncs.append(key)
     return root, repo, synced
+
+
+def root_and_repo_by_hand(
+    api: kubeapi.KubeApi, root: RSyncKey, repo: RSyncKey, synced: dict[RSyncKey, tuple[str, str]]
+) -> tuple[dict[RSyncKey, tuple[str, str]], dict[RSyncKey, tuple[str, str]]]:
+    """What each of root_and_repo's RSyncs gets from its own sidecar, by hand: the counts (source,
+    inventory: 40 ConfigMaps and the RootSync's implicit Namespace, and 25 ConfigMaps) and the shipped
+    size-aware size (CPU, memory)."""
+    expected = {root: ("40", "41"), repo: ("25", "25")}
+    sizes = {
+        key: size_aware_size(api, synced[key][1], n, others)
+        for key, n, others in ((root, 40, 1), (repo, 25, 0))
+    }
+    return expected, sizes

@@ -60,8 +60,8 @@ from tests.integration.on_node import (
     reconciler_memory_limit,
     reconciler_resources,
     root_and_repo,
+    root_and_repo_by_hand,
     rsync_of,
-    size_aware_size,
     suffix,
 )
 
@@ -521,12 +521,7 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
     the reconciler-manager keeps working."""
     sidecar({})
     root, repo, synced = root_and_repo(cs, rsyncs, "sidecar", grant_sidecar=True)
-    # Each sidecar counts its own RSync: 40 ConfigMaps and the implicit Namespace, and 25 ConfigMaps.
-    expected = {root: ("40", "41"), repo: ("25", "25")}
-    sizes = {
-        key: size_aware_size(api, synced[key][1], n, others)
-        for key, n, others in ((root, 40, 1), (repo, 25, 0))
-    }
+    expected, sizes = root_and_repo_by_hand(api, root, repo, synced)
     for key in (root, repo):
         wait_for(lambda k=key: sidecar_pod(cs, k), timeout=SYNC_TIMEOUT, what=f"our sidecar in {key}'s Pod")
         wait_for(
