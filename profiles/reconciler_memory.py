@@ -72,6 +72,7 @@ from controlplane.configsync import (
 from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
+from profiles import platform as platform_repository
 from profiles.stress import reconciler_usage
 
 JSON = dict[str, Any]
@@ -104,6 +105,7 @@ WIDGET_CRD: dict[str, Any] = {
     },
 }
 LARGE_PAYLOAD = 20 * 1024  # bytes of a large Widget's spec
+MEDIUM_PAYLOAD = 3 * 1024  # a medium Widget's: a few KiB
 
 
 SURFACE_FIELDS = 40  # properties of a surface CRD's schema, each with a description: about 15 KiB
@@ -162,8 +164,20 @@ def large_widget(i: int, namespace: str) -> str:
     return widget(i, namespace, LARGE_PAYLOAD)
 
 
+def medium_widget(i: int, namespace: str) -> str:
+    return widget(i, namespace, MEDIUM_PAYLOAD)
+
+
 def mixed(i: int, namespace: str) -> str:
     return (configmap, deployment, widget, large_widget)[i % 4](i, namespace)
+
+
+def clusterrole(i: int, namespace: str) -> str:
+    """Cluster-scoped: `namespace` only keeps the names of different points apart."""
+    return (
+        f"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {namespace}-{i}\n"
+        f"rules:\n- apiGroups: ['']\n  resources: [configmaps]\n  verbs: [get, list, watch]\n"
+    )
 
 
 SHAPES: dict[str, Callable[[int, str], str]] = {
@@ -172,11 +186,22 @@ SHAPES: dict[str, Callable[[int, str], str]] = {
     "small-crs": widget,
     "large-crs": large_widget,
     "mix": mixed,
+    "medium-crs": medium_widget,
+    "clusterroles": clusterrole,
+    "platform": platform_repository.manifest,
 }
+SPREADS = ("configmaps", "deployments", "small-crs", "medium-crs", "large-crs", "mix")  # namespaced
 
 
-def manifests(shape: str, count: int, namespace: str) -> str:
-    return "".join("---\n" + SHAPES[shape](i, namespace) for i in range(count))
+def manifests(shape: str, count: int, namespace: str, namespaces: int = 1) -> str:
+    """`count` objects of `shape`; those of a namespaced shape spread over `namespaces` namespaces."""
+    if namespaces > 1 and shape not in SPREADS:
+        raise ValueError(f"{shape} objects cannot be spread over namespaces (its own layout)")
+
+    def where(i: int) -> str:
+        return namespace if namespaces == 1 else f"{namespace}-{i % namespaces}"
+
+    return "".join("---\n" + SHAPES[shape](i, where(i)) for i in range(count))
 
 
 @dataclass
@@ -185,7 +210,7 @@ class Point:
     objects: int
     source_bytes: int  # of the commit's manifests, as YAML
     inventory_entries: int
-    peak_rss_mib: float  # the peak after the apply (`measured` says which peak)
+    peak_rss_mib: float  # the peak after the apply (`measured` says which peak: VmHWM on the local stack)
     seconds_to_synced: float  # from the RootSync's creation
     peak_with_prune_mib: float  # the peak after the prune down to one object
     seconds_to_pruned: float  # from the one-object commit
@@ -195,7 +220,10 @@ class Point:
     version: str
     date: str
     machine: str
-    measured: str = "cgroup peak"  # "VmHWM" (before the real node), "metrics API" (another cluster)
+    measured: str = "VmHWM"  # or "metrics API" (another cluster)
+    namespaces: int = 1  # the objects' namespaces (besides those a platform repository declares)
+    cgroup_peak_mib: float | None = None  # the container cgroup's peak at the end: page cache included
+    point_seconds: float | None = None  # the point's cost: from the RootSync's creation to its deletion
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -223,15 +251,18 @@ class Where(Protocol):
     def peak_mib(self, key: RSyncKey) -> float:
         """The reconciler's peak memory so far, since its RootSync was made."""
 
+    def cgroup_peak_mib(self, key: RSyncKey) -> float | None:
+        """The reconciler container's cgroup peak (page cache included), where one can be read."""
+
 
 @dataclass
 class LocalStack:
     """The local stack with a real node: commits through git and git-sync (a stand-in, see
-    controlplane.images); the peak is the reconciler container's memory cgroup's (`max_usage_in_bytes`,
-    as the kubelet set the cgroup up: page cache included)."""
+    controlplane.images); the peak is the reconciler process's `VmHWM` (as before the real node), and
+    its container cgroup's peak (`max_usage_in_bytes`: page cache included) is recorded beside it."""
 
     config_sync: NodeConfigSync
-    measured: str = "cgroup peak"
+    measured: str = "VmHWM"
     version: str = VERSION
 
     @property
@@ -254,8 +285,16 @@ class LocalStack:
         _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
 
     def peak_mib(self, key: RSyncKey) -> float:
-        """The peak of the reconciler container's cgroup; it must not have restarted (a restart is a new
-        cgroup, so its peak would start again from zero)."""
+        resident = self.config_sync.stack.container_resident_peak(self._container(key))
+        return round(resident / (1 << 20), 1)
+
+    def cgroup_peak_mib(self, key: RSyncKey) -> float | None:
+        peak = self.config_sync.stack.container_memory(self._container(key)).peak
+        return round(peak / (1 << 20), 1)
+
+    def _container(self, key: RSyncKey) -> str:
+        """The reconciler container's ID; it must not have restarted (a restart is a new process and a
+        new cgroup, so its peak would start again from zero)."""
         pod = self.config_sync.reconciler_pod(key)
         statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
         status = next((s for s in cast(list[JSON], statuses) if s["name"] == "reconciler"), None)
@@ -263,8 +302,7 @@ class LocalStack:
             raise RuntimeError(f"{key}: no running reconciler to measure")
         if status.get("restartCount"):
             raise RuntimeError(f"{key}: the reconciler restarted; its peak is lost: {status}")
-        peak = self.config_sync.stack.container_memory(status["containerID"]).peak
-        return round(peak / (1 << 20), 1)
+        return cast(str, status["containerID"])
 
 
 @dataclass
@@ -317,6 +355,9 @@ class Cluster:
     def peak_mib(self, key: RSyncKey) -> float:
         return round(self.peaks.get(key.name, 0.0), 1)
 
+    def cgroup_peak_mib(self, key: RSyncKey) -> None:
+        return None
+
 
 def _git(clone: Path, *args: str) -> str:
     result = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=False)
@@ -325,10 +366,11 @@ def _git(clone: Path, *args: str) -> str:
     return result.stdout
 
 
-def measure(where: Where, shape: str, count: int, extra_crds: int) -> Point:
+def measure(where: Where, shape: str, count: int, extra_crds: int, namespaces: int = 1) -> Point:
     api = where.api
-    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}-{extra_crds}")
-    text = manifests(shape, count, key.name)
+    spread = f"-ns{namespaces}" if namespaces > 1 else ""
+    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}-{extra_crds}{spread}")
+    text = manifests(shape, count, key.name, namespaces)
     commit = where.commit(key, text)
     body = where.rootsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
@@ -346,6 +388,7 @@ def measure(where: Where, shape: str, count: int, extra_crds: int) -> Point:
     where.wait_synced(key, commit)
     prune_seconds = time.monotonic() - pruning
     peak_with_prune = where.peak_mib(key)
+    cgroup_peak = where.cgroup_peak_mib(key)
     # Not in a `finally`: after a failure or a signal the whole local stack is discarded anyway.
     api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
     _wait(lambda: rsync_gone(api, key), SYNC_TIMEOUT, key)
@@ -365,6 +408,9 @@ def measure(where: Where, shape: str, count: int, extra_crds: int) -> Point:
         datetime.now(UTC).date().isoformat(),
         where.machine,
         where.measured,
+        namespaces,
+        cgroup_peak,
+        round(time.monotonic() - began, 1),
     )
 
 
@@ -390,9 +436,14 @@ def read_points(path: Path) -> list[Point]:
         return []
     with path.open() as file:
         rows = list(csv.DictReader(file))
-    kinds = {f.name: f.type for f in fields(Point)}
-    convert = {"int": int, "float": float, "str": str}
-    return [Point(**{k: convert[str(kinds[k])](v) for k, v in row.items()}) for row in rows]
+    kinds = {f.name: str(f.type) for f in fields(Point)}
+    convert: dict[str, Callable[[str], Any]] = {
+        "int": int,
+        "float": float,
+        "str": str,
+        "float | None": lambda v: float(v) if v else None,
+    }
+    return [Point(**{k: convert[kinds[k]](v) for k, v in row.items()}) for row in rows]
 
 
 def append(path: Path, point: Point) -> None:
@@ -406,15 +457,17 @@ def append(path: Path, point: Point) -> None:
 
 def markdown(points: list[Point]) -> str:
     lines = [
-        "| shape | objects | source KiB | inventory | CRDs | peak RSS, apply (MiB) | peak RSS with the prune "
-        "(MiB) | to synced (s) | to pruned (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| shape | objects | namespaces | source KiB | inventory | CRDs | peak RSS, apply (MiB) | peak RSS "
+        "with the prune (MiB) | cgroup peak (MiB) | to synced (s) | to pruned (s) | point (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
+        cgroup = "" if p.cgroup_peak_mib is None else f"{p.cgroup_peak_mib:.1f}"
+        cost = "" if p.point_seconds is None else f"{p.point_seconds:.0f}"
         lines.append(
-            f"| {p.shape} | {p.objects} | {p.source_bytes / 1024:.0f} | {p.inventory_entries} | {p.crds} | "
-            f"{p.peak_rss_mib:.1f} | {p.peak_with_prune_mib:.1f} | {p.seconds_to_synced:.1f} | "
-            f"{p.seconds_to_pruned:.1f} |"
+            f"| {p.shape} | {p.objects} | {p.namespaces} | {p.source_bytes / 1024:.0f} | "
+            f"{p.inventory_entries} | {p.crds} | {p.peak_rss_mib:.1f} | {p.peak_with_prune_mib:.1f} | "
+            f"{cgroup} | {p.seconds_to_synced:.1f} | {p.seconds_to_pruned:.1f} | {cost} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -426,7 +479,7 @@ def plot(points: list[Point], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    local = [p for p in points if not p.extra_crds]
+    local = [p for p in points if not p.extra_crds and p.namespaces == 1]
     for shape in dict.fromkeys(p.shape for p in local):
         mine = sorted((p.objects, p.peak_rss_mib, p.peak_with_prune_mib) for p in local if p.shape == shape)
         objects, apply, prune = zip(*mine, strict=True)
@@ -450,6 +503,7 @@ def run(
     resume: bool,
     extra_crds: int = 0,
     *,
+    namespaces: int = 1,
     cluster: Cluster | None = None,
 ) -> list[Point]:
     """Measure on the local stack, or on `cluster` when given."""
@@ -457,13 +511,13 @@ def run(
     table = out / "reconciler-memory.csv"
     if not resume:
         table.unlink(missing_ok=True)
-    done = {(p.shape, p.objects, p.extra_crds) for p in read_points(table)}
-    todo = [(s, n) for s in shapes for n in counts if (s, n, extra_crds) not in done]
+    done = {(p.shape, p.objects, p.extra_crds, p.namespaces) for p in read_points(table)}
+    todo = [(s, n) for s in shapes for n in counts if (s, n, extra_crds, namespaces) not in done]
 
     def measure_all(where: Where) -> None:
         install_crds(where.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
         for shape, count in tqdm(todo, desc="points", unit="point"):
-            append(table, measure(where, shape, count, extra_crds))
+            append(table, measure(where, shape, count, extra_crds, namespaces))
 
     if cluster is not None:
         measure_all(cluster)
@@ -505,6 +559,8 @@ def main() -> None:
     parser.add_argument("--counts", default="250,1000,2000", help="comma-separated object counts")
     parser.add_argument("--out", type=Path, default=Path("profiles/out/reconciler-memory"))
     parser.add_argument("--extra-crds", type=int, default=0, help="more CRDs to install first (API surface)")
+    spreads = "spread the objects over N namespaces (shapes " + ", ".join(SPREADS) + ")"
+    parser.add_argument("--namespaces", type=int, default=1, help=spreads)
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
     other = parser.add_argument_group("another cluster where Config Sync runs (default: the local stack)")
     other.add_argument("--kubeconfig", help="its kubeconfig")
@@ -518,8 +574,18 @@ def main() -> None:
     unknown = sorted(set(shapes) - set(SHAPES))
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
+    if args.namespaces > 1 and set(shapes) - set(SPREADS):
+        parser.error(f"--namespaces spreads only {', '.join(SPREADS)}")
     counts = [int(n) for n in args.counts.split(",")]
-    points = run(shapes, counts, args.out, args.resume, args.extra_crds, cluster=_cluster(args))
+    points = run(
+        shapes,
+        counts,
+        args.out,
+        args.resume,
+        args.extra_crds,
+        namespaces=args.namespaces,
+        cluster=_cluster(args),
+    )
     print(markdown(points))
 
 

@@ -1,0 +1,67 @@
+"""The real-reconciler benchmark's shapes: the platform repository's mix and layout, objects spread over
+namespaces, and a cluster-scoped kind."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import yaml
+
+from profiles.reconciler_memory import manifests
+
+
+def objects(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_a_platform_repository_has_the_mix_counted_in_config_sync_s_test_data() -> None:
+    docs = objects(manifests("platform", 200, "p"))
+    # Two units of platform-mix.md's table: 38, 5, 15, 21, 9, 8, 4 per 100.
+    assert Counter(d["kind"] for d in docs) == {
+        "Namespace": 76,
+        "ServiceAccount": 10,
+        "RoleBinding": 30,
+        "ConfigMap": 42,
+        "Deployment": 18,
+        "Service": 16,
+        "NetworkPolicy": 8,
+    }
+
+
+def test_every_namespace_a_platform_object_names_is_declared_before_it() -> None:
+    declared: set[str] = set()
+    for doc in objects(manifests("platform", 250, "p")):
+        if doc["kind"] == "Namespace":
+            declared.add(doc["metadata"]["name"])
+        else:
+            assert doc["metadata"]["namespace"] in declared, doc["metadata"]
+    assert len(declared) == 38 + 38 + 38  # two whole units and the half unit's 38 first slots
+
+
+def test_a_platform_repository_s_services_are_headless() -> None:
+    services = [d for d in objects(manifests("platform", 100, "p")) if d["kind"] == "Service"]
+    assert {s["spec"]["clusterIP"] for s in services} == {"None"}
+
+
+def test_objects_spread_round_robin_over_namespaces() -> None:
+    docs = objects(manifests("configmaps", 10, "p", namespaces=3))
+    assert Counter(d["metadata"]["namespace"] for d in docs) == {"p-0": 4, "p-1": 3, "p-2": 3}
+    assert {d["metadata"]["namespace"] for d in objects(manifests("configmaps", 5, "p"))} == {"p"}
+
+
+def test_a_shape_with_its_own_layout_is_not_spread() -> None:
+    for shape in ("platform", "clusterroles"):
+        with pytest.raises(ValueError, match="cannot be spread"):
+            manifests(shape, 10, "p", namespaces=10)
+
+
+def test_cluster_roles_are_cluster_scoped_and_named_apart_per_point() -> None:
+    docs = objects(manifests("clusterroles", 3, "mem-clusterroles-3-0"))
+    assert [d["metadata"] for d in docs] == [{"name": f"mem-clusterroles-3-0-{i}"} for i in range(3)]
+
+
+def test_a_medium_custom_resource_carries_a_few_kib() -> None:
+    (doc,) = objects(manifests("medium-crs", 1, "p"))
+    assert 3000 <= len(doc["spec"]["payload"]) <= 3 * 1024
