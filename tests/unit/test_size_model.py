@@ -8,8 +8,10 @@ import pytest
 
 from autoscaler.policy import SIZE_AWARE
 from profiles.size_model import (
+    HeldOut,
     Measured,
     fit_size_aware,
+    folds,
     linear_fit,
     local_surface,
     mib_per_api_resource,
@@ -67,3 +69,33 @@ def test_a_negative_term_is_dropped_not_kept() -> None:
     fitted = linear_fit(points, ("kind:ConfigMap", "kib"))
     assert fitted["kib"] == 0.0
     assert fitted["kind:ConfigMap"] > 0
+
+
+def test_cross_validation_leaves_out_each_shape_and_then_each_shape_s_largest_count() -> None:
+    names = [name for name, _, _ in folds(POINTS)]
+    assert names == [
+        "shape configmaps",
+        "shape deployments",
+        "shape large-crs",
+        "shape mix",
+        "shape small-crs",
+        "largest counts",
+    ]
+    for name, fitted_on, left_out in folds(POINTS):
+        assert left_out, name
+        assert not set(left_out) & set(fitted_on), name
+        if name.startswith("shape "):
+            assert all(p.shape != name.removeprefix("shape ") for p in fitted_on)
+    _, _, largest = folds(POINTS)[-1]
+    assert sorted((p.shape, p.objects) for p in largest) == [
+        ("configmaps", 2000),
+        ("deployments", 2000),
+        ("large-crs", 1000),
+        ("mix", 2000),
+        ("small-crs", 2000),
+    ]
+
+
+def test_a_left_out_point_is_within_the_bound_from_its_peak_to_1_5_peaks_plus_a_step() -> None:
+    point = Measured("configmaps", 1000, 117, 73, 0, 100.0)
+    assert [HeldOut("f", point, m).within(32) for m in (99, 100, 182, 183)] == [False, True, True, False]
