@@ -16,7 +16,10 @@ The first process of the PID namespace is `python -m controlplane.sandbox init`.
 reaps orphans (containerd's shims), and on SIGTERM stops every process inside, removes the cgroups named
 in its configuration and exits, which ends the namespaces. It gets that SIGTERM from `unshare
 --kill-child` when `unshare` dies, and `unshare` carries a parent-death signal: when the process that
-started the sandbox dies, even by SIGKILL, nothing is left behind.
+started the sandbox dies, even by SIGKILL, nothing is left behind. Only where the init itself is killed
+(SIGKILL, or the machine going down) do its cgroups and files stay: the host side and the init hold one
+lock (`sandbox.lock` in the work directory) while either lives, so the next stack removes a sandbox
+directory whose lock nobody holds (`remove_stale_sandboxes`), as it removes unused cgroups.
 
 The host side reaches a port inside through `forward()`: a listener on the host's loopback whose
 connections are dialled from inside the namespace (a thread joins the network namespace with setns).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -47,6 +51,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE = 10.0
+WORK_DIR_PREFIX = "objcount-sandbox-"
+LOCK = "sandbox.lock"
 
 
 class SandboxError(RuntimeError):
@@ -112,6 +118,38 @@ def remove_stale_cgroups(prefix: str) -> None:
             for path in hierarchy.glob(f"{prefix}*"):
                 if path.is_dir() and not _tasks(path):
                     remove_cgroup_tree(path)
+
+
+def remove_stale_sandboxes(root: Path | None = None) -> list[Path]:
+    """Remove the sandbox directories under `root` (default: the temporary directory) whose lock no
+    process holds: their sandbox was killed before it could remove them. A directory without the lock
+    file (one being made, or made by an older version) is left alone. Returns what was removed."""
+    removed = []
+    for work_dir in sorted((root or Path(tempfile.gettempdir())).glob(f"{WORK_DIR_PREFIX}*")):
+        try:
+            fd = os.open(work_dir / LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its sandbox, or the process that started it, is alive
+            shutil.rmtree(work_dir, ignore_errors=True)
+            removed.append(work_dir)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _hold_lock(work_dir: Path) -> int:
+    """Lock `work_dir/sandbox.lock` for as long as the returned descriptor (or a copy a child inherits)
+    is open. The file is locked before it gets its name, so no one can find it unlocked while it lives."""
+    made = work_dir / f".{LOCK}.{os.getpid()}"
+    fd = os.open(made, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    made.rename(work_dir / LOCK)
+    return fd
 
 
 # ----- inside: the first process of the PID namespace -----------------------------------------------------
@@ -193,15 +231,17 @@ class Sandbox:
     """Network, mount and PID namespaces holding one stack; `cgroups` and `work_dir` are removed when it
     ends."""
 
-    work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="objcount-sandbox-")))
+    work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix=WORK_DIR_PREFIX)))
     cgroups: Sequence[str] = ()
     ready_timeout: float = 20.0
     _unshare: subprocess.Popen[bytes] | None = None
     _init_pid: int = 0
+    _lock: int = -1
     _listeners: list[socket.socket] = field(default_factory=list)
 
     def start(self) -> Sandbox:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = _hold_lock(self.work_dir)
         resolv = self.work_dir / "resolv.conf"
         resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
         ready = self.work_dir / "sandbox.ready"
@@ -239,6 +279,7 @@ class Sandbox:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_kill_with_parent,  # noqa: PLW1509 - started from the owning thread only
                 cwd=str(Path(__file__).resolve().parent.parent),
+                pass_fds=(self._lock,),  # init holds the lock too, until it has removed the directory
             )
         finally:
             log.close()
@@ -352,6 +393,7 @@ class Sandbox:
                 listener.close()
         self._listeners.clear()
         if self._unshare is None:
+            self._release_lock()
             return
         if self._unshare.poll() is None:
             # init stops everything and cleans up on SIGTERM; unshare waits for it, so this returns once
@@ -368,6 +410,12 @@ class Sandbox:
                 self._unshare.kill()
                 self._unshare.wait()
         self._unshare = None
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
 
     def running(self) -> bool:
         return self._unshare is not None and self._unshare.poll() is None

@@ -17,7 +17,7 @@ from pathlib import Path
 from controlplane import images
 from controlplane.kubelet import CGROUP_PREFIX, RealNode, cgroup_root_name
 from controlplane.launcher import LocalControlPlane, build_binaries
-from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups
+from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups, remove_stale_sandboxes
 
 
 def node_images() -> list[images.Image]:
@@ -41,6 +41,7 @@ class NodeStack:
     def start(self) -> NodeStack:
         began = time.monotonic()
         remove_stale_cgroups(CGROUP_PREFIX)
+        remove_stale_sandboxes()
         cgroup_root = cgroup_root_name()
         self.sandbox = Sandbox(cgroups=[cgroup_root]).start()
         try:

@@ -19,7 +19,7 @@ import pytest
 
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.kubelet import NODE_NAME
-from controlplane.sandbox import Sandbox, cgroup_dirs
+from controlplane.sandbox import LOCK, Sandbox, cgroup_dirs, remove_stale_sandboxes
 from controlplane.seed import REPO_ROOT
 from controlplane.stack import NodeStack, running_node_stack
 from tests.helpers import FIGURES, NODE_STARTUP, alive, network_namespaces_in_use, wait_for
@@ -356,3 +356,45 @@ def test_the_sandbox_stops_and_removes_itself_on_a_sigterm_to_its_init(tmp_path:
             assert not work_dir.exists()
         finally:
             sandbox.stop()
+
+
+def test_a_sandbox_killed_with_its_init_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """When the sandbox's init is SIGKILLed (a machine going down kills everything at once), nothing inside
+    is left to remove its files. They stay until the next stack starts, which removes every sandbox
+    directory whose lock no process holds, and leaves a live sandbox's alone."""
+    script = textwrap.dedent(
+        f"""
+        import signal, sys
+        from pathlib import Path
+        from controlplane.sandbox import Sandbox
+        sandbox = Sandbox(work_dir=Path({str(tmp_path)!r}) / "objcount-sandbox-killed").start()
+        print(sandbox.init_pid, flush=True)
+        signal.pause()  # until the test kills this process
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT
+    )
+    live = Sandbox(work_dir=tmp_path / "objcount-sandbox-live").start()
+    unlocked = tmp_path / "objcount-sandbox-being-made"  # no lock file yet: not judged
+    unlocked.mkdir()
+    try:
+        assert parent.stdout is not None
+        init = int(parent.stdout.readline())
+        killed = tmp_path / "objcount-sandbox-killed"
+        assert (killed / LOCK).exists()
+        os.kill(init, signal.SIGKILL)
+        wait_for(lambda: not alive(init), timeout=30, what="the killed init gone")
+        assert remove_stale_sandboxes(tmp_path) == []  # the process that started it still holds the lock
+        parent.kill()
+        parent.wait()
+        assert (killed / "sandbox.json").exists()  # no one removed its files
+        assert remove_stale_sandboxes(tmp_path) == [killed]
+        assert not killed.exists()
+        assert (live.work_dir / "sandbox.json").exists()
+        assert live.running()
+        assert unlocked.is_dir()
+    finally:
+        parent.kill()
+        live.stop()
+    assert not live.work_dir.exists()
