@@ -3,8 +3,9 @@ with its ServiceAccounts, RoleBindings, ConfigMaps, Deployments, Services and Ne
 
 The mix (how many of each kind in a unit of `UNIT` objects) is taken from Config Sync's own e2e test data
 and examples; `profiles/data/platform-mix.md` says where and how it was counted. Objects are laid out in
-units: a unit's Namespaces come first, and its namespaced objects go round-robin into them, so every
-namespace an object names is declared in the same commit (no implicit Namespaces).
+units of `UNIT`, the kinds interleaved evenly (any prefix of a unit holds each kind in proportion, to one
+object), a unit's first object a Namespace; each namespaced object goes into the unit's latest Namespace,
+so every namespace an object names is declared in the same commit (no implicit Namespaces).
 
 Services are headless (`clusterIP: None`): the local API server's Service range is a /24, which a few
 hundred ClusterIP Services would use up; a Service's ClusterIP is one field to the reconciler.
@@ -90,20 +91,26 @@ _WRITERS: dict[str, Callable[[str, int, str], str]] = {
 }
 
 
-def kind_at(slot: int) -> str:
-    """The kind of the object at `slot` (0 to UNIT - 1) of a unit."""
-    for kind, n in MIX:
-        if slot < n:
-            return kind
-        slot -= n
-    raise ValueError(f"slot beyond a unit of {UNIT}")
+def _interleaved() -> tuple[str, ...]:
+    """The unit's kinds in order: at each slot, the kind furthest behind its share of the slots so far."""
+    placed = dict.fromkeys(_WRITERS, 0)
+    order = []
+    for slot in range(UNIT):
+        kind = max(MIX, key=lambda entry: (slot + 1) * entry[1] / UNIT - placed[entry[0]])[0]
+        placed[kind] += 1
+        order.append(kind)
+    return tuple(order)
+
+
+UNIT_KINDS = _interleaved()
 
 
 def manifest(i: int, prefix: str) -> str:
     """The i-th object of a platform repository whose Namespaces are named after `prefix`."""
     unit, slot = divmod(i, UNIT)
-    kind = kind_at(slot)
-    team = f"{prefix}-{unit}-{slot % TEAMS}"
+    kind = UNIT_KINDS[slot]
+    team = unit * TEAMS + UNIT_KINDS[: slot + 1].count("Namespace") - 1  # the unit's latest Namespace
+    namespace = f"{prefix}-{team}"
     if kind == "Namespace":
-        return _namespace(team, unit * TEAMS + slot, "")
-    return _WRITERS[kind](f"{kind.lower()}-{i}", unit * TEAMS + slot % TEAMS, team)
+        return _namespace(namespace, team, "")
+    return _WRITERS[kind](f"{kind.lower()}-{i}", team, namespace)

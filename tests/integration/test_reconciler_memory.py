@@ -1,6 +1,7 @@
 """The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync
-v1.22.0, its Pods run by the kubelet): a fresh reconciler per point, the peak of its container's memory
-cgroup and the counts it produced, written as CSV, table and plot, and resumable."""
+v1.22.0, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of its
+process and of its container's memory cgroup, and the counts it produced, written as CSV, table and plot,
+and resumable; objects spread over namespaces, and a platform repository's mix."""
 
 from __future__ import annotations
 
@@ -31,7 +32,13 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
         assert float(row["peak_with_prune_mib"]) >= float(row["peak_rss_mib"])
         assert float(row["seconds_to_pruned"]) > 0
         assert row["version"] == "v1.22.0"
-        assert row["measured"] == "cgroup peak"
+        assert row["measured"] == "VmHWM"
+        # The cgroup's peak: the same process's pages and the page cache charged to it, read at the end.
+        assert 30 < float(row["cgroup_peak_mib"]) < 1024
+        assert int(row["namespaces"]) == 1
+        # The point's cost: its sync, its prune and its RootSync's deletion.
+        spent = float(row["seconds_to_synced"]) + float(row["seconds_to_pruned"])
+        assert float(row["point_seconds"]) >= spent
     small, large = (int(r["source_bytes"]) for r in rows)
     assert large > 20 * 20 * 1024 > small, "large custom resources carry about 20 KiB each"
     assert (out / "reconciler-memory.md").read_text().count("\n") == 2 + len(rows)
@@ -59,3 +66,21 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
     assert (last["shape"], int(last["objects"]), int(last["extra_crds"])) == ("configmaps", 20, 3)
     assert int(last["crds"]) == int(rows[0]["crds"]) + 3
     assert int(last["api_resources"]) == int(rows[0]["api_resources"]) + 3  # one resource type per CRD
+
+
+def test_objects_spread_over_namespaces_and_a_platform_repository(
+    control_plane_bin_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    spread = ("--shapes", "configmaps", "--counts", "20", "--namespaces", "3", "--out", str(out))
+    run_module("profiles.reconciler_memory", *spread, bin_dir=control_plane_bin_dir)
+    platform = ("--shapes", "platform,clusterroles", "--counts", "20", "--out", str(out), "--resume")
+    run_module("profiles.reconciler_memory", *platform, bin_dir=control_plane_bin_dir)
+    spread_row, platform_row, roles_row = rows_of(out)
+    # 20 ConfigMaps and the three Namespaces the reconciler created for them.
+    assert (int(spread_row["namespaces"]), int(spread_row["inventory_entries"])) == (3, 23)
+    # A platform repository declares its Namespaces: nothing implicit. ClusterRoles have no namespace.
+    assert int(platform_row["inventory_entries"]) == 20
+    assert int(roles_row["inventory_entries"]) == 20
+    for row in (spread_row, platform_row, roles_row):
+        assert 30 < float(row["peak_with_prune_mib"]) < 1024

@@ -37,7 +37,17 @@ def test_every_namespace_a_platform_object_names_is_declared_before_it() -> None
             declared.add(doc["metadata"]["name"])
         else:
             assert doc["metadata"]["namespace"] in declared, doc["metadata"]
-    assert len(declared) == 38 + 38 + 38  # two whole units and the half unit's 38 first slots
+    assert len(declared) == 38 + 38 + 19  # two whole units, and half a unit's share of 38 %
+
+
+def test_any_start_of_a_platform_repository_holds_the_kinds_in_proportion() -> None:
+    shares = {"Namespace": 38, "ServiceAccount": 5, "RoleBinding": 15, "ConfigMap": 21, "Deployment": 9}
+    shares |= {"Service": 8, "NetworkPolicy": 4}
+    kinds = [d["kind"] for d in objects(manifests("platform", 100, "p"))]
+    assert kinds[0] == "Namespace"
+    for n in range(1, 101):
+        for kind, per_hundred in shares.items():
+            assert abs(kinds[:n].count(kind) - n * per_hundred / 100) <= 1, (n, kind)
 
 
 def test_a_platform_repository_s_services_are_headless() -> None:
