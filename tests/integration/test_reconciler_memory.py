@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_module
 
 
@@ -68,6 +70,7 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
     assert int(last["api_resources"]) == int(rows[0]["api_resources"]) + 3  # one resource type per CRD
 
 
+@pytest.mark.timeout(600)  # two stacks of their own, three points
 def test_objects_spread_over_namespaces_and_a_platform_repository(
     control_plane_bin_dir: Path, tmp_path: Path
 ) -> None:
