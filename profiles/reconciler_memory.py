@@ -1,25 +1,31 @@
 """Measure the real reconciler: its peak memory and time to sync, by object shape and count.
 
-    python -m profiles.reconciler_memory [--shapes configmaps,deployments,small-crs,large-crs,mix]
+    python -m profiles.reconciler_memory [--shapes configmaps,deployments,small-crs,large-crs,mix,...]
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
-                                         [--extra-crds 0] [--resume]
+                                         [--extra-crds 0] [--namespaces 1] [--resume]
 
 On the local stack with a real node (Config Sync v1.22.0 built from the pinned source, its Pods run by
 the kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each point is
 one RootSync created for it, so each reconciler starts fresh: its source is a commit of N objects of one
 shape in a namespace of their own (which the reconciler creates, an implicit Namespace), its memory limit
-4Gi so nothing is killed. When its status says the commit is synced, the point records the peak of the
-memory cgroup the kubelet made for the reconciler container (`max_usage_in_bytes`, cgroup v1: resident
-memory and the page cache charged to it; git-sync writes the checkout, so its pages are charged to
-git-sync's cgroup; points measured before the real node used the process's `VmHWM`), the seconds from
-the RootSync's creation to synced, and the counts (source, inventory). Then a commit of one object of
-the shape makes the same reconciler prune the rest, and the peak is read again when that commit is
-synced (the peak over the apply and the prune: the prune can cost more than the apply). The
-RootSync is then deleted with Config Sync's foreground deletion propagation, so its objects are gone
-before the next point starts.
+4Gi so nothing is killed. When its status says the commit is synced, the point records the reconciler
+process's peak resident memory (`VmHWM`, read through the container's cgroup, as the points measured
+before the real node were), the seconds from the RootSync's creation to synced, and the counts (source,
+inventory). Then a commit of one object of the shape makes the same reconciler prune the rest, and the
+peak is read again when that commit is synced (the peak over the apply and the prune: the prune can cost
+more than the apply), with the peak of the container's memory cgroup (`max_usage_in_bytes`, cgroup v1:
+the pages charged to it, page cache included; the reconciler binary's file pages may be charged to
+whoever read them first, so it can be below `VmHWM`). The RootSync is then deleted with Config Sync's
+foreground deletion propagation, so its objects are gone before the next point starts; `point_seconds`
+is the whole point's cost.
 
-Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); small custom
-resources and large ones (about 20 KiB each) of a CRD installed here (`Widget`); and a mix of the four.
+Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); custom resources
+of a CRD installed here (`Widget`): small (about 150 bytes), medium (3 KiB) and large (20 KiB); a mix of
+ConfigMaps, Deployments, small and large custom resources; ClusterRoles (cluster-scoped); and a platform
+team's repository (`profiles.platform`: Namespaces, ServiceAccounts, RoleBindings, ConfigMaps,
+Deployments, Services, NetworkPolicies in the mix counted in Config Sync's own test data; pruning its
+Namespaces makes Config Sync v1.22.0 retry the sync about five minutes later, which its `to pruned`
+time includes). `--namespaces N` spreads a namespaced shape's objects over N namespaces.
 `--extra-crds N` installs N more CRDs first (each its own API group and kind, with a documented schema of
 about 15 KiB like a typical operator's CRD, never used by a source), to
 measure how the reconciler's memory grows with the API surface it discovers; `crds` in the results is
@@ -38,7 +44,7 @@ the cluster's Config Sync reads (pushed with `git push`: your credentials), and 
 `--repo-url` at that directory. There is no process to read a peak from: the reconciler container's
 memory is sampled from the metrics API (`metrics.k8s.io`: the working set, as the kubelet reports it)
 every `--sample-seconds` while each commit syncs, and the largest sample is recorded (`measured` says
-which: `cgroup peak` here, `metrics API` there). A sample interval can miss a short peak: a lower bound.
+which: `VmHWM` here, `metrics API` there). A sample interval can miss a short peak: a lower bound.
 """
 
 from __future__ import annotations
