@@ -270,6 +270,7 @@ class LocalStack:
     config_sync: NodeConfigSync
     measured: str = "VmHWM"
     version: str = VERSION
+    containers: dict[RSyncKey, str] = field(default_factory=dict)  # the one each point measures
 
     @property
     def api(self) -> kubeapi.KubeApi:
@@ -299,8 +300,8 @@ class LocalStack:
         return round(peak / (1 << 20), 1)
 
     def _container(self, key: RSyncKey) -> str:
-        """The reconciler container's ID; it must not have restarted (a restart is a new process and a
-        new cgroup, so its peak would start again from zero)."""
+        """The reconciler container's ID; it must be the one the point started with, not restarted and
+        not in a new Pod (a new process and a new cgroup: its peak would start again from zero)."""
         pod = self.config_sync.reconciler_pod(key)
         statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
         status = next((s for s in cast(list[JSON], statuses) if s["name"] == "reconciler"), None)
@@ -308,7 +309,15 @@ class LocalStack:
             raise RuntimeError(f"{key}: no running reconciler to measure")
         if status.get("restartCount"):
             raise RuntimeError(f"{key}: the reconciler restarted; its peak is lost: {status}")
-        return cast(str, status["containerID"])
+        container = cast(str, status["containerID"])
+        first = self.containers.setdefault(key, container)
+        if container != first:
+            pods = self.config_sync.stack.kubectl("get", "pods,replicasets", "-n", key.namespace, check=False)
+            raise RuntimeError(
+                f"{key}: the reconciler is a new process ({first} then {container}); its peak is lost:\n"
+                f"{pods.stdout}"
+            )
+        return container
 
 
 @dataclass
