@@ -15,7 +15,10 @@ inventory). Then a commit of one object of the shape makes the same reconciler p
 peak is read again when that commit is synced (the peak over the apply and the prune: the prune can cost
 more than the apply), with the peak of the container's memory cgroup (`max_usage_in_bytes`, cgroup v1:
 the pages charged to it, page cache included; the reconciler binary's file pages may be charged to
-whoever read them first, so it can be below `VmHWM`). The RootSync is then deleted with Config Sync's
+whoever read them first, so it can be below `VmHWM`). `VmHWM` is the kernel's high-water mark, updated
+lazily (memory the Go runtime returns with `madvise` can leave it a little below the true peak: the
+reading after the prune was seen 0.2 to 0.3 MiB below the one after the apply), so the fit takes the larger
+of the two. The RootSync is then deleted with Config Sync's
 foreground deletion propagation, so its objects are gone before the next point starts; `point_seconds`
 is the whole point's cost.
 
