@@ -2,7 +2,7 @@
 reconciler's measurements (`profiles.reconciler_memory`) and checked against every one of them.
 
     python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
-        [--step 32] [--safety 0.10]
+        [--step 32] [--safety 0.10] [--held-out CSV ...]
 
 Method: least squares `peak = a + sum(b_kind x objects of that kind) + c x KiB` through the points
 measured with the local stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak
@@ -17,7 +17,10 @@ steepest rise from the local surface.
 
 The report, per point: the fit's error (the plane, plus the surface's rise for the wider surfaces), the
 size-aware preset's memory and the count-only default's, and each one's over-provisioning (memory /
-peak).
+peak). Then its cross-validation: the preset fitted without each shape, and without each shape's
+largest count, against the points left out; and, with `--held-out`, the preset against measurements it
+was not fitted on. The bound a left-out point is checked against: at or above its peak, at most 1.5 x
+peak + one step.
 """
 
 from __future__ import annotations
@@ -287,6 +290,9 @@ def main() -> None:
     parser.add_argument("csv", nargs="+", type=Path)
     parser.add_argument("--step", type=int, default=32, help="memory step, MiB")
     parser.add_argument("--safety", type=float, default=0.10, help="relative headroom on every term")
+    parser.add_argument(
+        "--held-out", nargs="*", type=Path, default=[], help="measurements to check the preset on, not fit"
+    )
     args = parser.parse_args()
     points = [p for path in args.csv for p in read_measured(path)]
     local = local_surface(points)
@@ -333,6 +339,14 @@ def main() -> None:
     print(report(points, preset))
     print("# cross-validation: the preset fitted without each shape, and without each shape's largest count")
     print(cross_validation_report(cross_validate(points, step_mib=args.step, safety=args.safety), args.step))
+    held_out = [p for path in args.held_out for p in read_measured(path)]
+    if held_out:
+        print(
+            f"# the preset against {len(held_out)} points it was not fitted on "
+            f"({', '.join(map(str, args.held_out))})"
+        )
+        checks = [HeldOut("not in the fit", p, memory(preset, p)) for p in held_out]
+        print(cross_validation_report(checks, args.step))
 
 
 if __name__ == "__main__":
