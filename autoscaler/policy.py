@@ -104,10 +104,12 @@ class Sizing:
     mib_per_api_resource: Fraction = Fraction(0)
     fit_api_resources: int = 0
     assumed_api_resources: int = 0
-    # MiB per object of the kinds measured (size-aware presets); an object of any other kind, or of a
-    # kind not known (the inventory alone), costs `mib_per_object`, which such a preset sets to the most
-    # expensive kind measured.
+    # MiB per object of the kinds measured (size-aware presets). An object whose kind the source names
+    # but that has no cost of its own costs `mib_per_object_of_other_kind` (None: `mib_per_object`); one
+    # whose kind is not known (the inventory alone) costs `mib_per_object`, which such a preset sets to
+    # the most expensive kind measured.
     mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
+    mib_per_object_of_other_kind: Fraction | None = None
 
     def memory_mib(
         self,
@@ -137,11 +139,18 @@ class Sizing:
             + self.mib_per_api_resource * self.extra_api_resources(api_resources)
         )
 
+    @property
+    def other_kind_mib(self) -> Fraction:
+        """MiB per object of a kind the source names that has no cost of its own."""
+        other = self.mib_per_object_of_other_kind
+        return self.mib_per_object if other is None else other
+
     def objects_mib(self, objects: int, kinds: Kinds | None = None) -> Fraction:
-        """The per-object terms: each known kind at its cost, the rest (other kinds, objects beyond the
-        source's: implicit Namespaces, objects still to prune) at `mib_per_object`."""
+        """The per-object terms: each kind with a cost of its own at that cost, the source's other kinds
+        at `other_kind_mib`, the rest (objects of no known kind: beyond the source's, such as implicit
+        Namespaces and objects still to prune, or all of them without a source) at `mib_per_object`."""
         costs = dict(self.mib_per_object_of_kind)
-        of_kinds = [(costs.get(kind, self.mib_per_object), n) for kind, n in (kinds or ()) if n > 0]
+        of_kinds = [(costs.get(kind, self.other_kind_mib), n) for kind, n in (kinds or ()) if n > 0]
         rest = max(0, objects - sum(n for _, n in of_kinds))
         return sum((cost * n for cost, n in of_kinds), Fraction(0)) + self.mib_per_object * rest
 
@@ -169,10 +178,13 @@ SIZE_AWARE = Sizing(
     "size-aware",
     base_mib=Fraction(100),
     mib_per_object=Fraction(1441, 10000),
+    # Kinds that hold a Pod template cost a Deployment's (profiles.size_model.POD_TEMPLATE_KINDS).
     mib_per_object_of_kind=(
         ("ConfigMap", Fraction(501, 10000)),
-        ("Deployment", Fraction(1441, 10000)),
+        *((kind, Fraction(1441, 10000)) for kind in ("CronJob", "DaemonSet", "Deployment", "Job")),
+        *((kind, Fraction(1441, 10000)) for kind in ("Pod", "PodTemplate", "ReplicaSet", "StatefulSet")),
     ),
+    mib_per_object_of_other_kind=Fraction(517, 10000),
     mib_per_kib=Fraction(41, 5000),
     assumed_kib_per_object=Fraction(2),
     mib_per_api_resource=Fraction(5237, 10000),
@@ -310,9 +322,12 @@ def _objects_terms(sizing: Sizing, objects: int, kinds: Kinds | None) -> str:
     if not costs:
         return f"{float(sizing.mib_per_object):g} x {objects}"
     named = [(kind, n) for kind, n in (kinds or ()) if kind in costs and n > 0]
-    rest = max(0, objects - sum(n for _, n in named))
+    others = sum(n for kind, n in (kinds or ()) if kind not in costs and n > 0)
+    rest = max(0, objects - sum(n for _, n in named) - others)
     terms = [f"{float(costs[kind]):g} x {n} {kind}" for kind, n in named]
-    return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} other"])
+    if others:
+        terms.append(f"{float(sizing.other_kind_mib):g} x {others} of other kinds")
+    return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} of no known kind"])
 
 
 def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:

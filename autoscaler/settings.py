@@ -98,7 +98,7 @@ class Settings(BaseSettings):
         None,
         gt=0,
         le=100,
-        description="Memory per object, MiB (size-aware: 0.1441 for kinds without a cost of their own, fitted: 0.174, prototype: 0.2).",
+        description="Memory per object, MiB (size-aware: 0.1441 for objects of no known kind, fitted: 0.174, prototype: 0.2).",
     )
     mib_per_kib: float | None = Field(
         None,

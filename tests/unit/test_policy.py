@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -482,6 +483,32 @@ def test_per_kind_costs(objects: int, kinds: tuple[tuple[str, int], ...] | None,
     assert size(objects, Profile(BY_KIND), kinds=kinds).memory_request_mib == memory
 
 
+BY_KIND_WITH_OTHERS = replace(BY_KIND, mib_per_object_of_other_kind=Fraction(1, 20))
+
+
+@pytest.mark.parametrize(
+    ("objects", "kinds", "memory"),
+    [
+        # a kind the source names without a cost of its own costs 0.05: 100 + 0.05 x 1000 = 150 -> 160
+        (1000, (("Widget", 1000),), 160),
+        # the named kinds at their costs, the other named kind at 0.05:
+        # 100 + 0.1 x 1000 + 0.05 x 1000 = 250 -> 256
+        (2000, (("Deployment", 1000), ("Widget", 1000)), 256),
+        # kinds not known (the inventory alone): still 0.2 each, 100 + 0.2 x 1000 = 300 -> 320
+        (1000, None, 320),
+        # objects beyond the source's (implicit Namespaces, a prune to come): of no known kind, at 0.2:
+        # 100 + 0.05 x 1000 + 0.2 x 500 = 250 -> 256
+        (1500, (("Widget", 1000),), 256),
+    ],
+)
+def test_kinds_without_a_cost_of_their_own(
+    objects: int, kinds: tuple[tuple[str, int], ...] | None, memory: int
+) -> None:
+    assert size(objects, Profile(BY_KIND_WITH_OTHERS), kinds=kinds).memory_request_mib == memory
+
+
 def test_the_explanation_names_each_kind() -> None:
     text = explain(1500, Profile(BY_KIND), kinds=(("ConfigMap", 1000),))
-    assert "memory = ceil((100 + 0.05 x 1000 ConfigMap + 0.2 x 500 other) / 32) x 32" in text
+    assert "memory = ceil((100 + 0.05 x 1000 ConfigMap + 0.2 x 500 of no known kind) / 32) x 32" in text
+    text = explain(1600, Profile(BY_KIND_WITH_OTHERS), kinds=(("ConfigMap", 1000), ("Widget", 500)))
+    assert "100 + 0.05 x 1000 ConfigMap + 0.05 x 500 of other kinds + 0.2 x 100 of no known kind" in text

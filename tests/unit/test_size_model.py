@@ -10,6 +10,7 @@ from autoscaler.policy import SIZE_AWARE
 from profiles.size_model import (
     HeldOut,
     Measured,
+    cross_validate,
     fit_size_aware,
     folds,
     linear_fit,
@@ -30,6 +31,7 @@ def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
         "mib_per_object",
         "mib_per_kib",
         "mib_per_object_of_kind",
+        "mib_per_object_of_other_kind",
         "mib_per_api_resource",
         "fit_api_resources",
         "step_mib",
@@ -99,3 +101,25 @@ def test_cross_validation_leaves_out_each_shape_and_then_each_shape_s_largest_co
 def test_a_left_out_point_is_within_the_bound_from_its_peak_to_1_5_peaks_plus_a_step() -> None:
     point = Measured("configmaps", 1000, 117, 73, 0, 100.0)
     assert [HeldOut("f", point, m).within(32) for m in (99, 100, 182, 183)] == [False, True, True, False]
+
+
+REAL_NODE = read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node.csv")
+
+
+@pytest.mark.parametrize("point", REAL_NODE, ids=lambda p: f"{p.shape}-{p.objects}")
+def test_points_the_preset_was_not_fitted_on_are_within_the_bound(point: Measured) -> None:
+    # Issue 25: measured later, on the real node, to 5,000 objects and on kinds the preset does not name
+    # (ClusterRoles, custom resources of 3 KiB, a platform repository's mix): at or above the peak, at
+    # most 1.5 times it plus one step.
+    memory = SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
+    assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
+
+
+def test_cross_validation_holds_for_every_shape_but_the_one_no_other_kind_predicts() -> None:
+    # Left out, Deployments cost what nothing else measured predicts (their cost is their kind, not their
+    # bytes): BENCHMARKS.md shows that fold under; every other fold keeps the bound.
+    checks = cross_validate(POINTS)
+    assert {c.fold for c in checks} >= {"shape configmaps", "shape small-crs", "largest counts"}
+    for check in checks:
+        if check.fold != "shape deployments":
+            assert check.within(SIZE_AWARE.step_mib), check
