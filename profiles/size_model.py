@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
-from autoscaler.policy import FITTED, SIZE_AWARE, Sizing
+from autoscaler.policy import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
 from inventory.counts import Kinds, kinds_of
 from inventory.source_count import kib_of, kinds_yaml
 from profiles import fit
@@ -129,10 +129,6 @@ def _up(value: float, places: int) -> Fraction:
 # Kinds whose own cost a preset ships: Kubernetes' own kinds. The benchmark's custom resource kind
 # (Widget) is measured but not shipped, as a user's kind of that name is another thing.
 SHIPPED_KINDS = frozenset({"ConfigMap", "Deployment"})
-# Kinds that hold a Pod template as a Deployment does: costed as a Deployment (the reconciler's cost of a
-# Deployment is its kind, not its bytes: three times a ConfigMap's for a manifest three times as big, where
-# 20 KiB custom resources cost 0.0074 MiB per KiB). An assumption, not measured: only Deployments are.
-POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
 
 
 def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
