@@ -97,23 +97,6 @@ class NodeStack:
             peak=int((cgroup / "memory.max_usage_in_bytes").read_text()),
         )
 
-    def container_resident_peak(self, container_id: str) -> int:
-        """Bytes: the largest peak resident set (`VmHWM`) of the container's processes. Unlike the
-        cgroup's peak it leaves out page cache, so it compares with a process measured outside a Pod."""
-        cgroup = self.container_cgroup(container_id)
-        pids = (cgroup / "cgroup.procs").read_text().split()
-        peaks = [_status_kib(int(pid), "VmHWM") for pid in pids]
-        if not peaks:
-            raise LookupError(f"container {container_id} has no process")
-        return max(peaks) * 1024
-
-
-def _status_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise LookupError(f"/proc/{pid}/status has no {key}")
-
 
 @dataclass(frozen=True)
 class ContainerMemory:

@@ -114,11 +114,11 @@ class Row:
         return self.static_mib - self.ours_mib
 
 
-def rows(counts: list[int], rsyncs: int) -> list[Row]:
+def rows(costs: dict[str, OwnCost], counts: list[int], rsyncs: int) -> list[Row]:
     out = []
-    costs = shipped()
     for name in ("standard", "autopilot"):
         platform = PLATFORMS[name]
+        static = static_pod_mib(platform)
         for shape in ("configmaps", "deployments"):
             for objects in counts:
                 kib = kib_of(len(manifests(shape, objects, "ns").encode()))
@@ -126,7 +126,7 @@ def rows(counts: list[int], rsyncs: int) -> list[Row]:
                 for mode, cost in costs.items():
                     pod = ours_pod_mib(platform, cost, objects, *known[mode])
                     ours = pod + cost.shared_mib / rsyncs
-                    out.append(Row(name, shape, objects, static_pod_mib(platform), mode, ours))
+                    out.append(Row(name, shape, objects, static, mode, ours))
     return out
 
 
@@ -167,7 +167,7 @@ def main() -> None:
         "# MiB requested per reconciler Pod (its containers, and our shared part per RSync); "
         "saving > 0: ours asks less"
     )
-    print(markdown(rows([int(n) for n in args.counts.split(",")], args.rsyncs)))
+    print(markdown(rows(costs, [int(n) for n in args.counts.split(",")], args.rsyncs)))
 
 
 if __name__ == "__main__":

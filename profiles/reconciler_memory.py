@@ -82,6 +82,7 @@ from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from profiles import platform as platform_repository
+from profiles.bench_service import memory_mib
 from profiles.stress import reconciler_usage
 
 JSON = dict[str, Any]
@@ -295,8 +296,13 @@ class LocalStack:
         _wait(lambda: synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), commit), SYNC_TIMEOUT, key)
 
     def peak_mib(self, key: RSyncKey) -> float:
-        resident = self.config_sync.stack.container_resident_peak(self._container(key))
-        return round(resident / (1 << 20), 1)
+        """The largest `VmHWM` of the container's processes: unlike the cgroup's peak it leaves out page
+        cache, so it compares with a process measured outside a Pod."""
+        container = self._container(key)
+        pids = (self.config_sync.stack.container_cgroup(container) / "cgroup.procs").read_text().split()
+        if not pids:
+            raise RuntimeError(f"{key}: the reconciler container {container} has no process")
+        return round(max(memory_mib(int(pid), "VmHWM") for pid in pids), 1)
 
     def cgroup_peak_mib(self, key: RSyncKey) -> float | None:
         peak = self.config_sync.stack.container_memory(self._container(key)).peak

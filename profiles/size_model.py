@@ -144,7 +144,7 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
     costs = {
         kind: _up(c * grow, 4)
         for f, c in coefficients.items()
-        if (kind := f.removeprefix("kind:")) in alone and f.startswith("kind:")
+        if f.startswith("kind:") and (kind := f.removeprefix("kind:")) in alone
     }
     shipped = {k: c for k, c in costs.items() if k in SHIPPED_KINDS}
     if "Deployment" in shipped:
@@ -152,7 +152,7 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
     # A kind the source names that has no cost of its own: as the dearest kind measured that holds no Pod
     # template (custom resources, ConfigMaps; their bytes are the KiB term's). Objects of no known kind
     # (the inventory alone) stay at the dearest kind measured.
-    plain = [c for k, c in costs.items() if k != "Deployment"]
+    plain = [c for k, c in costs.items() if k not in {"Deployment", *POD_TEMPLATE_KINDS}]
     preset = replace(
         SIZE_AWARE,
         base_mib=Fraction(base),
