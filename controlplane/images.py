@@ -13,6 +13,10 @@ uses (`Image.name`), with `imagePullPolicy: IfNotPresent` (a tag that is not `la
 - Config Sync's `reconciler` and `reconciler-manager`, its binaries from the pinned source on a stand-in
   for `gcr.io/distroless/static:nonroot` (an `/etc/passwd` with `nonroot`, uid 65532, and `/tmp`), under
   the names its release gives them.
+- `metrics-server` (`registry.k8s.io/metrics-server/metrics-server:v0.8.0`, the name upstream's release
+  gives it): the real binary built from its Go module (`controlplane/build_metrics_server.sh`) on the same
+  distroless stand-in, `USER 65534` and `/metrics-server` as its entrypoint, like upstream's Dockerfile.
+  Only tests that ask for it run it (`controlplane.metrics_server`).
 - `git-sync`: the release names git-sync v4.4.2, whose Go module the module proxy here refuses (403), so
   the image is a STAND-IN (PLAYED BY US): `controlplane/git-sync.sh` with Debian's real `git`, keeping
   git-sync's layout (`.worktrees/<commit>`, the `rev` link swapped atomically, the error file).
@@ -50,6 +54,8 @@ PAUSE_IMAGE = "localhost/objcount/pause:v1.34.4"
 BASE_IMAGE = "localhost/objcount-standin/python:3.11-slim-bookworm"
 DISTROLESS_UID = 65532
 CONFIGSYNC_REGISTRY = "gcr.io/config-management-release"
+# Upstream's name for the release's image: its manifests ask for exactly this.
+METRICS_SERVER_IMAGE = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
 GIT_SYNC_IMAGE = "localhost/objcount-standin/git-sync:v4.4.2"
 OTEL_IMAGE = "localhost/objcount-standin/otelcontribcol:v0.118.0-gke.10"
 # pip, setuptools and wheel as the base image ships them (python:3.11-slim has all three).
@@ -297,6 +303,33 @@ def configsync_images(bin_dir: Path, version: str) -> list[Image]:
                 _push(name, name, archive)
         images.append(Image(name, archive, time.monotonic() - began))
     return images
+
+
+# ----- metrics-server ---------------------------------------------------------------------------------------
+def metrics_server_image(bin_dir: Path) -> Image:
+    """metrics-server as its release image is made (distroless/static, `USER 65534`, the static binary as
+    `/metrics-server`), with the binary built here (`bin_dir/metrics-server`) on the distroless stand-in."""
+    binary = bin_dir / "metrics-server"
+    began = time.monotonic()
+    with _cached(METRICS_SERVER_IMAGE, _key(binary, Path(__file__))) as (archive, build):
+        if build:
+            _require("buildah")
+            with tempfile.TemporaryDirectory(prefix="objcount-ms-") as tmp:
+                root = Path(tmp) / "root"
+                _distroless_rootfs(root)
+                shutil.copy2(binary, root / "metrics-server")
+                tar = Path(tmp) / "rootfs.tar"
+                _run(["tar", "-C", str(root), "-cf", str(tar), "."])
+                _from_rootfs(
+                    METRICS_SERVER_IMAGE,
+                    tar,
+                    "--entrypoint",
+                    '["/metrics-server"]',
+                    "--user",
+                    "65534",
+                )
+            _push(METRICS_SERVER_IMAGE, METRICS_SERVER_IMAGE, archive)
+    return Image(METRICS_SERVER_IMAGE, archive, time.monotonic() - began)
 
 
 def otel_image() -> Image:
