@@ -18,6 +18,7 @@ zero.
 | `objcount.dev/override-written` | us | the `reconciler` override entry we last wrote (same update) |
 | `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
 | `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
+| `objcount.dev/calibration` | us | the model's factor learned from the reconciler's working set |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
 """
@@ -28,15 +29,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from fractions import Fraction
 
 import orjson
 
 from autoscaler import quantity
+from autoscaler.calibration import MAX_FACTOR, MIN_FACTOR, Calibration, Window
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.oom import OomFloor
 from autoscaler.policy import Resources
 from inventory.counts import MAX_KIND_LENGTH, MAX_KINDS, Kinds, ObjectCounts, kinds_of
 from inventory.objects import annotations_of, block_of
+from inventory.sync_progress import timestamp
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
@@ -49,6 +53,7 @@ HELD_ANNOTATION = "objcount.dev/held-by-owner"
 OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
 MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
 OOM_FLOOR_ANNOTATION = "objcount.dev/oom-floor"
+CALIBRATION_ANNOTATION = "objcount.dev/calibration"
 AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"
 PLATFORM_ANNOTATION = "objcount.dev/platform"
 
@@ -209,8 +214,7 @@ def parse_resources_annotation(text: object) -> Resources | None:
 
 
 def oom_floor_annotation(floor: OomFloor) -> str:
-    since = datetime.fromtimestamp(floor.since, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    value = {"memory": f"{floor.memory_mib}Mi", "killedAt": floor.killed_at, "since": since}
+    value = {"memory": f"{floor.memory_mib}Mi", "killedAt": floor.killed_at, "since": _timestamp(floor.since)}
     return orjson.dumps(value).decode()
 
 
@@ -228,6 +232,47 @@ def parse_oom_floor(text: object) -> OomFloor | None:
     if not isinstance(killed_at, str) or memory.denominator != 1 or memory <= 0:
         return None
     return OomFloor(int(memory), killed_at, since)
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def calibration_annotation(calibration: Calibration) -> str:
+    value = {
+        "factor": f"{float(calibration.factor):.4f}",
+        "peakMiB": calibration.peak_mib,
+        "predictedMiB": calibration.predicted_mib,
+        "pod": calibration.window.pod,
+        "podStarted": _timestamp(calibration.window.started),
+        "commit": calibration.window.commit,
+        "since": _timestamp(calibration.since),
+    }
+    return orjson.dumps(value).decode()
+
+
+def parse_calibration(text: object) -> Calibration | None:
+    """Our calibration annotation; None when absent or unreadable (the model alone, until the next
+    finished sync is learned from). A factor outside the clamp reads as unreadable, not as clamped: it is
+    not one we wrote."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+        factor = Fraction(value["factor"])
+        peak, predicted = _count(value["peakMiB"]), _count(value["predictedMiB"])
+        started, since = timestamp(value["podStarted"]), timestamp(value["since"])
+        window = Window(value["pod"], started or 0.0, value["commit"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    texts = (window.pod, window.commit)
+    if not all(isinstance(t, str) and t for t in texts) or started is None:
+        return None
+    if not MIN_FACTOR <= factor <= MAX_FACTOR or not isinstance(value["factor"], str):
+        return None
+    if peak is None or predicted is None or since is None:
+        return None
+    return Calibration(factor, peak, window, predicted, since)
 
 
 def published(

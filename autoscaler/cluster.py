@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import orjson
+
 from autoscaler.annotations import annotation_patch
+from autoscaler.calibration import Sampled, usages
 from autoscaler.count_writer import CountWriter, WriteOutcome
 from autoscaler.metrics import RECONCILE_ERRORS
 from autoscaler.oom import OomKill, oom_kill_of
@@ -56,6 +59,11 @@ class Cluster(Protocol):
     def api_resources(self) -> int | None:
         """Resource types the API server serves (the API surface the reconciler holds the schemas of);
         None when discovery cannot be read (the preset's assumption is used)."""
+        ...
+
+    def reconciler_usage(self, selector: str) -> Sampled | None:
+        """A sample of the working set of every running reconciler Pod the label selector picks; None when
+        the cluster does not serve the metrics API."""
         ...
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied: ...
@@ -117,6 +125,17 @@ class KubeCluster:
             served = last
         self._surface = (now, served)
         return served
+
+    def reconciler_usage(self, selector: str) -> Sampled | None:
+        namespace = self.reconciler_namespace
+        try:
+            metrics = orjson.loads(
+                self.api.list_page(kubeapi.POD_METRICS, namespace, label_selector=selector)
+            )
+        except kubeapi.NotFound:
+            return None  # no metrics-server (or no aggregated metrics API): nothing to learn from
+        pods = orjson.loads(self.api.list_page(kubeapi.POD, namespace, label_selector=selector))
+        return usages(pods.get("items") or [], metrics.get("items") or [])
 
     def apply(self, key: RSyncKey, resources: Resources) -> Applied:
         return self.target.apply(key, resources)

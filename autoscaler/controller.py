@@ -14,19 +14,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autoscaler.calibration import DEPLOYMENT_LABEL, Margin, Window, newest_per_deployment
 from autoscaler.cluster import Cluster, KubeCluster
 from autoscaler.executor import Executor
 from autoscaler.logs import CURRENT_RSYNC
-from autoscaler.metrics import DECISIONS
+from autoscaler.metrics import DECISIONS, RECONCILE_ERRORS
 from autoscaler.policy import Decision, Hysteresis, Outcome, Profile
 from autoscaler.step import StepConfig
 from autoscaler.targets import InPlaceTarget, RecommendTarget, Target
 from autoscaler.workqueue import ShutDown, WorkQueue
 from inventory import kubeapi
 from inventory.counts import ObjectCounts
-from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
+from inventory.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 from inventory.observer import Observer, Scope
 from inventory.source_watch import SourceLayout
+from inventory.sync_progress import fetched_commit
 from inventory.watch import WatchSettings
 
 __all__ = ["Controller", "Scope"]
@@ -44,6 +46,7 @@ class Controller:
     target: Target | None = None
     profile: Profile = field(default_factory=Profile)
     hysteresis: Hysteresis = field(default_factory=Hysteresis)
+    margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
     clock: Callable[[], float] = time.monotonic
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
     max_reverts_per_hour: int = 3
@@ -59,6 +62,7 @@ class Controller:
     # The cluster operations (default: on `api`, through `target`).
     cluster: Cluster | None = None
     heartbeat: float = field(default_factory=time.monotonic)
+    _no_metrics_api_said: bool = False
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,6 +87,7 @@ class Controller:
             sizes=self.target is not None or self.cluster is not None,
             measure_others=self.measure_others,
             reread_current=isinstance(self.target, InPlaceTarget),
+            margin=self.margin,
         )
         self.executor = Executor(cluster, config, self.clock, self._schedule)
 
@@ -133,6 +138,38 @@ class Controller:
         """Queue every RSync known to the caches (the periodic full resync)."""
         for key in self.observer.rsync_keys():
             self.queue.add(key)
+
+    def sample_usage(self) -> None:
+        """One look at every managed reconciler's working set (calibration); each RSync whose window's
+        peak rose is queued, so the step learns from it once the reconciler reports its sync finished."""
+        keys = self.observer.rsync_keys()
+        if not keys or not self.synced:
+            return
+        # A sidecar reads its own reconciler's Pod; the cluster controller every reconciler's at once.
+        selector = f"{DEPLOYMENT_LABEL}={reconciler_name(keys[0])}" if len(keys) == 1 else "app=reconciler"
+        try:
+            sampled = self.executor.cluster.reconciler_usage(selector)
+        except kubeapi.ApiError as error:
+            RECONCILE_ERRORS.labels("usage").inc()
+            log.warning("cannot read the reconcilers' working sets from the metrics API: %s", error)
+            return
+        if sampled is None:
+            if not self._no_metrics_api_said:
+                log.info("the cluster serves no metrics API (metrics.k8s.io): sizes are not calibrated")
+                self._no_metrics_api_said = True
+            return
+        for pod in sampled.unreadable:
+            RECONCILE_ERRORS.labels("usage").inc()
+            log.warning("the metrics API reports a usage of pod %s that does not parse; not sampled", pod)
+        newest = newest_per_deployment(sampled.usages)
+        for key in keys:
+            sample, rsync = newest.get(reconciler_name(key)), self.observer.rsync(key)
+            commit = fetched_commit(rsync) if rsync is not None else None
+            if sample is None or commit is None:
+                continue
+            window = Window(sample.pod, sample.started, commit)
+            if self.executor.observe_usage(key, window, sample.working_set_mib):
+                self.queue.add(key)
 
     def unhealthy(self) -> list[str]:
         """The parts that are not running as they should (empty when all are): every watch thread, the

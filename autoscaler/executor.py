@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from prometheus_client import Gauge
 
+from autoscaler.calibration import Calibration, Peak, Window, observed
 from autoscaler.cluster import Cluster
 from autoscaler.metrics import (
     APPLIED,
     APPLY_ERRORS,
+    CALIBRATION_FACTOR,
+    CALIBRATIONS,
     DECISIONS,
     OBJECTS,
     OOM_FLOORS,
@@ -28,6 +32,7 @@ from autoscaler.metrics import (
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
     RESTARTS_CAUSED,
+    WORKING_SET,
 )
 from autoscaler.oom import OomKill
 from autoscaler.policy import Outcome, Resources
@@ -53,6 +58,20 @@ class Executor:
     schedule_after: Callable[[RSyncKey, float], None]
     states: dict[RSyncKey, RSyncState] = field(default_factory=dict)
     wall_clock: Callable[[], float] = time.time  # for what outlives the service (an OOM floor's age)
+    # The largest working set of each RSync's reconciler in its current window (calibration), written by
+    # the sampler's thread and read by the workers'.
+    peaks: dict[RSyncKey, Peak] = field(default_factory=dict)
+    _peaks_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe_usage(self, key: RSyncKey, window: Window, mib: int) -> bool:
+        """Record a sample of the reconciler's working set; whether the window's peak rose (or a new
+        window began), so a reconcile should look at it."""
+        WORKING_SET.labels(str(key)).set(mib)
+        with self._peaks_lock:
+            last = self.peaks.get(key)
+            peak = observed(last, window, mib)
+            self.peaks[key] = peak
+        return peak != last
 
     def reconcile(self, key: RSyncKey, rsync: RSync | None, observed: ObjectCounts) -> Outcome:
         """One reconcile of `key`, from its cached RSync (None: deleted) and the counts seen."""
@@ -103,6 +122,10 @@ class Executor:
                 floor.memory_mib,
                 self.config.hysteresis.oom_quiet_s,
             )
+        if plan.calibrated is not None:
+            self._calibrated(key, *plan.calibrated)
+        if plan.state.calibration is not None:
+            CALIBRATION_FACTOR.labels(str(key)).set(float(plan.state.calibration.factor))
         if plan.outcome == Outcome.ERROR:
             RECONCILE_ERRORS.labels("decide").inc()
         if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER):
@@ -136,7 +159,12 @@ class Executor:
             oom_kill=self._last_oom_kill(key) if self.config.sizes else None,
             wall=self.wall_clock(),
             api_resources=self.cluster.api_resources() if self.config.sizes else None,
+            usage=self._peak(key),
         )
+
+    def _peak(self, key: RSyncKey) -> Peak | None:
+        with self._peaks_lock:
+            return self.peaks.get(key)
 
     def _last_oom_kill(self, key: RSyncKey) -> OomKill | None:
         """The reconciler's latest OOM kill; None when it cannot be read (sized from the counts alone,
@@ -147,6 +175,23 @@ class Executor:
             RECONCILE_ERRORS.labels("read").inc()
             log.warning("%s: cannot read the reconciler's OOM kills: %s", key, error)
             return None
+
+    def _calibrated(self, key: RSyncKey, before: Calibration | None, after: Calibration) -> None:
+        direction = "first" if before is None else "lowered" if after.factor < before.factor else "raised"
+        CALIBRATIONS.labels(direction).inc()
+        log.info(
+            "%s: calibrated: the reconciler's working set peaked at %d MiB syncing %s where the model "
+            "predicts %d MiB; its size is now the model x %.4f (was x %s), at least %d MiB while pod %s "
+            "holds this commit",
+            key,
+            after.peak_mib,
+            after.window.commit[:12],
+            after.predicted_mib,
+            float(after.factor),
+            "1" if before is None else f"{float(before.factor):.4f}",
+            self.config.margin.needed(after.peak_mib),
+            after.window.pod,
+        )
 
     def _apply(self, key: RSyncKey, plan: Plan, state: RSyncState) -> RSyncState:
         if plan.apply is None:
@@ -218,6 +263,11 @@ class Executor:
         """The RSync is gone: drop what we knew of it and its metric series. A new RSync of the same
         name starts from what it has, not from the old one's decisions."""
         self.states.pop(key, None)
+        with self._peaks_lock:
+            self.peaks.pop(key, None)
+        for gauge in (WORKING_SET, CALIBRATION_FACTOR):
+            with contextlib.suppress(KeyError):
+                gauge.remove(str(key))
         for gauge, labels in (
             (OBJECTS, ("source", "sync")),
             (RECOMMENDED, ("cpu_millicores", "memory_mib")),

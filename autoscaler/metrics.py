@@ -34,10 +34,26 @@ APPLIED = Gauge(
 RECONCILE_ERRORS = Counter(
     "objcount_reconcile_errors_total",
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
-    "the API surface (discovery), and attempts to load credentials that failed (credentials).",
+    "the API surface (discovery), reads of the metrics API that failed or did not parse (usage), and "
+    "attempts to load credentials that failed (credentials).",
     ["stage"],
 )
 OOM_FLOORS = Counter(
     "objcount_oom_floors_total",
     "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
+)
+WORKING_SET = Gauge(
+    "objcount_reconciler_working_set_mib",
+    "The reconciler container's working set as the metrics API (metrics-server) last reported it.",
+    ["rsync"],
+)
+CALIBRATION_FACTOR = Gauge(
+    "objcount_calibration_factor",
+    "The factor on the model learned from the reconciler's working set (objcount.dev/calibration).",
+    ["rsync"],
+)
+CALIBRATIONS = Counter(
+    "objcount_calibrations_total",
+    "Calibrations learned after a finished sync, by direction (first, lowered, raised).",
+    ["direction"],
 )

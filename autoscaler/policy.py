@@ -110,6 +110,9 @@ class Sizing:
     # the most expensive kind measured.
     mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
     mib_per_object_of_other_kind: Fraction | None = None
+    # What this RSync's reconciler was seen to use against the model on this cluster (autoscaler.calibration):
+    # the model's memory is multiplied by it. 1 in every preset.
+    calibration_factor: Fraction = Fraction(1)
 
     def memory_mib(
         self,
@@ -132,7 +135,7 @@ class Sizing:
         kinds: Kinds | None = None,
     ) -> Fraction:
         known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
-        return (
+        return self.calibration_factor * (
             self.base_mib
             + self.objects_mib(objects, kinds)
             + self.mib_per_kib * known_kib
@@ -361,6 +364,8 @@ def explain(objects: int, profile: Profile, kib: int | None = None, kinds: Kinds
         served = "assumed" if profile.api_resources is None else "served"
         per = float(sizing.mib_per_api_resource)
         terms += f" + {per:g} x {extra} API resources beyond {sizing.fit_api_resources} ({served})"
+    if sizing.calibration_factor != 1:
+        terms = f"{float(sizing.calibration_factor):.3g} x ({terms}) calibrated on this cluster"
     lines = [
         f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
         f"memory = ceil(({terms}) / {step}) x {step}"

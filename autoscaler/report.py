@@ -16,9 +16,11 @@ import yaml
 
 from autoscaler.annotations import (
     APPLIED_ANNOTATION,
+    CALIBRATION_ANNOTATION,
     HELD_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     annotation_counts,
+    parse_calibration,
     parse_resources_annotation,
     status_counts,
 )
@@ -40,6 +42,7 @@ class RSyncRecord:
     recommended: str | None = None
     applied: str | None = None
     held_by_owner: str | None = None  # why the recommendation is not written
+    calibrated: str | None = None  # the model's factor learned on this cluster, and the peak it came from
 
 
 def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
@@ -69,7 +72,16 @@ def record_of(kind: str, rsync: RSync) -> RSyncRecord:
         _resources_text(annotations, RECOMMENDED_ANNOTATION),
         _resources_text(annotations, APPLIED_ANNOTATION),
         annotations.get(HELD_ANNOTATION) or None,
+        _calibration_text(annotations),
     )
+
+
+def _calibration_text(annotations: Mapping[str, str]) -> str | None:
+    """`x<factor> (peak <MiB>Mi)` from our calibration annotation; None when absent or unreadable."""
+    calibration = parse_calibration(annotations.get(CALIBRATION_ANNOTATION))
+    if calibration is None:
+        return None
+    return f"x{float(calibration.factor):.4f} (peak {calibration.peak_mib}Mi)"
 
 
 def read_status(api: kubeapi.KubeApi, namespace: str | None = None) -> list[RSyncRecord]:
@@ -104,6 +116,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         "STORED IN",
         "RECOMMENDED",
         "APPLIED",
+        "CALIBRATED",
         "HELD BY OWNER",
     ]
     rows = [header] + [
@@ -116,6 +129,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
             r.counts_stored_in,
             r.recommended or "-",
             r.applied or "-",
+            r.calibrated or "-",
             r.held_by_owner or "-",
         ]
         for r in records

@@ -89,6 +89,7 @@ def build_controller(
         target=target,
         profile=settings.profile(),
         hysteresis=settings.hysteresis(),
+        margin=settings.margin(),
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
         reconciler_namespace=settings.reconciler_namespace,
         counts_in_status=settings.counts_in_status,
@@ -239,6 +240,9 @@ def _scheduler(settings: Settings, controller: Controller) -> BackgroundSchedule
         timezone=UTC,
     )
     scheduler.add_job(controller.resync, "interval", seconds=settings.resync_interval_seconds, id="resync")
+    if settings.calibration_interval_seconds > 0 and controller.target is not None:
+        interval = settings.calibration_interval_seconds
+        scheduler.add_job(controller.sample_usage, "interval", seconds=interval, id="sample-usage")
 
     def re_evaluate_later(key: RSyncKey, delay: float) -> None:
         scheduler.add_job(

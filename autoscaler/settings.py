@@ -22,6 +22,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from autoscaler.calibration import Margin
 from autoscaler.policy import DEFAULT_PRESET, PLATFORMS, PRESETS, Hysteresis, Profile, Sizing
 from autoscaler.targets import TARGETS
 from inventory.ids import RECONCILER_NAMESPACE, ROOT_SYNC_NAMESPACE, RSyncKey
@@ -169,6 +170,24 @@ class Settings(BaseSettings):
         le=365 * 86400,
         description="After an OOM kill of a reconciler, its RSync keeps a memory floor (`objcount.dev/oom-floor`: max(limit x 1.5, limit + 128 MiB)) until this long passes without another kill.",
     )
+    calibration_interval_seconds: float = Field(
+        10,
+        ge=0,
+        le=3600,
+        description="How often the reconcilers' working sets are read from the metrics API (`metrics.k8s.io`, metrics-server) to calibrate each RSync's size (`objcount.dev/calibration`); 0: never (the model alone). Without the metrics API nothing is calibrated. metrics-server scrapes every 15-60 s by default; reading more often than it scrapes costs requests and learns nothing.",
+    )
+    calibration_margin: float = Field(
+        0.25,
+        ge=0,
+        le=4,
+        description="Calibration: a size is never below the largest working set seen while the reconciler syncs its commit times (1 + this), nor below it plus `calibration_margin_mib` (the metrics API samples the working set; the peak between samples is not seen).",
+    )
+    calibration_margin_mib: int = Field(
+        0,
+        ge=0,
+        le=65536,
+        description="Calibration: the least MiB added to the largest working set seen (the size is then rounded up to the sizing step).",
+    )
     workers: int = Field(
         4,
         ge=1,
@@ -304,6 +323,9 @@ class Settings(BaseSettings):
             platform.others_cpu_m if self.others_cpu_m is None else self.others_cpu_m,
             platform.others_memory_mib if self.others_memory_mib is None else self.others_memory_mib,
         )
+
+    def margin(self) -> Margin:
+        return Margin(Fraction(str(self.calibration_margin)), self.calibration_margin_mib)
 
     def hysteresis(self) -> Hysteresis:
         return Hysteresis(self.scale_down_delay_seconds, self.max_restarts_per_hour, self.oom_quiet_seconds)

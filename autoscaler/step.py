@@ -15,11 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.annotations import (
+    CALIBRATION_ANNOTATION,
     OOM_FLOOR_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
     autoscale_enabled,
+    calibration_annotation,
     changed,
     oom_floor_annotation,
+    parse_calibration,
     parse_oom_floor,
     parse_synced_source,
     platform_asked,
@@ -27,11 +30,12 @@ from autoscaler.annotations import (
     restored_counts,
     synced_source_annotation,
 )
+from autoscaler.calibration import Calibration, Margin, Peak, finished_in, learned, same_lesson
 from autoscaler.oom import OomFloor, OomKill, next_floor
 from autoscaler.policy import PLATFORMS, Decision, Hysteresis, Outcome, Profile, Resources, decide, initial
 from inventory.counts import ObjectCounts
 from inventory.objects import RSync, annotations_of, generation_of
-from inventory.sync_progress import finished_commit, sync_progress
+from inventory.sync_progress import finished_commit, sync_progress, sync_written_at
 
 HOUR = 3600.0
 
@@ -53,6 +57,8 @@ class RSyncState:
     oom_floor: OomFloor | None = None
     # The source counts of the commit the reconciler last finished (the annotation may lag behind).
     synced_source: ObjectCounts | None = None
+    # What was learned from the reconciler's working set (the annotation may lag behind).
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class StepConfig:
     # The size can change behind our back (in-place: a new pod starts with its template's size), so it
     # is read on every reconcile instead of remembered.
     reread_current: bool = False
+    margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,9 @@ class Seen:
     oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
     wall: float = 0.0  # wall-clock seconds (an OOM floor's quiet period outlives the service)
     api_resources: int | None = None  # resource types the API server serves (None: not read)
+    # The reconciler container's largest working set in its current window (None: no metrics API, or
+    # not sampled yet).
+    usage: Peak | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,7 @@ class Plan:
     reverted_to: Resources | None = None  # another writer's size, found in the RSync
     log_level: int = logging.DEBUG  # said once when a postponement or an error starts
     oom_raised: tuple[OomKill, OomFloor] | None = None  # a new OOM kill, and the floor it raised
+    calibrated: tuple[Calibration | None, Calibration] | None = None  # learned now: before, after
 
 
 def profile_for(rsync: RSync, profile: Profile) -> Profile | str:
@@ -154,19 +165,51 @@ def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
     if floor is not None:  # the least memory this RSync gets, whatever its count
         sizing = profile.sizing
         profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
-    state = replace(state, oom_floor=floor, synced_source=synced)
+    covered = _covered(seen, counts, synced)
+    known = state.calibration or parse_calibration(annotations_of(seen.rsync).get(CALIBRATION_ANNOTATION))
+    calibration = _calibration(seen, known, covered, profile, config.margin)
+    if calibration is not None:
+        profile = _calibrated(profile, calibration, seen, config.margin)
+    state = replace(state, oom_floor=floor, synced_source=synced, calibration=calibration)
     # Sized from the counts that cover what the reconciler holds; the counts recorded are the real ones.
-    plan = replace(_sized(seen, state, config, _covered(seen, counts, synced), profile), counts=counts)
+    plan = replace(_sized(seen, state, config, covered, profile), counts=counts)
     if plan.outcome == Outcome.HANDS_OFF:
         return plan
-    wanted = {OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor)}
+    wanted = {
+        OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor),
+        CALIBRATION_ANNOTATION: None if calibration is None else calibration_annotation(calibration),
+    }
     if synced is not None:
         wanted[SYNCED_SOURCE_ANNOTATION] = synced_source_annotation(synced)
     return replace(
         plan,
         publish={**plan.publish, **changed(seen.rsync, wanted)},
         oom_raised=(seen.oom_kill, floor) if seen.oom_kill and floor and floor != stored else None,
+        calibrated=(known, calibration) if calibration is not None and calibration is not known else None,
     )
+
+
+def _calibration(
+    seen: Seen, known: Calibration | None, counts: ObjectCounts, profile: Profile, margin: Margin
+) -> Calibration | None:
+    """What is known of this RSync's real cost after this reconcile: learned anew when the reconciler
+    reports its window's commit finished and the lesson differs from the one known, else as known."""
+    usage, target = seen.usage, counts.target
+    if usage is None or target is None:
+        return known
+    if not finished_in(usage.window, finished_commit(seen.rsync), sync_written_at(seen.rsync)):
+        return known
+    predicted = profile.sizing.raw_mib(target, counts.target_kib, profile.api_resources, counts.source_kinds)
+    lesson = learned(usage, predicted, margin, seen.wall)
+    return known if same_lesson(known, lesson) else lesson
+
+
+def _calibrated(profile: Profile, calibration: Calibration, seen: Seen, margin: Margin) -> Profile:
+    """The model scaled by the learned factor, never below the peak plus the margin in its window."""
+    sizing = profile.sizing
+    floor = calibration.floor_mib(seen.usage.window if seen.usage else None, margin)
+    calibrated = replace(sizing, calibration_factor=calibration.factor, min_mib=max(sizing.min_mib, floor))
+    return replace(profile, sizing=calibrated)
 
 
 def _synced_source(seen: Seen, state: RSyncState, counts: ObjectCounts) -> ObjectCounts | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from inventory.objects import RSync, block_of
 
@@ -52,6 +53,30 @@ def finished_commit(rsync: RSync) -> str | None:
         return None
     commit = block_of(block_of(rsync, "status"), "sync").get("commit")
     return commit if isinstance(commit, str) and commit else None
+
+
+def fetched_commit(rsync: RSync) -> str | None:
+    """The commit the reconciler last fetched from its source (None: it reports none)."""
+    commit = block_of(block_of(rsync, "status"), "source").get("commit")
+    return commit if isinstance(commit, str) and commit else None
+
+
+def sync_written_at(rsync: RSync) -> float | None:
+    """When the reconciler last wrote its sync status (`status.sync.lastUpdate`), wall-clock seconds;
+    None when absent or not a timestamp."""
+    value = block_of(block_of(rsync, "status"), "sync").get("lastUpdate")
+    return timestamp(value)
+
+
+def timestamp(value: object) -> float | None:
+    """An RFC 3339 time as the API server writes it, in seconds; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return None if parsed.tzinfo is None else parsed.timestamp()
 
 
 def sync_progress(rsync: RSync) -> SyncProgress:

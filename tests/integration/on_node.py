@@ -322,3 +322,32 @@ def root_and_repo_by_hand(
         for key, n, others in ((root, 40, 1), (repo, 25, 0))
     }
     return expected, sizes
+
+
+class ReconcilerPeaks:
+    """The kernel's peak memory (the cgroup's `memory.max_usage_in_bytes`, as the kubelet made it) of every
+    reconciler container of an RSync while it is open, read in a thread every 0.2 s: the peak of a container
+    the sidecar replaces is kept from its last read. The test's own reader, not the code under test."""
+
+    def __init__(self, cs: NodeConfigSync, key: RSyncKey) -> None:
+        self._cs, self._key = cs, key
+        self.peaks: dict[str, int] = {}  # container ID -> bytes
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ReconcilerPeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=30)
+
+    def _poll(self) -> None:
+        while not self._stopped.wait(0.2):
+            pod = cast(JSON, self._cs.reconciler_pod(self._key) or {})
+            container = container_status(pod, "reconciler").get("containerID")
+            if container:
+                with contextlib.suppress(OSError, LookupError):
+                    peak = self._cs.stack.container_memory(container).peak
+                    self.peaks[container] = max(peak, self.peaks.get(container, 0))

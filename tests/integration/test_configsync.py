@@ -34,14 +34,17 @@ from controlplane.configsync import (
     uninstall_webhook,
 )
 from controlplane.images import OBJCOUNT_IMAGE
+from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
+from controlplane.metrics_server import install_metrics_server
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory import kubeapi
 from inventory.ids import RSyncKey, reconciler_name
-from tests.helpers import kib, legacy_count, wait_for
+from tests.helpers import OBSERVED, kib, legacy_count, wait_for
 from tests.integration.on_node import (
     HEALTH_PORT,
     JSON,
     PodHistory,
+    ReconcilerPeaks,
     assert_sidecar_has_only_its_own_token,
     container_log,
     container_status,
@@ -710,4 +713,109 @@ def ours_in_managed_fields(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
     deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
     return any(
         m.get("manager") == "objcount-autoscaler" for m in deployment["metadata"].get("managedFields") or []
+    )
+
+
+# ----- calibration on the cluster ---------------------------------------------------------------------------
+@pytest.fixture
+def metrics_api(cs: NodeConfigSync) -> Iterator[None]:
+    """The real metrics-server serving metrics.k8s.io on the node for this test only; removed after it, so
+    that the other tests' sidecars run on a cluster without the metrics API (nothing calibrated)."""
+    install_metrics_server(cs.stack)
+    yield
+    cs.stack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", str(METRICS_SERVER_MANIFEST))
+
+
+def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_and_an_oom_kill_still_raises_it(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install, metrics_api: None
+) -> None:
+    """The model overprices on purpose: 160 MiB + 0.001 MiB per object (101 objects: 160.1 -> 192 MiB)
+    for a reconciler the kernel sees peak near 40 MiB. metrics-server (real, on the node) reports the
+    reconciler's working set; once the reconciler reports its commit synced, the sidecar learns and lowers
+    the size to within [peak, 1.5 x peak + one 32 MiB step] of the kernel's peak (the memory cgroup's
+    maximum) of the reconcilers that synced the commit before. The next Pod's sidecar (a new process) keeps that size from the RSync's annotation.
+    Then 2,000 ConfigMaps, which the calibrated model still prices near the old size: the kernel kills the
+    reconciler and the OOM floor raises it above the calibrated size."""
+    sidecar(
+        fitted(
+            "rsync-override",
+            base_mib="160",
+            mib_per_object="0.001",
+            min_mib="32",
+            calibration_interval_seconds="2",
+            resync_interval_seconds="5",
+        )
+    )
+    key = RSyncKey("RootSync", NAMESPACE, f"calibrated-{suffix()}")
+    apps = f"apps-{suffix()}"
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
+    with ReconcilerPeaks(cs, key) as kernel:
+        create(cs, rsyncs, cs.rsync(key))
+        wait_for(
+            lambda: override(api, key).get("memoryLimit") == "192Mi",
+            timeout=SYNC_TIMEOUT,
+            what=f"the model's size; the sidecar's log:\n{sidecar_log(cs, key)}",
+        )
+
+        def lowered() -> int | None:
+            limit = override(api, key).get("memoryLimit")
+            calibrated = "objcount.dev/calibration" in (
+                rsync_of(api, key)["metadata"].get("annotations") or {}
+            )
+            mib = quantity_bytes(limit) // MiB if limit else 192
+            return mib if calibrated and mib < 192 else None
+
+        limit_mib = wait_for(
+            lowered,
+            timeout=2 * SYNC_TIMEOUT,
+            what=f"a calibrated size; the sidecar's log:\n{sidecar_log(cs, key)}",
+        )
+        # Every reconciler container of this RSync so far synced (or began to sync) this one commit.
+        peaks = dict(kernel.peaks)
+    peak_mib = max(peaks.values(), default=0) / MiB
+    assert peak_mib > 0, "the kernel's peaks of the reconcilers before the calibrated size were read"
+    learned = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/calibration"])
+    assert peak_mib <= limit_mib <= 1.5 * peak_mib + 32, (peak_mib, limit_mib, learned, peaks)
+    OBSERVED.append(
+        f"calibration (real node, metrics-server): 101 objects, model 192 MiB; kernel peak {peak_mib:.1f} MiB,"
+        f" working-set peak {learned['peakMiB']} MiB, factor {learned['factor']}, calibrated {limit_mib} MiB"
+    )
+    assert Fraction(learned["factor"]) < 1
+    assert learned["commit"] == commit
+
+    # The next Pod runs under the calibrated size, syncs, and its sidecar (a new process) keeps the size.
+    def synced_calibrated() -> JSON | None:
+        pod = cast(JSON, cs.reconciler_pod(key) or {})
+        ok = pod and memory_limit_of_pod(pod) == f"{limit_mib}Mi" and sync_completed(api, key, commit)
+        return pod if ok else None
+
+    pod = wait_for(
+        synced_calibrated, timeout=SYNC_TIMEOUT, what="the reconciler synced under the calibrated size"
+    )
+    wait_for(
+        lambda: (
+            sidecar_metric(cs, key, "objcount_reconciler_working_set_mib") > 0
+            and sidecar_metric(cs, key, 'objcount_decisions_total{outcome="unchanged"}') > 0
+        ),
+        timeout=120,
+        what=f"the next Pod's sidecar sampling and keeping the size; its log:\n{sidecar_log(cs, key)}",
+    )
+    assert override(api, key).get("memoryLimit") == f"{limit_mib}Mi"
+    assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert container_status(cast(JSON, cs.reconciler_pod(key)), "reconciler")["restartCount"] == 0
+
+    # 2,000 ConfigMaps: the model x factor stays near the calibrated size; the reconciler needs far more.
+    cs.commit(key, {"configmaps.yaml": configmaps_yaml(2000, namespace=apps)})
+    wait_for(
+        lambda: "objcount.dev/oom-floor" in (rsync_of(api, key)["metadata"].get("annotations") or {}),
+        timeout=2 * SYNC_TIMEOUT,
+        what=f"an OOM kill answered by a floor; the sidecar's log:\n{sidecar_log(cs, key)}",
+    )
+    floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
+    floor_mib = quantity_bytes(floor["memory"]) // MiB
+    assert floor_mib > limit_mib
+    wait_for(
+        lambda: quantity_bytes(override(api, key).get("memoryLimit") or "0") >= floor_mib * MiB,
+        timeout=120,
+        what="the size raised to the OOM floor",
     )

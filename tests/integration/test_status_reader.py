@@ -116,6 +116,7 @@ def test_cli_status_json_all_namespaces(
             "recommended": None,
             "applied": None,
             "held_by_owner": None,
+            "calibrated": None,
         }
     ]
 
@@ -168,6 +169,7 @@ def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
             "recommended": None,
             "applied": None,
             "held_by_owner": None,
+            "calibrated": None,
         }
     ]
     assert (

@@ -24,6 +24,7 @@ from autoscaler.annotations import (
     RECOMMENDED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
 )
+from autoscaler.calibration import Sampled
 from autoscaler.count_writer import WriteOutcome
 from autoscaler.executor import Executor
 from autoscaler.oom import OomKill
@@ -60,6 +61,7 @@ class FakeCluster:
     oom_kill: OomKill | None = None  # what the reconciler's Pod reports
     count_write: WriteOutcome = "status"
     surface: int | None = None  # resource types discovery serves
+    usage: Sampled | None = None  # what the metrics API reports (None: not served)
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -83,6 +85,9 @@ class FakeCluster:
 
     def declared(self, rsync: RSync) -> Resources | None:
         return self.in_rsync
+
+    def reconciler_usage(self, selector: str) -> Sampled | None:
+        return self.usage
 
     def held_by_owner(self, rsync: RSync) -> str | None:
         return self.owner

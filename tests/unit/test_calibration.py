@@ -1,0 +1,286 @@
+"""Calibration without a cluster: the rules of autoscaler.calibration, its annotation, and the step that
+learns from a finished sync (through the executor, on the in-memory cluster of test_step).
+
+Worked by hand for the prototype preset on Standard (test_step's rig): 1,000 objects -> 128 + 0.2 x 1000
+= 328 MiB raw -> 352 MiB. A reconciler seen at 150 MiB needs 150 x 1.25 = 187.5 -> 188 MiB;
+the factor is 188 / 328 = 0.57317... -> 0.5732 (four decimals, rounded up); 1,000 objects then cost
+0.5732 x 328 = 188.0 -> 192 MiB (the step), CPU ceil(192 x 1000 / 1024) = 188 m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from autoscaler.annotations import CALIBRATION_ANNOTATION, calibration_annotation, parse_calibration
+from autoscaler.calibration import (
+    Calibration,
+    Margin,
+    Peak,
+    Usage,
+    Window,
+    finished_in,
+    learned,
+    newest_per_deployment,
+    observed,
+    usages,
+)
+from autoscaler.oom import OomKill
+from autoscaler.policy import Outcome, Resources
+from inventory.counts import ObjectCounts
+from tests.unit.test_step import AT_1000, DELAY, KEY, FakeCluster, metric, rig
+
+POD = "root-reconciler-6c9f7d8b4-x2x9q"
+STARTED = datetime(2026, 11, 25, 10, 0, tzinfo=UTC).timestamp()
+WINDOW = Window(POD, STARTED, "c1")
+AT_1000_CALIBRATED = Resources(188, 192, 188, 192)
+CALIBRATED_ANNOTATION = (
+    '{"factor":"0.5732","peakMiB":150,"predictedMiB":328,"pod":"' + POD + '",'
+    '"podStarted":"2026-11-25T10:00:00Z","commit":"c1","since":"2026-11-25T11:00:00Z"}'
+)
+
+
+def rsync(
+    commit: str = "c1",
+    *,
+    synced: str = "c1",
+    syncing: bool = False,
+    written: str = "2026-11-25T10:05:00Z",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A RootSync as Config Sync v1.22.0 reports it (fetched `commit`, `synced` applied and pruned)."""
+    return {
+        "metadata": {
+            "name": KEY.name,
+            "namespace": KEY.namespace,
+            "generation": 1,
+            "annotations": annotations or {},
+        },
+        "status": {
+            "source": {"commit": commit},
+            "sync": {"commit": synced, "lastUpdate": written},
+            "conditions": [{"type": "Syncing", "status": "True" if syncing else "False"}],
+        },
+    }
+
+
+# ----- the rules -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("peak", "margin", "needed"),
+    [
+        (150, Margin(), 188),  # 187.5
+        (100, Margin(), 125),
+        (129, Margin(), 162),  # 161.25
+        (100, Margin(Fraction(1, 4), 32), 132),
+        (400, Margin(Fraction(1, 4), 32), 500),
+        (100, Margin(Fraction(0), 0), 100),
+    ],
+)
+def test_the_peak_plus_its_margin(peak: int, margin: Margin, needed: int) -> None:
+    assert margin.needed(peak) == needed
+
+
+@pytest.mark.parametrize(
+    ("peak", "predicted", "factor"),
+    [
+        (150, Fraction(328), Fraction(5732, 10000)),  # 188 / 328
+        (400, Fraction(328), Fraction(15244, 10000)),  # 500 / 328 = 1.52439...
+        (10, Fraction(1000), Fraction(1, 4)),  # 12.5 -> 13 / 1000: clamped
+        (4000, Fraction(128), Fraction(4)),  # 5000 / 128: clamped
+    ],
+)
+def test_the_factor_learned(peak: int, predicted: Fraction, factor: Fraction) -> None:
+    lesson = learned(Peak(WINDOW, peak), predicted, Margin(), now=5.0)
+    assert lesson == Calibration(factor, peak, WINDOW, int(predicted), 5.0)
+
+
+def test_a_window_keeps_its_largest_sample_and_a_new_one_starts_again() -> None:
+    peak = observed(None, WINDOW, 120)
+    peak = observed(peak, WINDOW, 150)
+    assert observed(peak, WINDOW, 140) == Peak(WINDOW, 150)
+    assert observed(peak, replace(WINDOW, commit="c2"), 90) == Peak(replace(WINDOW, commit="c2"), 90)
+    restarted = replace(WINDOW, started=STARTED + 60)  # the container restarted in the same Pod
+    assert observed(peak, restarted, 90) == Peak(restarted, 90)
+
+
+@pytest.mark.parametrize(
+    ("finished", "at", "learns"),
+    [
+        ("c1", STARTED + 300, True),
+        ("c1", STARTED, True),
+        ("c1", STARTED - 1, False),  # written by the Pod it replaced: this one syncs c1 again
+        ("c0", STARTED + 300, False),
+        (None, STARTED + 300, False),
+        ("c1", None, False),
+    ],
+)
+def test_a_sync_counts_only_when_this_container_finished_it(
+    finished: str | None, at: float | None, learns: bool
+) -> None:
+    assert finished_in(WINDOW, finished, at) is learns
+
+
+def pod(
+    name: str, deployment: str, *, started: str | None = "2026-11-25T10:00:00Z", **meta: str
+) -> dict[str, Any]:
+    state = {"running": {"startedAt": started}} if started else {"waiting": {"reason": "ContainerCreating"}}
+    return {
+        "metadata": {"name": name, "labels": {"configsync.gke.io/deployment-name": deployment}, **meta},
+        "status": {"containerStatuses": [{"name": "reconciler", "state": state}]},
+    }
+
+
+def pod_metrics(name: str, memory: object) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "containers": [
+            {"name": "git-sync", "usage": {"memory": "900Mi"}},
+            {"name": "reconciler", "usage": {"memory": memory}},
+        ],
+    }
+
+
+def test_samples_are_read_from_the_pods_and_the_metrics_api() -> None:
+    pods = [
+        pod("a-1-1", "a"),
+        pod("b-1-1", "b"),
+        pod("c-1-1", "c", started=None),
+        pod("d-1-1", "d", deletionTimestamp="2026-11-25T10:01:00Z"),
+        pod("e-1-1", "e"),
+    ]
+    metrics = [
+        pod_metrics("a-1-1", "157286400"),  # 150 MiB in bytes
+        pod_metrics("b-1-1", "not a quantity"),
+        pod_metrics("c-1-1", "10Mi"),
+        pod_metrics("d-1-1", "10Mi"),
+        pod_metrics("z-1-1", "10Mi"),  # a Pod the list does not have
+    ]
+    sampled = usages(pods, metrics)
+    assert sampled.usages == [Usage("a", "a-1-1", STARTED, 150)]
+    assert sampled.unreadable == ["b-1-1"]
+
+
+def test_during_a_rollout_the_newest_container_is_sampled() -> None:
+    old, new = Usage("a", "a-1-1", STARTED, 300), Usage("a", "a-2-1", STARTED + 60, 90)
+    assert newest_per_deployment([new, old]) == {"a": new}
+    assert newest_per_deployment([old, new]) == {"a": new}
+
+
+# ----- the annotation -------------------------------------------------------------------------------
+def test_the_annotation_as_written() -> None:
+    lesson = Calibration(
+        Fraction(5732, 10000), 150, WINDOW, 328, datetime(2026, 11, 25, 11, tzinfo=UTC).timestamp()
+    )
+    assert calibration_annotation(lesson) == CALIBRATED_ANNOTATION
+    assert parse_calibration(CALIBRATED_ANNOTATION) == lesson
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "[]",
+        "not json",
+        CALIBRATED_ANNOTATION.replace('"0.5732"', '"0.01"'),  # below the clamp: not ours
+        CALIBRATED_ANNOTATION.replace('"0.5732"', '"40"'),
+        CALIBRATED_ANNOTATION.replace('"0.5732"', "0.5732"),  # a number: not as we write it
+        CALIBRATED_ANNOTATION.replace('"0.5732"', '"1/0"'),
+        CALIBRATED_ANNOTATION.replace('"0.5732"', '"nan"'),
+        CALIBRATED_ANNOTATION.replace('"peakMiB":150', '"peakMiB":-150'),
+        CALIBRATED_ANNOTATION.replace('"peakMiB":150', '"peakMiB":"150Mi"'),
+        CALIBRATED_ANNOTATION.replace('"2026-11-25T10:00:00Z"', '"yesterday"'),
+        CALIBRATED_ANNOTATION.replace('"commit":"c1"', '"commit":""'),
+        CALIBRATED_ANNOTATION.replace(f'"pod":"{POD}"', '"pod":7'),
+    ],
+)
+def test_an_unreadable_annotation_is_no_calibration(text: str | None) -> None:
+    assert parse_calibration(text) is None
+
+
+# ----- the step, through the executor ------------------------------------------------------------------
+COUNTS = ObjectCounts(1000, 1000)
+
+
+def test_an_overpriced_rsync_is_lowered_once_its_sync_finished_and_the_delay_passed() -> None:
+    r = rig(FakeCluster(size=AT_1000))
+    r.executor.wall_clock = lambda: datetime(2026, 11, 25, 11, tzinfo=UTC).timestamp()
+    assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.UNCHANGED
+    assert r.executor.observe_usage(KEY, WINDOW, 150)
+    assert not r.executor.observe_usage(KEY, WINDOW, 140), "a lower sample is no news"
+    lessons = metric("objcount_calibrations_total", direction="first")
+    assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.UNCHANGED, "nothing is learned mid-sync"
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published)
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    assert {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}.items() <= r.cluster.published[-1].items()
+    assert metric("objcount_calibrations_total", direction="first") == lessons + 1
+    assert metric("objcount_calibration_factor", rsync=str(KEY)) == pytest.approx(0.5732)
+    assert metric("objcount_reconciler_working_set_mib", rsync=str(KEY)) == 140
+    r.clock.now += DELAY
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert r.cluster.applied == [AT_1000_CALIBRATED]
+
+
+def test_a_restarted_service_keeps_what_was_learned() -> None:
+    r = rig(FakeCluster(size=AT_1000))  # nothing sampled yet: a new service
+    assert (
+        r.reconcile(COUNTS, rsync(annotations={CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}))
+        == Outcome.POSTPONED
+    )
+    r.clock.now += DELAY
+    assert (
+        r.reconcile(COUNTS, rsync(annotations={CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}))
+        == Outcome.SCALED_DOWN
+    )
+    assert r.cluster.applied == [AT_1000_CALIBRATED]
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published), "nothing new to write"
+
+
+def test_more_objects_still_scale_up_ahead_of_the_work_through_the_factor() -> None:
+    r = rig(FakeCluster(size=AT_1000_CALIBRATED))
+    stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
+    # 5,000 objects: 0.5732 x (128 + 1000) = 646.6 -> 672 MiB, CPU ceil(672 x 1000 / 1024) = 657 m.
+    assert r.reconcile(ObjectCounts(5000, 1000), rsync("c2", annotations=stored)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [Resources(657, 672, 657, 672)]
+
+
+def test_an_underpriced_rsync_is_raised_at_once() -> None:
+    r = rig(FakeCluster(size=AT_1000))
+    r.executor.observe_usage(KEY, WINDOW, 400)
+    # 400 MiB seen: needs 500; factor 1.5244; 1.5244 x 328 = 500.0 -> 512 MiB, CPU 500 m.
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
+    assert r.cluster.applied == [Resources(500, 512, 500, 512)]
+    assert metric("objcount_calibrations_total", direction="first") >= 1
+
+
+def test_the_peak_plus_margin_is_a_floor_while_its_window_lasts() -> None:
+    """A repository that shrank: the model x factor says less, but the reconciler still holds what it used
+    (its container and commit unchanged), so the size stays at the peak plus the margin."""
+    r = rig(FakeCluster(size=AT_1000_CALIBRATED))
+    stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
+    r.executor.observe_usage(KEY, WINDOW, 150)
+    for _ in range(2):
+        assert r.reconcile(ObjectCounts(100, 100), rsync(annotations=stored)) == Outcome.UNCHANGED
+        r.clock.now += DELAY
+    assert r.cluster.applied == []
+
+
+def test_an_oom_kill_still_raises_a_calibrated_rsync() -> None:
+    r = rig(FakeCluster(size=AT_1000_CALIBRATED, oom_kill=OomKill("2026-11-25T12:00:00Z", 192)))
+    stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
+    # Killed at 192 MiB: floor max(288, 320) = 320 MiB, CPU ceil(320 x 1000 / 1024) = 313 m.
+    assert r.reconcile(COUNTS, rsync(annotations=stored)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [Resources(313, 320, 313, 320)]
+
+
+def test_without_the_metrics_api_nothing_changes() -> None:
+    r = rig(FakeCluster(size=AT_1000))
+    for _ in range(2):
+        assert r.reconcile(COUNTS, rsync()) == Outcome.UNCHANGED
+        r.clock.now += DELAY
+    assert r.cluster.applied == []
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published)
