@@ -37,6 +37,8 @@ from profiles.size_model import shape_kinds
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 STATIC = {"standard": STATIC_STANDARD, "autopilot": STATIC_AUTOPILOT}
 # The largest working sets the kubelet reported under load (BENCHMARKS.md, issue 24), MiB.
+# RSyncs sharing the webhook's or the controller's replicas in every comparison that counts our cost.
+RSYNCS = 10
 MEASURED_WORKING_SET = {"sidecar": 46.4, "webhook": 41.7, "controller": 94.0 + 42.0}  # leader + standby
 
 
@@ -152,7 +154,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rsyncs", type=int, default=10, help="RSyncs sharing the webhook or the controller")
+    parser.add_argument(
+        "--rsyncs", type=int, default=RSYNCS, help="RSyncs sharing the webhook or the controller"
+    )
     parser.add_argument("--counts", default="100,500,800,1000,2000,5000", help="objects per repository")
     args = parser.parse_args()
     costs = shipped()

@@ -34,6 +34,7 @@ from autoscaler.policy import FITTED, Decision, Hysteresis, decide, initial, siz
 from autoscaler.settings import Settings
 from inventory.counts import ObjectCounts
 from profiles.fit import least_squares, read_points
+from profiles.own_cost import RSYNCS, shipped
 from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Change, Static, VpaLike, prototype_memory_mib
 
 TICK = 10.0
@@ -210,6 +211,9 @@ class Result:
     restarts: int = 0
     under_seconds: float = 0.0
     over_mib_hours: float = 0.0
+    # What the policy itself requests (ours: per RSync, in sidecar mode and in cluster mode; the rivals' own
+    # components are not counted).
+    own_mib_hours: dict[str, float] = field(default_factory=dict)
     trace: list[tuple[float, float, float, float | None]] = field(default_factory=list)
 
     def add(self, other: Result) -> None:
@@ -217,10 +221,17 @@ class Result:
         self.restarts += other.restarts
         self.under_seconds += other.under_seconds
         self.over_mib_hours += other.over_mib_hours
+        for mode, mib_hours in other.own_mib_hours.items():
+            self.own_mib_hours[mode] = self.own_mib_hours.get(mode, 0.0) + mib_hours
 
 
-def simulate(scenario: Scenario, policy: Policy, model: UsageModel) -> Result:
-    reconciler, result = Reconciler(), Result()
+def simulate(
+    scenario: Scenario, policy: Policy, model: UsageModel, own_mib: dict[str, float] | None = None
+) -> Result:
+    """`own_mib`: what the policy itself requests for this RSync all along, by mode."""
+    hours = scenario.duration / 3600
+    own = {mode: mib * hours for mode, mib in (own_mib or {}).items()}
+    reconciler, result = Reconciler(), Result(own_mib_hours=own)
     commits = deque(sorted(scenario.commits))
     restarts = deque(sorted(scenario.node_restarts))
     for tick in range(math.ceil(scenario.duration / TICK)):
@@ -248,13 +259,23 @@ def simulate(scenario: Scenario, policy: Policy, model: UsageModel) -> Result:
     return result
 
 
+def own_mib(policy: str) -> dict[str, float]:
+    """Ours per RSync as `manifests/` ships it, by mode (`profiles.own_cost`): in sidecar mode the sidecar's
+    request in each reconciler Pod and the webhook's shared by `RSYNCS` RSyncs, in cluster mode the
+    controller's shared by them. The rivals: nothing counted (VPA's or addon-resizer's own Pods are not)."""
+    if not policy.startswith("ours"):
+        return {}
+    return {mode: cost.per_rsync(RSYNCS) for mode, cost in shipped().items()}
+
+
 def run_all(model: UsageModel) -> dict[str, dict[str, Result]]:
     table: dict[str, dict[str, Result]] = {}
     for name, make in POLICIES.items():
-        table[name] = {s.name: simulate(s, make(), model) for s in SCENARIOS}
+        own = own_mib(name)
+        table[name] = {s.name: simulate(s, make(), model, own) for s in SCENARIOS}
         many = Result()
         for scenario in MANY_RSYNCS:
-            many.add(simulate(scenario, make(), model))
+            many.add(simulate(scenario, make(), model, own))
         table[name]["10 RSyncs"] = many
     return table
 
@@ -262,8 +283,9 @@ def run_all(model: UsageModel) -> dict[str, dict[str, Result]]:
 def markdown(table: dict[str, dict[str, Result]]) -> str:
     scenarios = [*[s.name for s in SCENARIOS], "10 RSyncs"]
     lines = [
-        "| policy | OOM kills | restarts caused | all restarts | time under-provisioned | over-provisioned |",
-        "|---|---|---|---|---|---|",
+        "| policy | OOM kills | restarts caused | all restarts | time under-provisioned | over-provisioned | "
+        "our own, sidecar / cluster mode | over-provisioned + our own, sidecar / cluster mode |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, results in table.items():
         total = Result()
@@ -271,7 +293,8 @@ def markdown(table: dict[str, dict[str, Result]]) -> str:
             total.add(results[scenario])
         lines.append(
             f"| {name} | {total.ooms} | {total.restarts} | {total.ooms + total.restarts} | "
-            f"{total.under_seconds / 3600:.2f} h | {total.over_mib_hours:,.0f} MiB-h |"
+            f"{total.under_seconds / 3600:.2f} h | {total.over_mib_hours:,.0f} MiB-h | "
+            f"{_own_cells(total, 0.0)} | {_own_cells(total, total.over_mib_hours)} |"
         )
     lines.append("")
     lines.append("| policy | " + " | ".join(f"{s}: OOM / restarts" for s in scenarios) + " |")
@@ -280,6 +303,14 @@ def markdown(table: dict[str, dict[str, Result]]) -> str:
         cells = " | ".join(f"{results[s].ooms} / {results[s].restarts}" for s in scenarios)
         lines.append(f"| {name} | {cells} |")
     return "\n".join(lines) + "\n"
+
+
+def _own_cells(result: Result, plus: float) -> str:
+    """`plus` + our own MiB-h in sidecar mode / in cluster mode; one figure where nothing is ours."""
+    if not result.own_mib_hours:
+        return f"{plus:,.0f} MiB-h"
+    sidecar, cluster = (plus + result.own_mib_hours[mode] for mode in ("sidecar", "cluster"))
+    return f"{sidecar:,.0f} / {cluster:,.0f} MiB-h"
 
 
 def plot(table: dict[str, dict[str, Result]], path: Path, scenario: str = "big prune") -> None:
