@@ -161,6 +161,28 @@ def deployment(i: int, namespace: str) -> str:
     )
 
 
+def statefulset(i: int, namespace: str) -> str:
+    """A kind with a Pod template other than a Deployment, with no replicas (nothing is scheduled)."""
+    return (
+        f"apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  replicas: 0\n  serviceName: db-{i}\n  selector:\n    matchLabels: {{app: db-{i}}}\n"
+        f"  template:\n    metadata:\n      labels: {{app: db-{i}}}\n    spec:\n      containers:\n"
+        f"      - name: db\n        image: registry.invalid/db:1\n"
+        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
+def cronjob(i: int, namespace: str) -> str:
+    """A kind with a Pod template two levels down, suspended (no Job is ever made)."""
+    return (
+        f"apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: job-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  schedule: '0 3 * * *'\n  suspend: true\n  jobTemplate:\n    spec:\n      template:\n"
+        f"        spec:\n          restartPolicy: Never\n          containers:\n"
+        f"          - name: job\n            image: registry.invalid/job:1\n"
+        f"            resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
 def widget(i: int, namespace: str, payload: int = 0) -> str:
     # A deterministic filler (not compressible to nothing, not random between runs).
     data = "".join(f"{(i * 7919 + k) % 1000000:06d}" for k in range(payload // 6))
@@ -199,8 +221,20 @@ SHAPES: dict[str, Callable[[int, str], str]] = {
     "medium-crs": medium_widget,
     "clusterroles": clusterrole,
     "platform": platform_repository.manifest,
+    "statefulsets": statefulset,
+    "cronjobs": cronjob,
 }
-SPREADS = ("configmaps", "deployments", "small-crs", "medium-crs", "large-crs", "mix")  # namespaced
+# namespaced
+SPREADS = (
+    "configmaps",
+    "deployments",
+    "small-crs",
+    "medium-crs",
+    "large-crs",
+    "mix",
+    "statefulsets",
+    "cronjobs",
+)
 
 
 def manifests(shape: str, count: int, namespace: str, namespaces: int = 1) -> str:
