@@ -63,6 +63,7 @@ class Controller:
     cluster: Cluster | None = None
     heartbeat: float = field(default_factory=time.monotonic)
     _no_metrics_api_said: bool = False
+    _usage_error: str = ""  # the last error reading the metrics API
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -151,8 +152,12 @@ class Controller:
             sampled = self.executor.cluster.reconciler_usage(selector)
         except kubeapi.ApiError as error:
             RECONCILE_ERRORS.labels("usage").inc()
-            log.warning("cannot read the reconcilers' working sets from the metrics API: %s", error)
+            # Said once per distinct error (a missing permission would otherwise be logged every interval).
+            level = logging.DEBUG if str(error) == self._usage_error else logging.WARNING
+            log.log(level, "cannot read the reconcilers' working sets from the metrics API: %s", error)
+            self._usage_error = str(error)
             return
+        self._usage_error = ""
         if sampled is None:
             if not self._no_metrics_api_said:
                 log.info("the cluster serves no metrics API (metrics.k8s.io): sizes are not calibrated")
