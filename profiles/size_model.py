@@ -147,8 +147,12 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
         if f.startswith("kind:") and (kind := f.removeprefix("kind:")) in alone
     }
     shipped = {k: c for k, c in costs.items() if k in SHIPPED_KINDS}
-    if "Deployment" in shipped:
-        shipped |= dict.fromkeys(POD_TEMPLATE_KINDS, shipped["Deployment"])
+    # The kinds with a Pod template: each measured alone at its own cost, the others at the dearest of
+    # those measured (what predicts them best: a Deployment's cost is its kind's, not its bytes').
+    template = {k: c for k, c in costs.items() if k in {"Deployment", *POD_TEMPLATE_KINDS}}
+    if template:
+        dearest = max(template.values())
+        shipped |= {k: template.get(k, dearest) for k in ("Deployment", *POD_TEMPLATE_KINDS)}
     # A kind the source names that has no cost of its own: as the dearest kind measured that holds no Pod
     # template (custom resources, ConfigMaps; their bytes are the KiB term's). Objects of no known kind
     # (the inventory alone) stay at the dearest kind measured.
