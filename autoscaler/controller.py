@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.calibration import DEPLOYMENT_LABEL, Margin, Window, newest_per_deployment
 from autoscaler.cluster import Cluster, KubeCluster
+from autoscaler.events import Occurrence
 from autoscaler.executor import Executor
 from autoscaler.logs import CURRENT_RSYNC
 from autoscaler.metrics import DECISIONS, RECONCILE_ERRORS
@@ -61,6 +62,8 @@ class Controller:
     schedule_after: Callable[[RSyncKey, float], None] | None = None
     # The cluster operations (default: on `api`, through `target`).
     cluster: Cluster | None = None
+    # Where decisions go as Kubernetes Events (None: no Events).
+    events: Callable[[Occurrence], None] | None = None
     heartbeat: float = field(default_factory=time.monotonic)
     _no_metrics_api_said: bool = False
     _usage_error: str = ""  # the last error reading the metrics API
@@ -90,7 +93,7 @@ class Controller:
             reread_current=isinstance(self.target, InPlaceTarget),
             margin=self.margin,
         )
-        self.executor = Executor(cluster, config, self.clock, self._schedule)
+        self.executor = Executor(cluster, config, self.clock, self._schedule, events=self.events)
 
     def _schedule(self, key: RSyncKey, delay: float) -> None:
         (self.schedule_after or self.queue.add_after)(key, delay)

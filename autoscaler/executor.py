@@ -20,6 +20,7 @@ from prometheus_client import Gauge
 
 from autoscaler.calibration import Calibration, Peak, Window, observed
 from autoscaler.cluster import Cluster
+from autoscaler.events import Occurrence, regarding_rsync
 from autoscaler.metrics import (
     APPLIED,
     APPLY_ERRORS,
@@ -61,6 +62,7 @@ class Executor:
     # The largest working set of each RSync's reconciler in its current window (calibration), written by
     # the sampler's thread and read by the workers'.
     peaks: dict[RSyncKey, Peak] = field(default_factory=dict)
+    events: Callable[[Occurrence], None] | None = None  # where decisions go as Kubernetes Events
     _peaks_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def observe_usage(self, key: RSyncKey, window: Window, mib: int) -> bool:
@@ -103,8 +105,37 @@ class Executor:
         return outcome
 
     # ----- the size ------------------------------------------------------------------------------------
+    def _event(self, key: RSyncKey, rsync: RSync, reason: str, note: str) -> None:
+        regarding = regarding_rsync(rsync, key.kind) if self.events is not None else None
+        if self.events is not None and regarding is not None:
+            self.events(Occurrence.of(regarding, reason, note, self.wall_clock()))
+
+    def _events_of(self, key: RSyncKey, rsync: RSync, plan: Plan) -> None:
+        """The decisions that hold a size (the ones that change it are told once applied, in `_apply`)."""
+        decision = plan.state.decision
+        if plan.outcome == Outcome.POSTPONED and decision is not None and decision.lower_since is not None:
+            self._event(key, rsync, "ScaleDownPostponed", plan.reason)
+        elif plan.outcome == Outcome.HELD_BY_OWNER:
+            self._event(key, rsync, "HeldByOwner", plan.reason)
+        elif plan.outcome == Outcome.HANDS_OFF:
+            self._event(key, rsync, "HandsOff", plan.reason)
+        if plan.oom_raised is not None:
+            kill, floor = plan.oom_raised
+            note = f"OOM-killed at its {kill.limit_mib} MiB limit ({kill.finished_at})"
+            note += f": at least {floor.memory_mib} MiB from now on"
+            self._event(key, rsync, "OomFloorRaised", note)
+        if plan.calibrated is not None:
+            before, after = plan.calibrated
+            was = "1" if before is None else f"{float(before.factor):.4f}"
+            note = (
+                f"working set peaked at {after.peak_mib} MiB syncing {after.window.commit[:12]}, the model "
+                f"predicts {after.predicted_mib} MiB: its factor x{float(after.factor):.4f} (was x{was})"
+            )
+            self._event(key, rsync, "Calibrated", note)
+
     def _size(self, key: RSyncKey, rsync: RSync, observed: ObjectCounts, state: RSyncState) -> Outcome:
         plan = step(self._seen(key, rsync, observed, state), state, self.config)
+        self._events_of(key, rsync, plan)
         for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
             if value is not None:
                 OBJECTS.labels(str(key), name).set(value)
@@ -130,7 +161,7 @@ class Executor:
             RECONCILE_ERRORS.labels("decide").inc()
         if plan.outcome in (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER):
             log.log(plan.log_level, "%s: %s: %s", key, plan.outcome, plan.reason)
-        new_state = self._apply(key, plan, state)
+        new_state = self._apply(key, rsync, plan, state)
         self.states[key] = new_state
         self._publish(key, plan)
         if plan.recheck_after is not None:
@@ -193,13 +224,14 @@ class Executor:
             after.window.pod,
         )
 
-    def _apply(self, key: RSyncKey, plan: Plan, state: RSyncState) -> RSyncState:
+    def _apply(self, key: RSyncKey, rsync: RSync, plan: Plan, state: RSyncState) -> RSyncState:
         if plan.apply is None:
             return plan.state
         try:
             applied = self.cluster.apply(key, plan.apply)
         except ApplyError as error:
             self._apply_error(key, error, "apply")
+            self._event(key, rsync, "ApplyFailed", f"{plan.reason}: {error}")
             failed = (error.reason, plan.apply)
             # Said once: a refusal that lasts (the kubelet's, of a memory limit below the usage) comes back
             # on every reconcile, and its message changes with the usage it quotes. The metric counts each.
@@ -216,6 +248,10 @@ class Executor:
             raise _Failed from error
         if applied.restarted:
             RESTARTS_CAUSED.inc()
+        reason = "ScaledUp" if plan.outcome == Outcome.SCALED_UP else "ScaledDown"
+        restarts = " (restarts the reconciler)" if applied.restarted else ""
+        note = f"{plan.reason}; applied via {self.cluster.target_name}{restarts}"
+        self._event(key, rsync, reason, note)
         log.info(
             "%s: %s via %s%s: %s",
             key,

@@ -76,6 +76,8 @@ def reposync_grant(namespace: str, name: str) -> list[JSON]:
                     "resourceNames": [name],
                     "verbs": ["get", "list", "watch"],
                 },
+                # Events on the RepoSync (the series patches name the Event, not known in advance).
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
             ],
         },
         {

@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_lat
 
 from autoscaler import allocator, logs
 from autoscaler.controller import Controller, Scope
+from autoscaler.events import EventWriter
 from autoscaler.handlers import QuietHandler
 from autoscaler.leader import LeaderElector
 from autoscaler.metrics import APPLY_ERRORS, RECONCILE_ERRORS
@@ -70,7 +71,11 @@ def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Eve
 
 
 def build_controller(
-    settings: Settings, api: kubeapi.KubeApi, target: Target, stop: threading.Event
+    settings: Settings,
+    api: kubeapi.KubeApi,
+    target: Target,
+    stop: threading.Event,
+    events: EventWriter | None = None,
 ) -> Controller:
     watch = WatchSettings(
         server_timeout=settings.watch_timeout_seconds, inactivity_timeout=settings.watch_inactivity_seconds
@@ -93,6 +98,7 @@ def build_controller(
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
         reconciler_namespace=settings.reconciler_namespace,
         counts_in_status=settings.counts_in_status,
+        events=None if events is None else events.record,
         # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.
         workers=1 if settings.mode == "sidecar" else settings.workers,
     )
@@ -345,7 +351,9 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if refusal is not None:
         api.close()  # nothing is read or written while refusing
         return _refuse(settings, refusal, stop)
-    controller = build_controller(settings, api, target, stop)
+    # Events name this replica (a sidecar: its Pod, whose host name it is).
+    events = EventWriter(api, settings.identity or socket.gethostname()).start() if settings.events else None
+    controller = build_controller(settings, api, target, stop, events)
     leading = threading.Event()
     threads: dict[str, Callable[[], bool]] = {}
     servers = start_endpoints(settings, controller, leading, threads)
@@ -361,6 +369,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if scheduler.running:
         scheduler.shutdown(wait=False)
     controller.stop()
+    if events is not None:
+        events.stop()
     if elector is not None:
         elector.release()
     LEADER.set(0)

@@ -188,6 +188,10 @@ class Settings(BaseSettings):
         le=65536,
         description="Calibration: the least MiB added to the largest working set seen (the size is then rounded up to the sizing step).",
     )
+    events: bool = Field(
+        True,
+        description="Write a Kubernetes Event (`events.k8s.io/v1`, reporting controller `objcount.dev/autoscaler`) on the RSync for each decision that changes or holds its reconciler's size; repeats are aggregated into an event series. Needs `create` and `patch` of `events` (the shipped RBAC has them).",
+    )
     workers: int = Field(
         4,
         ge=1,

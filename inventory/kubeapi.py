@@ -55,6 +55,7 @@ POD = Resource("", "v1", "pods", "Pod")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace")
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+EVENT = Resource("events.k8s.io", "v1", "events", "Event")
 # The metrics API (metrics-server): a reconciler container's working set, for calibration.
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}

@@ -39,6 +39,7 @@ def test_a_reposync_grant_reaches_that_reposync_only() -> None:
             "resourceNames": ["apps"],
             "verbs": ["get", "list", "watch"],
         },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",

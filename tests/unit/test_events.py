@@ -1,0 +1,212 @@
+"""Events without a cluster: the series rules (pure), the Events a reconcile records (through the executor,
+on test_step's in-memory cluster) and a writer that never blocks or fails a reconcile."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.events import (
+    SERIES_FLUSH_S,
+    SERIES_GAP_S,
+    EventWriter,
+    Occurrence,
+    Regarding,
+    SeriesBook,
+    event_body,
+    series_patch,
+)
+from autoscaler.oom import OomKill
+from autoscaler.policy import Outcome
+from inventory import kubeapi
+from inventory.counts import ObjectCounts
+from tests.helpers import wait_for
+from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakeCluster, metric, rig
+
+ROOT = Regarding("configsync.gke.io/v1beta1", "RootSync", "config-management-system", "root-sync", "uid-1")
+
+
+def held(at: float, note: str = "lower target held 10s of 600s") -> Occurrence:
+    return Occurrence.of(ROOT, "ScaleDownPostponed", note, at)
+
+
+def named_book() -> SeriesBook:
+    names = iter(f"root-sync.{i}" for i in range(100))
+    return SeriesBook(new_name=lambda _: next(names))
+
+
+def test_a_repeat_becomes_a_series_and_later_repeats_are_flushed_at_most_once_a_minute() -> None:
+    book = named_book()
+    first = book.observe(held(0))
+    assert first is not None
+    assert (first.kind, first.series.name, first.series.count) == ("create", "root-sync.0", 1)
+    second = book.observe(held(1))
+    assert second is not None
+    assert (second.kind, second.series.name, second.series.count) == ("series", "root-sync.0", 2)
+    assert [book.observe(held(1 + i)) for i in range(1, 999)] == [None] * 998, "counted, not written"
+    assert book.due(30, lambda key: held(30)) == [], "a flush waits a minute after the last write"
+    (flush,) = book.due(1 + SERIES_FLUSH_S, lambda key: held(999))
+    assert (flush.kind, flush.series.count, flush.series.last) == ("series", 1000, 999)
+    assert series_patch(flush) == {
+        "series": {"count": 1000, "lastObservedTime": "1970-01-01T00:16:39.000000Z"}
+    }
+    assert book.due(2 + SERIES_FLUSH_S, lambda key: held(999)) == [], "nothing new to write"
+
+
+def test_another_reason_or_object_is_another_event_and_a_long_gap_starts_a_new_one() -> None:
+    book = named_book()
+    writes = [
+        book.observe(held(0)),
+        book.observe(Occurrence.of(ROOT, "ScaledUp", "5000 objects need ...", 1)),
+        book.observe(held(2, "another note: the same series")),
+        book.observe(
+            Occurrence.of(Regarding("v", "RootSync", "ns", "other", "uid-2"), "ScaleDownPostponed", "", 3)
+        ),
+        book.observe(held(3 + SERIES_GAP_S)),
+    ]
+    kinds = [(w.kind, w.series.name, w.series.count) if w else None for w in writes]
+    assert kinds == [
+        ("create", "root-sync.0", 1),
+        ("create", "root-sync.1", 1),
+        ("series", "root-sync.0", 2),
+        ("create", "root-sync.2", 1),
+        ("create", "root-sync.3", 1),
+    ]
+
+
+def test_an_ended_series_is_forgotten() -> None:
+    book = named_book()
+    book.observe(held(0))
+    assert book.due(SERIES_GAP_S + 1, lambda key: held(0)) == []
+    assert book.series == {}
+
+
+def test_the_event_as_created() -> None:
+    write = named_book().observe(held(1764064800.25))
+    assert write is not None
+    assert event_body(write, "objcount-autoscaler-7d9-x") == {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "root-sync.0", "namespace": "config-management-system"},
+        "eventTime": "2025-11-25T10:00:00.250000Z",
+        "reportingController": "objcount.dev/autoscaler",
+        "reportingInstance": "objcount-autoscaler-7d9-x",
+        "action": "Hold",
+        "reason": "ScaleDownPostponed",
+        "type": "Normal",
+        "note": "lower target held 10s of 600s",
+        "regarding": {
+            "apiVersion": "configsync.gke.io/v1beta1",
+            "kind": "RootSync",
+            "namespace": "config-management-system",
+            "name": "root-sync",
+            "uid": "uid-1",
+        },
+    }
+
+
+# ----- what a reconcile records ----------------------------------------------------------------------------
+def with_uid(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta = {"name": KEY.name, "namespace": KEY.namespace, "uid": "uid-1", "generation": 1}
+    return {"metadata": {**meta, "annotations": annotations or {}}}
+
+
+def recorded(cluster: FakeCluster, *observed: ObjectCounts, step_s: float = 0.0) -> list[tuple[str, str]]:
+    r = rig(cluster)
+    seen: list[Occurrence] = []
+    r.executor.events = seen.append
+    for counts in observed:
+        r.reconcile(counts, with_uid())
+        r.clock.now += step_s
+    return [(o.reason, o.type) for o in seen]
+
+
+def test_a_scale_up_a_held_scale_down_and_a_scale_down_are_recorded() -> None:
+    assert recorded(FakeCluster(size=AT_100), ObjectCounts(5000, 5000)) == [("ScaledUp", "Normal")]
+    held_then_down = recorded(FakeCluster(size=AT_5000), *[ObjectCounts(1000, 1000)] * 2, step_s=DELAY)
+    assert held_then_down == [("ScaleDownPostponed", "Normal"), ("ScaledDown", "Normal")]
+    assert recorded(FakeCluster(size=AT_1000), ObjectCounts(1000, 1000)) == [], "unchanged: no Event"
+
+
+def test_a_held_size_a_failed_apply_and_an_oom_floor_are_warnings() -> None:
+    assert recorded(FakeCluster(size=AT_100, owner="declared in git"), ObjectCounts(5000, 5000)) == [
+        ("HeldByOwner", "Warning")
+    ]
+    assert recorded(FakeCluster(size=AT_100, failing={"apply"}), ObjectCounts(5000, 5000)) == [
+        ("ApplyFailed", "Warning")
+    ]
+    killed = FakeCluster(size=AT_1000, oom_kill=OomKill("2026-11-25T12:00:00Z", 352))
+    assert recorded(killed, ObjectCounts(1000, 1000)) == [
+        ("OomFloorRaised", "Warning"),
+        ("ScaledUp", "Normal"),
+    ]
+
+
+def test_an_rsync_without_a_uid_gets_no_event_and_the_reconcile_goes_on() -> None:
+    r = rig(FakeCluster(size=AT_100))
+    seen: list[Occurrence] = []
+    r.executor.events = seen.append
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP  # test_step's RSync has no uid
+    assert seen == []
+
+
+# ----- the writer -----------------------------------------------------------------------------------------
+@dataclass
+class FakeEventsApi:
+    """The two calls the writer makes; `gate` holds them (a slow API server), `refuse` fails them."""
+
+    gate: threading.Event = field(default_factory=threading.Event)
+    refuse: bool = False
+    created: list[dict[str, Any]] = field(default_factory=list)
+    patched: list[tuple[str, object]] = field(default_factory=list)
+
+    def create(
+        self, resource: kubeapi.Resource, namespace: str | None, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.gate.wait()
+        if self.refuse:
+            raise kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden")
+        self.created.append(body)
+        return body
+
+    def patch(
+        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: object
+    ) -> dict[str, Any]:
+        self.gate.wait()
+        if self.refuse:
+            raise kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden")
+        self.patched.append((name, body))
+        return {}
+
+
+def test_a_slow_api_server_never_blocks_a_recording_and_a_burst_writes_two_requests() -> None:
+    api = FakeEventsApi()
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()  # type: ignore[arg-type]
+    for i in range(1000):
+        writer.record(held(float(i) / 1000))  # the API server holds every request: none of these waits
+    api.gate.set()
+    wait_for(lambda: api.created and api.patched, timeout=10, what="the Event and its series written")
+    writer.stop()
+    assert len(api.created) == 1
+    assert [name for name, _ in api.patched] == [api.created[0]["metadata"]["name"]]
+
+
+def test_a_refused_event_is_counted_and_tried_again_as_a_new_event() -> None:
+    api = FakeEventsApi(refuse=True)
+    api.gate.set()
+    before = metric("objcount_event_write_errors_total", reason="Forbidden")
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()  # type: ignore[arg-type]
+    writer.record(held(0))
+    writer.record(held(1))
+    writer.stop()
+    assert metric("objcount_event_write_errors_total", reason="Forbidden") == before + 2
+    assert api.created == api.patched == []
+
+
+def test_a_full_queue_drops_and_counts() -> None:
+    writer = EventWriter(FakeEventsApi(), "pod-1")  # type: ignore[arg-type]  # not started: nothing drains
+    before = metric("objcount_event_write_errors_total", reason="dropped")
+    for i in range(1001):
+        writer.record(held(i))
+    assert metric("objcount_event_write_errors_total", reason="dropped") == before + 1
