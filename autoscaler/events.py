@@ -2,7 +2,8 @@
 `kubectl describe rootsync` shows what we did, as VPA, HPA and the cluster autoscaler show theirs.
 
 Repeats are aggregated into an event series the way client-go's event recorder does it: the first
-occurrence of a (regarding object, type, reason, action) creates an Event; the second, within six
+occurrence of a (regarding object, type, reason, action; and the note, for a change of size) creates
+an Event; the second, within six
 minutes of the last, patches it into a series (count 2); later ones only count in memory, and the
 series is patched with its count and last time at most once a minute. So a burst of reconciles that
 decide the same thing writes one Event and a few patches, never one Event each. The note is the first
@@ -49,7 +50,7 @@ EVENT_ERRORS = Counter(
 )
 
 EventType = Literal["Normal", "Warning"]
-Key = tuple["Regarding", str, str, str]
+Key = tuple["Regarding", str, str, str, str]
 # Every reason we write, with its type and action (README "Events" lists them).
 REASONS: dict[str, tuple[EventType, str]] = {
     "ScaledUp": ("Normal", "Scale"),
@@ -92,7 +93,11 @@ class Occurrence:
 
     @property
     def key(self) -> Key:
-        return self.regarding, self.type, self.reason, self.action
+        """What makes a repeat: a decision that holds a size repeats on every reconcile with a note that
+        only counts the seconds, so its note is not part of it (client-go's rule); a change of size is
+        told for each size (the restart cap keeps those few)."""
+        note = "" if self.action == "Hold" else self.note
+        return self.regarding, self.type, self.reason, self.action, note
 
 
 @dataclass(frozen=True)

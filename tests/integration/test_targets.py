@@ -3,11 +3,13 @@ leaves other containers and fields alone, and survives conflicts."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from prometheus_client import REGISTRY
 
@@ -23,6 +25,7 @@ from autoscaler.annotations import (
 )
 from autoscaler.codecs import resources_json, resources_of
 from autoscaler.controller import Controller, Scope
+from autoscaler.events import EventWriter
 from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
 from autoscaler.report import read_status
 from autoscaler.targets import (
@@ -35,8 +38,10 @@ from autoscaler.targets import (
     RSyncOverrideTarget,
     Target,
 )
+from controlplane.launcher import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory import kubeapi
+from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, reconciler_name
 from inventory.source_watch import SourceLayout
 from inventory.watch import WatchSettings
@@ -111,7 +116,7 @@ class Rig:
     def inventory(self, objects: int) -> None:
         self.api.patch(kubeapi.RESOURCEGROUP, self.namespace, self.key.name, resourcegroup(self.key, objects))
 
-    def start(self, target: Target) -> Controller:
+    def start(self, target: Target, events: EventWriter | None = None) -> Controller:
         self.controller = Controller(
             self.api,
             Scope.sidecar(self.key),
@@ -121,6 +126,7 @@ class Rig:
             profile=PROFILE,
             hysteresis=Hysteresis(DELAY, 100),
             clock=self.clock,
+            events=None if events is None else events.record,
         ).start()
         return self.controller
 
@@ -654,3 +660,65 @@ def test_deployment_target_with_a_concurrent_writer_on_the_deployment(rig: Rig) 
     assert containers["git-sync"]["args"] == [f"--round={rounds[0] - 1}"]
     assert deployment["metadata"]["labels"]["other-round"] == str(rounds[0] - 1)
     assert rounds[0] > 0
+
+
+# ----- Events -----------------------------------------------------------------------------------------------
+def events_on(api: kubeapi.KubeApi, namespace: str, uid: str) -> list[dict[str, Any]]:
+    """Our Events about the object of `uid`, as the API server stores them (read here, not by the code
+    under test)."""
+    page = orjson.loads(api.list_page(kubeapi.EVENT, namespace))
+    return [
+        e
+        for e in page.get("items") or []
+        if (e.get("regarding") or {}).get("uid") == uid
+        and e.get("reportingController") == "objcount.dev/autoscaler"
+    ]
+
+
+def test_decisions_are_events_on_the_rsync_kubectl_describe_shows_and_a_burst_writes_few(
+    rig: Rig, control_plane: LocalControlPlane
+) -> None:
+    """A scale-up and a held scale-down are Events on the RootSync (`kubectl describe` lists them); then
+    1,000 reconciles that hold the same scale-down write no new Event: the one Event becomes a series."""
+    uid = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["uid"]
+    writer = EventWriter(rig.api, "test-replica").start()
+    controller = rig.start(DeploymentTarget(rig.api, namespace=rig.namespace), writer)
+    rig.commit(5000)
+    rig.inventory(5000)
+    wait_for(
+        lambda: requests(rig.template_resources()) == requests(at(5000)), what="scale-up to 5,000 objects"
+    )
+    rig.commit(100)
+    rig.inventory(100)
+    wait_for(lambda: controller.decisions[rig.key].lower_since is not None, what="the scale-down held")
+    wait_for(lambda: controller.observed(rig.key).source == 100, what="source count")
+    controller.stop()  # from here on, the only reconciles are the burst's
+    rsync_now = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
+    for _ in range(1000):
+        assert controller.executor.reconcile(rig.key, rsync_now, ObjectCounts(100, 100)) == Outcome.POSTPONED
+    writer.stop()
+    reasons = sorted(e["reason"] for e in events_on(rig.api, rig.namespace, uid))
+    # Two scale-ups (the defaults to 100 objects' size, then 5,000's): one Event each; one held scale-down.
+    assert reasons == ["ScaleDownPostponed", "ScaledUp", "ScaledUp"], reasons
+    (held,) = [e for e in events_on(rig.api, rig.namespace, uid) if e["reason"] == "ScaleDownPostponed"]
+    assert held["type"] == "Normal"
+    assert held["series"]["count"] >= 2, "the repeats made it a series"
+    described = subprocess.run(
+        [
+            str(control_plane.bin_dir / "kubectl"),
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "describe",
+            "rootsync",
+            rig.key.name,
+            "-n",
+            rig.namespace,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    events = described[described.index("Events:") :]
+    assert "ScaledUp" in events
+    assert "ScaleDownPostponed" in events
+    assert "objcount.dev/autoscaler" in events
