@@ -20,11 +20,12 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync and metrics-server, built once and cached
+## Config Sync, metrics-server and promtool (it tests the alert rules), built once and cached
 binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
 	@bash controlplane/build_configsync.sh >/dev/null
 	@bash controlplane/build_metrics_server.sh >/dev/null
+	@bash controlplane/build_promtool.sh >/dev/null
 
 ## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)
 image: install node-packages

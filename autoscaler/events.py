@@ -145,9 +145,7 @@ class SeriesBook:
         self.series[occurrence.key] = counted
         return None
 
-    def due(
-        self, now: float, template: Callable[[Key], Occurrence]
-    ) -> list[Write]:
+    def due(self, now: float, template: Callable[[Key], Occurrence]) -> list[Write]:
         """Series patches due at `now` (counts not written for SERIES_FLUSH_S), and forget series that
         ended (no occurrence for SERIES_GAP_S, their last count written)."""
         writes = []

@@ -26,6 +26,7 @@ from autoscaler.metrics import (
     APPLY_ERRORS,
     CALIBRATION_FACTOR,
     CALIBRATIONS,
+    COUNT_UNKNOWN,
     DECISIONS,
     OBJECTS,
     OOM_FLOORS,
@@ -139,6 +140,7 @@ class Executor:
         for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
             if value is not None:
                 OBJECTS.labels(str(key), name).set(value)
+        COUNT_UNKNOWN.labels(str(key)).set(0 if plan.counts.known else 1)
         if plan.reverted_to is not None:
             self._reverted(key, plan)
         if plan.oom_raised is not None:
@@ -301,7 +303,7 @@ class Executor:
         self.states.pop(key, None)
         with self._peaks_lock:
             self.peaks.pop(key, None)
-        for gauge in (WORKING_SET, CALIBRATION_FACTOR):
+        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN):
             with contextlib.suppress(KeyError):
                 gauge.remove(str(key))
         for gauge, labels in (

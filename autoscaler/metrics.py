@@ -57,3 +57,8 @@ CALIBRATIONS = Counter(
     "Calibrations learned after a finished sync, by direction (first, lowered, raised).",
     ["direction"],
 )
+COUNT_UNKNOWN = Gauge(
+    "objcount_count_unknown",
+    "1 while a count of the RSync is unknown (its source or its inventory): no scale-down until both are.",
+    ["rsync"],
+)

@@ -156,12 +156,18 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         lambda: limited.create(
             kubeapi.POD, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}
         ),
+        # Events: written and patched, never read back, deleted or listed.
+        lambda: limited.list_page(kubeapi.EVENT, namespace),
+        lambda: limited.delete(kubeapi.EVENT, namespace, "any"),
+        lambda: limited.get(kubeapi.EVENT, namespace, "any"),
     ):
         with pytest.raises(kubeapi.Forbidden):
             call()
     # And what it does need is allowed (the call reaches the object: NotFound, not Forbidden).
     with pytest.raises(kubeapi.NotFound):
         limited.get(kubeapi.DEPLOYMENT, namespace, "no-such-reconciler")
+    with pytest.raises(kubeapi.NotFound):
+        limited.patch(kubeapi.EVENT, elsewhere, "no-such-event", {"series": {"count": 2}})
     for resource in (
         kubeapi.ROOTSYNC,
         kubeapi.REPOSYNC,

@@ -1,0 +1,126 @@
+"""The shipped alert rules and dashboard: the rules pass `promtool test rules` (the real promtool, built
+from the pinned Prometheus module), the PrometheusRule holds the same rules, and every metric the rules,
+their tests and the dashboard name is one the service exports."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+import autoscaler.events
+import autoscaler.metrics
+import autoscaler.service
+import autoscaler.webhook
+import inventory.metrics
+from controlplane.seed import REPO_ROOT
+
+MONITORING = REPO_ROOT / "manifests" / "monitoring"
+RULES = MONITORING / "rules.yaml"
+RULES_TEST = REPO_ROOT / "tests" / "monitoring" / "rules-test.yaml"
+DASHBOARD = MONITORING / "dashboard.json"
+_REGISTERED_ON_IMPORT = (
+    autoscaler.events,
+    autoscaler.metrics,
+    autoscaler.service,
+    autoscaler.webhook,
+    inventory.metrics,
+)
+
+
+@pytest.fixture(scope="module")
+def promtool() -> Path:
+    """promtool from the pinned module, built once and cached (controlplane/build_promtool.sh)."""
+    built = subprocess.run(
+        ["bash", str(REPO_ROOT / "controlplane" / "build_promtool.sh")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return Path(built.stdout.strip().splitlines()[-1]) / "promtool"
+
+
+def run(promtool: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(promtool), *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_the_rules_pass_promtool_check_and_their_tests(promtool: Path) -> None:
+    checked = run(promtool, "check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 6 rules found" in checked.stdout
+    tested = run(promtool, "test", "rules", str(RULES_TEST))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_promtool_fails_a_rule_test_that_does_not_hold(promtool: Path, tmp_path: Path) -> None:
+    """The check above can fail: a test expecting the OOM alert where nothing was killed is refused."""
+    wrong = yaml.safe_load(RULES_TEST.read_text())
+    wrong["rule_files"] = [str(RULES)]
+    wrong["tests"][0]["input_series"][0]["values"] = "0x30"
+    path = tmp_path / "wrong.yaml"
+    path.write_text(yaml.safe_dump(wrong))
+    assert run(promtool, "test", "rules", str(path)).returncode != 0
+
+
+def test_the_prometheus_rule_holds_the_rules_file() -> None:
+    (rule,) = list(yaml.safe_load_all((MONITORING / "prometheus-rule.yaml").read_text()))
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+
+
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+def exported() -> set[str]:
+    """Every series name the service's registry exports, labelled or not yet (prometheus_client names a
+    counter's family without its `_total`)."""
+    return {
+        family.name + suffix
+        for family in REGISTRY.collect()
+        if family.name.startswith("objcount_")
+        for suffix in SUFFIXES.get(family.type, ("",))
+    }
+
+
+def names_in(text: str) -> set[str]:
+    return set(re.findall(r"\bobjcount_[a-z_]+\b", text))
+
+
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    return queries
+
+
+@pytest.mark.parametrize("source", ["rules", "rule tests", "dashboard"])
+def test_every_metric_named_is_one_the_service_exports(source: str) -> None:
+    text = {
+        "rules": RULES.read_text(),
+        "rule tests": "\n".join(
+            s["series"] for t in yaml.safe_load(RULES_TEST.read_text())["tests"] for s in t["input_series"]
+        ),
+        "dashboard": "\n".join(dashboard_queries()),
+    }[source]
+    named = names_in(text)
+    assert named, source
+    assert named <= exported(), sorted(named - exported())
+
+
+def test_the_dashboard_shows_counts_sizes_usage_decisions_and_errors() -> None:
+    named = names_in("\n".join(dashboard_queries()))
+    for wanted in (
+        "objcount_objects",
+        "objcount_recommended",
+        "objcount_applied",
+        "objcount_reconciler_working_set_mib",
+        "objcount_decisions_total",
+        "objcount_reconcile_errors_total",
+        "objcount_apply_errors_total",
+    ):
+        assert wanted in named, wanted
