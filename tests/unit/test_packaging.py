@@ -193,3 +193,27 @@ def test_our_own_pods_take_no_service_links() -> None:
     for path in ("cluster/deployment.yaml", "sidecar/webhook.yaml"):
         (deployment,) = [i for i in manifests_in(REPO_ROOT / "manifests" / path) if i["kind"] == "Deployment"]
         assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False, path
+
+
+@pytest.mark.parametrize(("install", "allowed"), [("cluster", {9464}), ("sidecar", {9443, 9464})])
+def test_each_install_has_a_network_policy_for_its_own_pods_on_their_own_ports(
+    install: str, allowed: set[int]
+) -> None:
+    """Read here from the manifests: the policy selects exactly the Deployment's Pods (never Config Sync's),
+    lets in only these ports, and each is a port the Pods' container declares."""
+    objects = list(manifests_in(REPO_ROOT / "manifests" / install))
+    kustomization = (REPO_ROOT / "manifests" / install / "kustomization.yaml").read_text()
+    assert "- network-policy.yaml" in kustomization
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert "app" not in selector, "never a selector that could match Config Sync's reconciler Pods"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    ports = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    declared = {
+        p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c["ports"]
+    }
+    assert ports == allowed
+    assert ports <= declared
