@@ -219,6 +219,15 @@ def table(rows: list[Row], last: int = 18) -> Table:
     return view
 
 
+def row_line(row: Row) -> str:
+    """A row as one line of progress, for output that is not a terminal."""
+    return (
+        f"{row.elapsed:6.1f} s  commit {row.commit}  reconciler {row.reconciler}  source {row.source}  "
+        f"inventory {row.inventory}  recommended {row.recommended}  Deployment {row.deployment}  "
+        f"limit {row.cgroup_limit}  working set (peak) {row.memory}"
+    )
+
+
 def drive(demo: Demo, rows: list[Row], stop: threading.Event, once: bool, failed: list[str]) -> None:
     """Commit each phase's objects, and go on once it has settled (the table shows it meanwhile)."""
     while not stop.is_set():
@@ -262,9 +271,17 @@ def run_local(once: bool = False, live: bool = True) -> int:
     # ends the cycle, and the table is printed before the stack is removed.
     signal.signal(signal.SIGTERM, interrupt)
     console = Console()
+    # Piped (CI, `| tee`), a live view shows nothing until the end: print each step and row as a line.
+    live = live and console.is_terminal
     began = time.monotonic()
+    console.print(
+        "building or reusing Config Sync, the Kubernetes binaries and the node's images (cold: minutes)"
+    )
     build = build_configsync()
     stack = NodeStack(build_binaries(), [*node_images(), *configsync_node_images(build)])
+    console.print(
+        f"built or reused in {time.monotonic() - began:.0f} s; starting the local stack with a real node"
+    )
     failed: list[str] = []
     config_sync: NodeConfigSync | None = None
     stack.start()
@@ -293,8 +310,11 @@ def run_local(once: bool = False, live: bool = True) -> int:
                 for shown in _rows(demo, stop, rows):
                     view.update(table(shown))
         else:
-            for _ in _rows(demo, stop, rows):
-                pass
+            printed = 0
+            for shown in _rows(demo, stop, rows):
+                for row in shown[printed:]:
+                    console.print(row_line(row), highlight=False)
+                printed = len(shown)
             console.print(table(rows, last=len(rows)))
         outcome = "failed: " + "; ".join(failed) if failed else "done"
         console.print(

@@ -47,6 +47,9 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
     )
     out = result.stdout
     assert "cycle done" in out, out[-5000:]
+    # Piped, it says what it does from the start and prints each new row as it comes (issue 26).
+    assert out.index("building or reusing") < out.index("local stack with a real node ready"), out[:2000]
+    assert re.search(r"^ *\d+\.\d s  commit 800 objects  reconciler ", out, re.M), out[:5000]
     (surface,) = re.findall(r"the API server serves (\d+) resource types", out)
     by_hand = sizes(int(surface))
     expected = {phase: f"{cpu}/{memory}" for phase, (cpu, memory) in by_hand.items()}
