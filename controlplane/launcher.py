@@ -78,6 +78,22 @@ def _openssl(*args: str | Path) -> None:
 _SERVER_PORTS = range(20000, 32768)
 
 
+def _ca_and_client(
+    ca: Path, client: Path, *, ca_subject: str, client_subject: str, key: tuple[str, ...]
+) -> None:
+    """A CA (`ca`, its key beside it as `.key`) and a client certificate it signs (`client`, key `.key`)."""
+    new_key = (*key, "-nodes", "-keyout")
+    ca_key, client_key, request = (
+        ca.with_suffix(".key"),
+        client.with_suffix(".key"),
+        client.with_suffix(".csr"),
+    )
+    _openssl("req", "-x509", *new_key, ca_key, "-days", "7", "-out", ca, "-subj", ca_subject)
+    _openssl("req", *new_key, client_key, "-out", request, "-subj", client_subject)
+    signer = ("-CA", ca, "-CAkey", ca_key, "-CAcreateserial")
+    _openssl("x509", "-req", "-in", request, *signer, "-days", "7", "-out", client)
+
+
 def free_port() -> int:
     """A loopback port nothing listens on now, outside the ephemeral range (see _SERVER_PORTS)."""
     choices = _server_ports()
@@ -328,30 +344,12 @@ class LocalControlPlane:
     def _write_kubelet_client_certificate(self) -> None:
         """A CA and the API server's client certificate for the kubelet (logs, exec, the summary API), in
         the group the API server authorizes everything for, as kubeadm makes it."""
-        certs = self.work_dir / "certs"
-        ca_key, client_key, request = (
-            certs / "client-ca.key",
-            certs / "kubelet-client.key",
-            certs / "client.csr",
-        )
-        new_key = ("-newkey", "rsa:2048", "-nodes", "-keyout")
-        _openssl(
-            "req",
-            "-x509",
-            *new_key,
-            ca_key,
-            "-days",
-            "7",
-            "-out",
+        _ca_and_client(
             self.client_ca_file,
-            "-subj",
-            "/CN=local-ca",
-        )
-        subject = "/O=system:masters/CN=kube-apiserver-kubelet-client"
-        _openssl("req", *new_key, client_key, "-out", request, "-subj", subject)
-        signer = ("-CA", self.client_ca_file, "-CAkey", ca_key, "-CAcreateserial")
-        _openssl(
-            "x509", "-req", "-in", request, *signer, "-days", "7", "-out", self.kubelet_client_certificate
+            self.kubelet_client_certificate,
+            ca_subject="/CN=local-ca",
+            client_subject="/O=system:masters/CN=kube-apiserver-kubelet-client",
+            key=("-newkey", "rsa:2048"),
         )
 
     @property
@@ -378,27 +376,12 @@ class LocalControlPlane:
         it proxies to an aggregated API, as kubeadm makes them. A separate CA, as kubeadm's: a certificate
         from the kubelet's client CA must not be able to assert any user to an extension API server.
         P-256 keys: made in milliseconds, where each RSA key costs tens of them at every stack start."""
-        certs = self.work_dir / "certs"
-        ca_key, request = certs / "front-proxy-ca.key", certs / "front-proxy-client.csr"
-        new_key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout")
-        _openssl(
-            "req",
-            "-x509",
-            *new_key,
-            ca_key,
-            "-days",
-            "7",
-            "-out",
+        _ca_and_client(
             self.front_proxy_ca_file,
-            "-subj",
-            "/CN=front-proxy-ca",
-        )
-        _openssl(
-            "req", *new_key, self.front_proxy_client_key, "-out", request, "-subj", "/CN=front-proxy-client"
-        )
-        signer = ("-CA", self.front_proxy_ca_file, "-CAkey", ca_key, "-CAcreateserial")
-        _openssl(
-            "x509", "-req", "-in", request, *signer, "-days", "7", "-out", self.front_proxy_client_certificate
+            self.front_proxy_client_certificate,
+            ca_subject="/CN=front-proxy-ca",
+            client_subject="/CN=front-proxy-client",
+            key=("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
         )
 
     def _start_etcd(self) -> None:
