@@ -15,8 +15,6 @@ cache_root=${OBJCOUNT_MS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autosca
 
 fail() { echo "build_metrics_server.sh: $*" >&2; exit 1; }
 
-command -v go >/dev/null 2>&1 || fail "the Go toolchain is required to build metrics-server (go not found on PATH)"
-
 # The release the wrapper module pins, with its tag's commit and date (what upstream's Makefile stamps
 # into the binary; the module proxy's record of the tag: `go list -m -json sigs.k8s.io/metrics-server@v0.8.0`).
 version=v0.8.0
@@ -25,29 +23,12 @@ tag_date=2025-07-03T08:11:27Z
 pinned=$(awk '$1 == "sigs.k8s.io/metrics-server" { print $2; exit }' "$mod/go.mod")
 [[ "$pinned" == "$version" ]] \
   || fail "$mod/go.mod pins sigs.k8s.io/metrics-server ${pinned:-(none)}, this script $version: update both"
-source "$here/cache_entry.sh"
-pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
-out="$cache_root/metrics-server-$version-$pin_hash"
-
-if [[ -x "$out/metrics-server" ]]; then
-  echo "metrics-server $version cached in $out" >&2
-  echo "$out"
-  exit 0
-fi
-
-cd "$mod"
-export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
+source "$here/go_tool.sh"
+pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/go_tool.sh" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 # The version metrics-server reports (`--version`, /version) lives in client-go's version package, as in
 # upstream's Makefile; the tag's date rather than now, so the binary does not depend on when it was built.
 pkg=k8s.io/client-go/pkg/version
 ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=clean"
 ldflags+=" -X $pkg.buildDate=$tag_date"
-
-tmp="$out.partial.$$"
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"
-start=$(date +%s)
-echo "building metrics-server $version into $out (cold build: about 2 minutes on 2 cores)" >&2
-go build -trimpath -ldflags "$ldflags" -o "$tmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server \
-  || fail "go build of metrics-server failed (see above)"
-publish_cache_entry "$tmp" "$out" "$start"
+go_tool_entry metrics-server "$version" "$cache_root/metrics-server-$version-$pin_hash" "$mod" \
+  sigs.k8s.io/metrics-server/cmd/metrics-server "$ldflags" 2
