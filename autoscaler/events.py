@@ -51,7 +51,7 @@ EVENT_ERRORS = Counter(
 
 EventType = Literal["Normal", "Warning"]
 Key = tuple["Regarding", str, str, str, str]
-# Every reason we write, with its type and action (README "Events" lists them).
+# Every reason we write, with its type and action (docs/metrics.md "Events" lists them).
 REASONS: dict[str, tuple[EventType, str]] = {
     "ScaledUp": ("Normal", "Scale"),
     "ScaledDown": ("Normal", "Scale"),

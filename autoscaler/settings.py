@@ -3,7 +3,7 @@ optional YAML file (`OBJCOUNT_CONFIG_FILE`, or `objcount run --config FILE`); th
 
 Built in `main()`, never at import. Invalid settings are reported all at once (exit code 2).
 
-    python -m autoscaler.settings     # the Markdown table of every setting (the README's copy is tested)
+    python -m autoscaler.settings     # the Markdown table of every setting (docs/settings.md, tested)
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _choices(registry: Mapping[str, object]) -> dict[str, Any]:
 
 
 class Settings(BaseSettings):
-    """Every setting of the service. Field descriptions are the documentation (README table)."""
+    """Every setting of the service. Field descriptions are the documentation (docs/settings.md)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
 

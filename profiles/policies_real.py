@@ -614,7 +614,7 @@ def net_savings(results: Sequence[Result]) -> str:
             saved = (theirs.mib_hours - ours.mib_hours - own[mode] for mode in ("sidecar", "cluster"))
             cells.append(" / ".join(f"{value:+.2f}" for value in saved))
         lines.append(f"| {shape} | {' | '.join(cells)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""  # nothing to set ours against
 
 
 def trace_path(out: Path, shape: str, policy: str) -> Path:
@@ -688,7 +688,8 @@ def run(shapes: list[str], policies: list[str], args: argparse.Namespace) -> lis
             write_trace(trace_path(out, shape, policy), samples)
             append(table, result)
     results = read_results(table)
-    (out / "policies-real.md").write_text(markdown(results) + "\n" + net_savings(results))
+    savings = net_savings(results)
+    (out / "policies-real.md").write_text(markdown(results) + (f"\n{savings}" if savings else ""))
     plot(results, out, out / "policies-real.png")
     return results
 
@@ -721,7 +722,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.table_only:
         results = read_results(args.out / "policies-real.csv")
-        print(markdown(results) + "\n" + net_savings(results))
+        savings = net_savings(results)
+        print(markdown(results) + (f"\n{savings}" if savings else ""))
         return
     shapes = [s for s in args.shapes.split(",") if s]
     policies = [p for p in args.policies.split(",") if p]

@@ -40,5 +40,6 @@ def test_policies_side_by_side_small_run_end_to_end(control_plane_bin_dir: Path,
     with (out / "traces" / "configmaps-autopilot.csv").open() as handle:
         limits = {row["limit_mib"] for row in csv.DictReader(handle) if row["pod"]}
     assert limits == {"512.0"}
+    # A header, its rule and a row a policy; no net saving (ours was not run: nothing to set against).
     assert (out / "policies-real.md").read_text().count("\n") == 2 + len(rows)
     assert (out / "policies-real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -75,6 +75,7 @@ def test_reader_reports_counts_and_where_they_are_stored(
         "IN",
         "RECOMMENDED",
         "APPLIED",
+        "CALIBRATED",
         "HELD",
         "BY",
         "OWNER",

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from profiles.policies_real import Sample, mib_hours, peak_above_request, restarts_and_kills
+from profiles.policies_real import (
+    Result,
+    Sample,
+    mib_hours,
+    net_savings,
+    own_mib_hours,
+    peak_above_request,
+    restarts_and_kills,
+)
 from profiles.rivals import Change, VpaLike, prototype_memory_mib
 
 
@@ -72,3 +80,22 @@ def test_the_vpa_like_policy_recommends_the_90th_percentile_plus_15_percent() ->
     for t in range(700, 1400):
         vpa.observe(float(t), 50.0, 1)
     assert vpa.request_mib == pytest.approx(57.5)
+
+
+def run_of(policy: str, mib_h: float, seconds: float) -> Result:
+    return Result("configmaps", policy, 0, 0, [], mib_h, 100.0, 0.0, None, seconds)
+
+
+def test_our_own_requests_are_added_to_ours_and_the_net_saving_set_against_each_static_default() -> None:
+    """By hand, from manifests/: sidecar mode 64 MiB + 128 MiB / 10 RSyncs = 76.8 MiB, cluster mode
+    256 / 10 = 25.6 MiB, over a 3,600 s run: 76.8 and 25.6 MiB-h. Ours reserved 20 MiB-h: against static
+    Standard's 30, 30 - 20 - 76.8 = -66.8 and 30 - 20 - 25.6 = -15.6; against Autopilot's 150, +53.2 and
+    +104.4."""
+    ours = run_of("ours (default)", 20.0, 3600.0)
+    assert own_mib_hours(ours) == pytest.approx({"sidecar": 76.8, "cluster": 25.6})
+    assert own_mib_hours(run_of("static Standard", 30.0, 3600.0)) == {}
+    table = net_savings(
+        [ours, run_of("static Standard", 30.0, 3600.0), run_of("static Autopilot", 150.0, 3600.0)]
+    )
+    assert table.splitlines()[2] == "| configmaps | -66.80 / -15.60 | +53.20 / +104.40 |"
+    assert net_savings([run_of("static Standard", 30.0, 3600.0)]) == "", "nothing to set ours against"
