@@ -44,9 +44,11 @@ _STR_TAG = "tag:yaml.org,2002:str"
 # anchors and aliases, tags, merge keys, directives, complex and flow-collection keys (unhashable).
 # A flow collection in key position (`{{ .Values.x }}` of a Helm template, `{ [a]: b }`) is unhashable
 # for the full loader and refused by rapidyaml: such files go straight to the full loader.
+# The Unicode line breaks libyaml folds (NEL, LS, PS: a `kind: \x85` is " " to it) and rapidyaml keeps.
 _NEEDS_FULL_LOADER = (
     *(b"&", b"*", b"!", b"<<", b"%", b"? ", b"?\n", b"?\t", b"]:", b"}:", b"] :", b"} :"),
     *(b"{{", b"{ {", b"{[", b"{ [", b"[[", b"[ [", b"[{", b"[ {", b",{", b", {", b",[", b", ["),
+    *("\u0085".encode(), "\u2028".encode(), "\u2029".encode()),
 )
 # Plain scalars that PyYAML turns into dates (and fails on when the date is impossible).
 _TIMESTAMP = re.compile(rb"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")

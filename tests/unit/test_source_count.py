@@ -38,6 +38,9 @@ CASES = {
     "empty": "",
     "comments-only": "# nothing here\n# at all\n",
     "empty-documents": "---\n---\n# c\n---\n" + CM + "---\n",
+    # Unicode line breaks inside a plain scalar: libyaml folds them (found by the fuzzer below).
+    "next-line-in-kind": "apiVersion: '0'\nkind: \x85\n",
+    "line-separator-after-kind": "apiVersion: v1\nkind: ConfigMap\u2028\u2029\n",
     "document-end-markers": CM + "...\n---\n" + CM + "...\n",
     "no-kind": "apiVersion: v1\nmetadata: {name: a}\n",
     "no-apiversion": "kind: ConfigMap\n",
