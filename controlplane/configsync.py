@@ -33,7 +33,7 @@ from autoscaler.targets import reconciler_pod
 from controlplane import images
 from controlplane.git_server import GitServer
 from controlplane.images import CONFIGSYNC_REGISTRY, GIT_SYNC_IMAGE, OTEL_IMAGE
-from controlplane.launcher import ControlPlaneError
+from controlplane.launcher import ControlPlaneError, run_build_script
 from controlplane.seed import JSON, REPO_ROOT, install_crds, manifests_in
 from controlplane.stack import NodeStack, running_node_stack
 from inventory import kubeapi
@@ -133,15 +133,8 @@ def build_configsync() -> ConfigSyncBuild:
     cached = os.environ.get("OBJCOUNT_CS_DIR")
     if cached:
         return ConfigSyncBuild(Path(cached))
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise ControlPlaneError(
-            f"building Config Sync {VERSION} failed (exit {result.returncode}); see above. The source comes "
-            "from OBJCOUNT_CONFIGSYNC_SOURCE (an archive or directory), else from git."
-        )
-    return ConfigSyncBuild(Path(result.stdout.strip().splitlines()[-1]))
+    hint = " The source comes from OBJCOUNT_CONFIGSYNC_SOURCE (an archive or directory), else from git."
+    return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {VERSION}", hint))
 
 
 def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:

@@ -283,53 +283,37 @@ def _distroless_rootfs(directory: Path) -> None:
     os.chown(directory / "home" / "nonroot", DISTROLESS_UID, DISTROLESS_UID)
 
 
+def _static_binary_image(name: str, binary: Path, user: str) -> Image:
+    """A static binary as `/<its name>`, the entrypoint, on the distroless stand-in, run as `user`."""
+    began = time.monotonic()
+    with _cached(name, _key(binary, Path(__file__))) as (archive, build):
+        if build:
+            _require("buildah")
+            with tempfile.TemporaryDirectory(prefix="objcount-static-") as tmp:
+                root = Path(tmp) / "root"
+                _distroless_rootfs(root)
+                shutil.copy2(binary, root / binary.name)
+                tar = Path(tmp) / "rootfs.tar"
+                _run(["tar", "-C", str(root), "-cf", str(tar), "."])
+                _from_rootfs(name, tar, "--entrypoint", f'["/{binary.name}"]', "--user", user)
+            _push(name, name, archive)
+    return Image(name, archive, time.monotonic() - began)
+
+
 def configsync_images(bin_dir: Path, version: str) -> list[Image]:
     """`reconciler` and `reconciler-manager` from the built binaries, named as the release names them."""
-    images = []
-    for binary in ("reconciler", "reconciler-manager"):
-        name = f"{CONFIGSYNC_REGISTRY}/{binary}:{version}"
-        began = time.monotonic()
-        with _cached(name, _key(bin_dir / binary, Path(__file__))) as (archive, build):
-            if build:
-                _require("buildah")
-                with tempfile.TemporaryDirectory(prefix="objcount-cs-") as tmp:
-                    root = Path(tmp) / "root"
-                    _distroless_rootfs(root)
-                    shutil.copy2(bin_dir / binary, root / binary)
-                    tar = Path(tmp) / "rootfs.tar"
-                    _run(["tar", "-C", str(root), "-cf", str(tar), "."])
-                    user = f"{DISTROLESS_UID}:{DISTROLESS_UID}"
-                    _from_rootfs(name, tar, "--entrypoint", f'["/{binary}"]', "--user", user)
-                _push(name, name, archive)
-        images.append(Image(name, archive, time.monotonic() - began))
-    return images
+    user = f"{DISTROLESS_UID}:{DISTROLESS_UID}"
+    return [
+        _static_binary_image(f"{CONFIGSYNC_REGISTRY}/{binary}:{version}", bin_dir / binary, user)
+        for binary in ("reconciler", "reconciler-manager")
+    ]
 
 
 # ----- metrics-server ---------------------------------------------------------------------------------------
 def metrics_server_image(bin_dir: Path) -> Image:
     """metrics-server as its release image is made (distroless/static, `USER 65534`, the static binary as
     `/metrics-server`), with the binary built here (`bin_dir/metrics-server`) on the distroless stand-in."""
-    binary = bin_dir / "metrics-server"
-    began = time.monotonic()
-    with _cached(METRICS_SERVER_IMAGE, _key(binary, Path(__file__))) as (archive, build):
-        if build:
-            _require("buildah")
-            with tempfile.TemporaryDirectory(prefix="objcount-ms-") as tmp:
-                root = Path(tmp) / "root"
-                _distroless_rootfs(root)
-                shutil.copy2(binary, root / "metrics-server")
-                tar = Path(tmp) / "rootfs.tar"
-                _run(["tar", "-C", str(root), "-cf", str(tar), "."])
-                _from_rootfs(
-                    METRICS_SERVER_IMAGE,
-                    tar,
-                    "--entrypoint",
-                    '["/metrics-server"]',
-                    "--user",
-                    "65534",
-                )
-            _push(METRICS_SERVER_IMAGE, METRICS_SERVER_IMAGE, archive)
-    return Image(METRICS_SERVER_IMAGE, archive, time.monotonic() - began)
+    return _static_binary_image(METRICS_SERVER_IMAGE, bin_dir / "metrics-server", "65534")
 
 
 def otel_image() -> Image:

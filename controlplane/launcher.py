@@ -58,13 +58,17 @@ def build_binaries() -> Path:
     """Build or reuse the pinned binaries; return the directory holding `etcd`, `kube-apiserver` and
     `kube-controller-manager`."""
     cached = os.environ.get("OBJCOUNT_CP_BIN_DIR")
-    if cached:
-        return Path(cached)
+    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "the control plane")
+
+
+def run_build_script(script: Path, what: str, hint: str = "") -> Path:
+    """Run one of the build scripts, which builds or reuses a cache entry and prints its directory last
+    (its progress goes to standard error, shown as it comes); that directory."""
     result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
     )
     if result.returncode != 0:
-        raise ControlPlaneError(f"building the control plane failed (exit {result.returncode}); see above")
+        raise ControlPlaneError(f"building {what} failed (exit {result.returncode}); see above.{hint}")
     return Path(result.stdout.strip().splitlines()[-1])
 
 

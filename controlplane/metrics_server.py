@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from controlplane import images
 from controlplane.images import METRICS_SERVER_IMAGE
-from controlplane.launcher import ControlPlaneError
+from controlplane.launcher import ControlPlaneError, run_build_script
 from controlplane.stack import NodeStack
 
 BUILD_SCRIPT = Path(__file__).with_name("build_metrics_server.sh")
@@ -50,14 +49,7 @@ def build_metrics_server() -> Path:
     """Build or reuse the pinned metrics-server; return the directory holding `metrics-server`.
     `OBJCOUNT_MS_BIN_DIR` names a directory holding one already (no build)."""
     cached = os.environ.get("OBJCOUNT_MS_BIN_DIR")
-    if cached:
-        return Path(cached)
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise ControlPlaneError(f"building metrics-server failed (exit {result.returncode}); see above")
-    return Path(result.stdout.strip().splitlines()[-1])
+    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "metrics-server")
 
 
 def metrics_server_image() -> images.Image:

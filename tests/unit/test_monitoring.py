@@ -18,6 +18,7 @@ import autoscaler.metrics
 import autoscaler.service
 import autoscaler.webhook
 import inventory.metrics
+from controlplane.launcher import run_build_script
 from controlplane.seed import REPO_ROOT
 
 MONITORING = REPO_ROOT / "manifests" / "monitoring"
@@ -36,13 +37,7 @@ _REGISTERED_ON_IMPORT = (
 @pytest.fixture(scope="module")
 def promtool() -> Path:
     """promtool from the pinned module, built once and cached (controlplane/build_promtool.sh)."""
-    built = subprocess.run(
-        ["bash", str(REPO_ROOT / "controlplane" / "build_promtool.sh")],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return Path(built.stdout.strip().splitlines()[-1]) / "promtool"
+    return run_build_script(REPO_ROOT / "controlplane" / "build_promtool.sh", "promtool") / "promtool"
 
 
 def run(promtool: Path, *args: str) -> subprocess.CompletedProcess[str]:
