@@ -1,22 +1,24 @@
 """The size-aware model: the reconciler's memory from its objects and their bytes, fitted to the real
 reconciler's measurements (`profiles.reconciler_memory`) and checked against every one of them.
 
-    python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
-        [--step 32] [--safety 0.10] [--held-out CSV ...]
+    python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv \
+        profiles/data/reconciler-memory-v1.22.0-real-node.csv [--step 32] [--safety 0.10] [--held-out CSV ...]
 
 Method: least squares `peak = a + sum(b_kind x objects of that kind) + c x KiB` through the points
-measured with the local stack's API surface (no `--extra-crds`), where `peak` is the reconciler's peak
-over the apply and the prune (the prune can cost more than the apply), the kinds those of the shape's
-manifests as our source counter reads them; a term that comes out negative is dropped. A kind gets a
-cost of its own only where a shape of that kind alone was measured (a mix's kinds always come in the
-same proportion: least squares cannot tell them apart); kinds with a Pod template cost a Deployment's;
-any other kind the source names costs the dearest measured kind without a Pod template; an object of no
-known kind (the inventory alone) the most expensive kind measured. Then a margin
-so that no point is above the plane (`a + max(residual)`), and a relative safety on every term
-(`--safety`). Rounding up to the step only adds headroom: under the printed preset every measured point
-is at or below its memory (checked before printing). The points with more CRDs installed give the cost of
-the API surface, MiB per resource type served beyond the local stack's (each CRD adds one), as the
-steepest rise from the local surface.
+measured with the local stack's API surface (no `--extra-crds`), weighted so that each point's *relative*
+error counts (a reconciler of 1 GiB misses by more MiB than one of 100 MiB; the bound it is judged by is
+relative too), where `peak` is the reconciler's peak over the apply and the prune (the prune can cost
+more than the apply), the kinds those of the shape's manifests as our source counter reads them; a term
+that comes out negative is dropped. A kind gets a cost of its own only where a shape of that kind alone
+was measured (a mix's kinds always come in the same proportion: least squares cannot tell them apart);
+a kind with a Pod template not measured costs the dearest of those measured; any other kind the source
+names costs the dearest measured kind without a Pod template; an object of no known kind (the inventory
+alone) the most expensive kind measured. Then the plane is scaled so that no point is above it (`x
+max(peak / plane)`: a relative margin, which does not lift a small repository by the largest one's
+miss), and a relative safety on every term (`--safety`). Rounding up to the step only adds headroom:
+under the printed preset every measured point is at or below its memory (checked before printing). The
+points with more CRDs installed give the cost of the API surface, MiB per resource type served beyond
+the local stack's (each CRD adds one), as the steepest rise from the local surface.
 
 The report, per point: the fit's error (the plane, plus the surface's rise for the wider surfaces), the
 size-aware preset's memory and the count-only default's, and each one's over-provisioning (memory /
@@ -88,17 +90,18 @@ def read_measured(path: Path) -> list[Measured]:
 
 
 def linear_fit(points: list[Measured], features: tuple[str, ...]) -> dict[str, float]:
-    """Least-squares `peak = base + sum(coefficient x feature)`. A feature that never varies in the
-    points cannot be told from the base and gets 0; one whose coefficient comes out negative is dropped
-    and the rest refitted: more objects, bytes or CRDs never need less memory."""
+    """Least-squares `peak = base + sum(coefficient x feature)`, minimising the relative error (each row
+    divided by its peak). A feature that never varies in the points cannot be told from the base and gets
+    0; one whose coefficient comes out negative is dropped and the rest refitted: more objects, bytes or
+    CRDs never need less memory."""
     import numpy  # noqa: PLC0415 - the [tools] extra
 
     rows = [p.features() for p in points]
     varying = [f for f in features if len({row.get(f, 0.0) for row in rows}) > 1]
+    peaks = numpy.array([p.peak_mib for p in points])
     while True:
         matrix = numpy.array([[1.0, *(float(row.get(f, 0.0)) for f in varying)] for row in rows])
-        peaks = numpy.array([p.peak_mib for p in points])
-        solution = numpy.linalg.lstsq(matrix, peaks, rcond=None)[0]
+        solution = numpy.linalg.lstsq(matrix / peaks[:, None], numpy.ones(len(points)), rcond=None)[0]
         coefficients = dict(zip(("base", *varying), (float(c) for c in solution), strict=True))
         negative = [f for f in varying if coefficients[f] < 0]
         if not negative:
@@ -134,9 +137,10 @@ SHIPPED_KINDS = frozenset({"ConfigMap", "Deployment"})
 def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
     local = local_surface(points)
     coefficients = linear_fit(local, base_features(local))
-    margin = max(0.0, *(p.peak_mib - predict(coefficients, p) for p in local))
-    grow = 1 + safety
-    base = math.ceil((coefficients["base"] + margin) * grow)
+    # No local point above the plane, scaled rather than lifted: a relative miss, like the bound.
+    margin = max(1.0, *(p.peak_mib / predict(coefficients, p) for p in local))
+    grow = (1 + safety) * margin
+    base = math.ceil(coefficients["base"] * grow)
     surface = mib_per_api_resource(points)
     # A kind's own cost only where a shape of that kind alone was measured: in a mix, whose kinds always
     # come in the same proportion, least squares cannot tell one kind's cost from another's.
@@ -164,7 +168,7 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
         mib_per_object_of_kind=tuple(sorted(shipped.items())),
         mib_per_object_of_other_kind=max(plain) if plain else None,
         mib_per_kib=_up(coefficients["kib"] * grow, 4),
-        mib_per_api_resource=_up((surface or 0.0) * grow, 4),
+        mib_per_api_resource=_up((surface or 0.0) * (1 + safety), 4),
         fit_api_resources=max(p.api_resources for p in local),
         step_mib=step_mib,
         min_mib=base,

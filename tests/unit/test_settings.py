@@ -116,9 +116,9 @@ def test_cli_recommend_defaults_to_size_aware_on_an_assumed_api_surface(
 ) -> None:
     assert main(["recommend", "--objects", "0"]) == 0
     out = capsys.readouterr().out
-    # 100 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 323.6 -> 352 MiB on the 32 MiB grid;
-    # CPU 352 x 1000 / 1024 = 343.75 -> 344m.
-    assert "reconciler: requests 344m/352Mi, limits 344m/352Mi" in out
+    # 96 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 319.6 -> 320 MiB on the 32 MiB grid;
+    # CPU 320 x 1000 / 1024 = 312.5 -> 313m.
+    assert "reconciler: requests 313m/320Mi, limits 313m/320Mi" in out
 
 
 def test_cli_recommend_shows_the_fitted_minimum(capsys: pytest.CaptureFixture[str]) -> None:
