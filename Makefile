@@ -20,10 +20,11 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync, metrics-server and promtool (it tests the alert rules), built once and cached
+## Config Sync (every pinned release), metrics-server and promtool (it tests the alert rules), built once and cached
 binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
-	@bash controlplane/build_configsync.sh >/dev/null
+	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/configsync-pins); do \
+	  bash controlplane/build_configsync.sh $$version >/dev/null || exit 1; done
 	@bash controlplane/build_metrics_server.sh >/dev/null
 	@bash controlplane/build_promtool.sh >/dev/null
 

@@ -1,7 +1,8 @@
 """Config Sync itself on the local stack with a real node: its CRDs and objects as released, its
 reconciler-manager and reconcilers built from the pinned source into images the kubelet runs.
 
-What runs is unmodified Config Sync v1.22.0: the objects of its `manifests/` (CRDs, ClusterRoles, the
+What runs is unmodified Config Sync, the release pinned in `configsync-pins` (v1.24.3 by default,
+v1.22.0 too: `OBJCOUNT_CONFIGSYNC_VERSION` chooses): the objects of its `manifests/` (CRDs, ClusterRoles, the
 reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
 with the images built here where the release names its images; kube-controller-manager creates the
 Pods, kube-scheduler binds them, the kubelet runs them with containerd and runc. PLAYED BY US: git-sync
@@ -42,9 +43,25 @@ from inventory.objects import Pod, RSync, block_of
 from inventory.sync_progress import sync_progress
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
+PINS = Path(__file__).with_name("configsync-pins")
 SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
 NAMESPACE = "config-management-system"
-VERSION = "v1.22.0"
+
+
+def pinned_versions(pins: Path = PINS) -> tuple[str, ...]:
+    """The Config Sync releases pinned (the first is the default), as build_configsync.sh reads them."""
+    lines = (line.split() for line in pins.read_text().splitlines() if line.strip())
+    return tuple(fields[0] for fields in lines if not fields[0].startswith("#"))
+
+
+VERSIONS = pinned_versions()
+DEFAULT_VERSION = VERSIONS[0]
+# The version this process builds and runs: the default, or another pinned one by name.
+VERSION = os.environ.get("OBJCOUNT_CONFIGSYNC_VERSION") or DEFAULT_VERSION
+if VERSION not in VERSIONS:
+    raise ControlPlaneError(
+        f"OBJCOUNT_CONFIGSYNC_VERSION={VERSION} is not pinned in {PINS} (pinned: {', '.join(VERSIONS)})"
+    )
 # The objects of Config Sync's `manifests/` a release installs, in order (its base kustomization, less
 # the resource-group controller). The otel collector's Pod is created and never run: its Deployment must
 # exist or the reconciler-manager reports an error every few seconds.
@@ -111,9 +128,15 @@ SIDECAR_TEMPLATE = "objcount-sidecar-template"  # the ConfigMap the webhook read
 
 @dataclass(frozen=True)
 class ConfigSyncBuild:
-    """A cache entry of build_configsync.sh: `bin/reconciler`, `bin/reconciler-manager`, `manifests/`."""
+    """A cache entry of build_configsync.sh: `bin/reconciler`, `bin/reconciler-manager`, `manifests/`,
+    and `PIN` (the release it was built from)."""
 
     root: Path
+
+    @property
+    def version(self) -> str:
+        pin = dict(line.split(" ", 1) for line in (self.root / "PIN").read_text().splitlines() if " " in line)
+        return pin["version"]
 
     @property
     def reconciler(self) -> Path:
@@ -128,13 +151,14 @@ class ConfigSyncBuild:
         return self.root / "manifests"
 
 
-def build_configsync() -> ConfigSyncBuild:
-    """Build or reuse Config Sync's binaries (`OBJCOUNT_CS_DIR` names a ready cache entry instead)."""
+def build_configsync(version: str = VERSION) -> ConfigSyncBuild:
+    """Build or reuse one pinned release's binaries (`OBJCOUNT_CS_DIR` names a ready cache entry of the
+    default version instead)."""
     cached = os.environ.get("OBJCOUNT_CS_DIR")
-    if cached:
+    if cached and ConfigSyncBuild(Path(cached)).version == version:
         return ConfigSyncBuild(Path(cached))
-    hint = " The source comes from OBJCOUNT_CONFIGSYNC_SOURCE (an archive or directory), else from git."
-    return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {VERSION}", hint))
+    hint = " The source comes from the archives in OBJCOUNT_CONFIGSYNC_ARCHIVES, else from git."
+    return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {version}", hint, version))
 
 
 def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:
@@ -145,7 +169,7 @@ def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = Non
         install_crds(api, manifests_in(build.manifests / name))
 
 
-def release_images(version: str = VERSION) -> dict[str, str]:
+def release_images(version: str) -> dict[str, str]:
     """The images the release's manifests name, by the placeholder its build replaces (as its Makefile's
     `sed` does): Config Sync's own from the pinned source, and our stand-ins (see controlplane.images)."""
     return {
@@ -301,7 +325,7 @@ def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
     """Config Sync's images for the real node: its own from the pinned source, git-sync's and the otel
     collector's stand-ins (PLAYED BY US; see controlplane.images)."""
     return [
-        *images.configsync_images(build.root / "bin", VERSION),
+        *images.configsync_images(build.root / "bin", build.version),
         images.git_sync_image(),
         images.otel_image(),
     ]
@@ -323,7 +347,10 @@ class NodeConfigSync:
         try:
             self.git = GitServer(self.stack.sandbox, self.stack.sandbox.work_dir / "git").start()
             install_config_sync(
-                self.api, self.build, polling_period=self.polling_period, images=release_images()
+                self.api,
+                self.build,
+                polling_period=self.polling_period,
+                images=release_images(self.build.version),
             )
             install_guard(self.api)  # as a user who installed us has it: Config Sync must run under it
         except BaseException:
@@ -484,10 +511,10 @@ def _rsync(kind: str, namespace: str, name: str, sync_dir: str) -> JSON:
 
 
 @contextlib.contextmanager
-def running_config_sync_on_node() -> Iterator[NodeConfigSync]:
-    """Build what is missing, start the stack with a real node and Config Sync on it (its reconciler-
-    manager running), stop and remove it all on exit."""
-    build = build_configsync()
+def running_config_sync_on_node(version: str = VERSION) -> Iterator[NodeConfigSync]:
+    """Build what is missing, start the stack with a real node and Config Sync `version` on it (its
+    reconciler-manager running), stop and remove it all on exit."""
+    build = build_configsync(version)
     with running_node_stack(configsync_node_images(build)) as stack:
         config_sync = NodeConfigSync(stack, build).start()
         try:

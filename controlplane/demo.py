@@ -3,7 +3,8 @@
 With no kubeconfig:
 1. the local stack in namespaces of its own (`controlplane.stack`): etcd, kube-apiserver,
    kube-controller-manager, kube-scheduler, a real kubelet with containerd and runc, kube-proxy;
-2. Config Sync v1.22.0 as released, its images built from the pinned source; its git-sync and otel-agent
+2. Config Sync as released (v1.24.3; OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0 for the other pinned release),
+   its images built from the pinned source; its git-sync and otel-agent
    are stand-in images (PLAYED BY US: see `controlplane.images`), and a git server on the node's network
    serves the sample repository;
 3. our sidecar installed as the README says: the webhook runs as Pods of our image (built from this
@@ -186,7 +187,7 @@ def _memory(shown: str) -> Fraction | None:
 
 def table(rows: list[Row], last: int = 18) -> Table:
     view = Table(
-        title=f"{SAMPLE} on Config Sync v1.22.0: object counts and the reconciler's size "
+        title=f"{SAMPLE} on Config Sync {VERSION}: object counts and the reconciler's size "
         f"(scale-down delay {SCALE_DOWN_DELAY} s)",
         caption="source, inventory, recommended: what our sidecar recorded on the RootSync; Deployment: "
         "reconciler requests the reconciler-manager wrote; limit and working set (peak): the running "

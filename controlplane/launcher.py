@@ -61,11 +61,11 @@ def build_binaries() -> Path:
     return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "the control plane")
 
 
-def run_build_script(script: Path, what: str, hint: str = "") -> Path:
-    """Run one of the build scripts, which builds or reuses a cache entry and prints its directory last
-    (its progress goes to standard error, shown as it comes); that directory."""
+def run_build_script(script: Path, what: str, hint: str = "", *args: str) -> Path:
+    """Run one of the build scripts with `args`, which builds or reuses a cache entry and prints its
+    directory last (its progress goes to standard error, shown as it comes); that directory."""
     result = subprocess.run(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+        ["bash", str(script), *args], stdout=subprocess.PIPE, stderr=None, text=True, check=False
     )
     if result.returncode != 0:
         raise ControlPlaneError(f"building {what} failed (exit {result.returncode}); see above.{hint}")

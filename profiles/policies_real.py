@@ -5,7 +5,8 @@ another.
                                      [--out profiles/out/policies-real] [--hold 30] [--settle 60]
                                      [--phase-timeout 900] [--resume]
 
-On the local stack with a real node (Config Sync v1.22.0 built from the pinned source, its Pods run by the
+On the local stack with a real node (Config Sync built from the pinned source: v1.24.3, or v1.22.0 with
+OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0; its Pods run by the
 kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each (shape, policy) gets a
 RootSync of its own, so a fresh reconciler, and plays one timeline:
 grow (two commits), a big commit, then a prune to a few objects, with a restart of the policy's

@@ -4,7 +4,8 @@
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
                                          [--extra-crds 0] [--namespaces 1] [--resume]
 
-On the local stack with a real node (Config Sync v1.22.0 built from the pinned source, its Pods run by
+On the local stack with a real node (Config Sync built from the pinned source: v1.24.3, or v1.22.0 with
+OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0; its Pods run by
 the kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each point is
 one RootSync created for it, so each reconciler starts fresh: its source is a commit of N objects of one
 shape in a namespace of their own (which the reconciler creates, an implicit Namespace), its memory limit
@@ -24,7 +25,9 @@ is the whole point's cost.
 
 Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts nothing); custom resources
 of a CRD installed here (`Widget`): small (about 150 bytes), medium (3 KiB) and large (20 KiB); a mix of
-ConfigMaps, Deployments, small and large custom resources; ClusterRoles (cluster-scoped); and a platform
+ConfigMaps, Deployments, small and large custom resources; ClusterRoles (cluster-scoped); the other
+kinds with a Pod template, with nothing scheduled: StatefulSets and ReplicaSets (`replicas: 0`), CronJobs
+and Jobs (suspended), DaemonSets (selecting no node); and a platform
 team's repository (`profiles.platform`: Namespaces, ServiceAccounts, RoleBindings, ConfigMaps,
 Deployments, Services, NetworkPolicies in the mix counted in Config Sync's own test data; pruning its
 Namespaces makes Config Sync v1.22.0 retry the sync about five minutes later, which its `to pruned`
@@ -183,6 +186,39 @@ def cronjob(i: int, namespace: str) -> str:
     )
 
 
+def daemonset(i: int, namespace: str) -> str:
+    """A kind with a Pod template for every node, selecting none (nothing is scheduled)."""
+    return (
+        f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  selector:\n    matchLabels: {{app: agent-{i}}}\n  template:\n"
+        f"    metadata:\n      labels: {{app: agent-{i}}}\n    spec:\n"
+        f"      nodeSelector: {{objcount.dev/no-such-node: 'true'}}\n      containers:\n"
+        f"      - name: agent\n        image: registry.invalid/agent:1\n"
+        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
+def job(i: int, namespace: str) -> str:
+    """A kind with a Pod template, suspended (no Pod is ever made)."""
+    return (
+        f"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: task-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  suspend: true\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n"
+        f"      - name: task\n        image: registry.invalid/task:1\n"
+        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
+def replicaset(i: int, namespace: str) -> str:
+    """A Deployment's Pod-template kind without the Deployment, with no replicas."""
+    return (
+        f"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: rs-{i}\n  namespace: {namespace}\n"
+        f"spec:\n  replicas: 0\n  selector:\n    matchLabels: {{app: rs-{i}}}\n  template:\n"
+        f"    metadata:\n      labels: {{app: rs-{i}}}\n    spec:\n      containers:\n"
+        f"      - name: rs\n        image: registry.invalid/rs:1\n"
+        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    )
+
+
 def widget(i: int, namespace: str, payload: int = 0) -> str:
     # A deterministic filler (not compressible to nothing, not random between runs).
     data = "".join(f"{(i * 7919 + k) % 1000000:06d}" for k in range(payload // 6))
@@ -223,6 +259,9 @@ SHAPES: dict[str, Callable[[int, str], str]] = {
     "platform": platform_repository.manifest,
     "statefulsets": statefulset,
     "cronjobs": cronjob,
+    "daemonsets": daemonset,
+    "jobs": job,
+    "replicasets": replicaset,
 }
 # namespaced
 SPREADS = (
@@ -234,6 +273,9 @@ SPREADS = (
     "mix",
     "statefulsets",
     "cronjobs",
+    "daemonsets",
+    "jobs",
+    "replicasets",
 )
 
 

@@ -1,5 +1,10 @@
 """Shared pytest configuration: markers by folder, the figures printed at the end, and Config Sync on
-the real node, one stack for the session's integration and e2e tests."""
+the real node, one stack per Config Sync version for the session's integration and e2e tests.
+
+Every test on Config Sync runs on the default version (the newest release pinned); the tests marked
+`both_versions` (the named subset) run on every pinned version too, each test id naming its version.
+Each version's stack is started when its first test needs it and stopped before the next version's.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.configsync import NodeConfigSync, rsync_gone, running_config_sync_on_node
+from controlplane.configsync import VERSION, VERSIONS, NodeConfigSync, rsync_gone, running_config_sync_on_node
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from tests.helpers import FIGURES, NODE_STARTUP, OBSERVED, wait_for
@@ -36,10 +41,26 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 # ----- real Config Sync on the real node ----------------------------------------------------------------------
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test on Config Sync gets its version as a session-scoped parameter: the default one (or the
+    one OBJCOUNT_CONFIGSYNC_VERSION names), and every pinned one for the `both_versions` subset."""
+    if "config_sync_on_node" not in metafunc.fixturenames:
+        return
+    both = metafunc.definition.get_closest_marker("both_versions") is not None
+    versions = [VERSION, *(v for v in VERSIONS if v != VERSION)] if both else [VERSION]
+    metafunc.parametrize("configsync_version", versions, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def config_sync_on_node() -> Iterator[NodeConfigSync]:
-    """Config Sync v1.22.0 on the real node (kubelet, containerd, runc), shared by the session's tests."""
-    with running_config_sync_on_node() as config_sync:
+def configsync_version(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def config_sync_on_node(configsync_version: str) -> Iterator[NodeConfigSync]:
+    """Config Sync on the real node (kubelet, containerd, runc), shared by the session's tests of its
+    version."""
+    with running_config_sync_on_node(configsync_version) as config_sync:
         FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
         yield config_sync
 

@@ -153,6 +153,7 @@ def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RS
     }
 
 
+@pytest.mark.both_versions
 def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
 ) -> None:
@@ -230,6 +231,7 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
     assert any(a.startswith("objcount.dev/") for a in rsync_of(api, root)["metadata"]["annotations"])
 
 
+@pytest.mark.both_versions
 def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
 ) -> None:

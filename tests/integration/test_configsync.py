@@ -234,6 +234,7 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
 
 
 # ----- sizes reach the process ---------------------------------------------------------------------------
+@pytest.mark.both_versions
 def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the_next_pod(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
@@ -448,6 +449,7 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
 
 
 # ----- the four defects of the first version, reproduced on the real stack -----------------------------
+@pytest.mark.both_versions
 def test_size_comes_down_after_a_real_prune(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:
@@ -606,6 +608,7 @@ def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
 
 
 # ----- never fight an owner --------------------------------------------------------------------------------
+@pytest.mark.both_versions
 def test_no_shipped_manifest_replaces_a_config_sync_crd(cs: NodeConfigSync, api: kubeapi.KubeApi) -> None:
     upstream = {
         crd["metadata"]["name"]: crd
@@ -662,6 +665,7 @@ def hand_written_sidecar_pod(key: RSyncKey, name: str, env: dict[str, str]) -> J
     }
 
 
+@pytest.mark.both_versions
 def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
 ) -> None:

@@ -10,8 +10,12 @@ import time
 from pathlib import Path
 from typing import cast
 
+import pytest
+import yaml
+
 from controlplane.configsync import (
     NAMESPACE,
+    SIDECAR_MANIFESTS,
     NodeConfigSync,
     grant_reposync,
     install_cluster,
@@ -61,6 +65,47 @@ def pod_start_seconds(cs: NodeConfigSync, key: RSyncKey) -> float:
 def sandbox_pid(host_pid: int) -> int:
     status = Path(f"/proc/{host_pid}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[2])
+
+
+# Where the pinned releases differ in a reconciler Pod we add a container to (read from their sources): the
+# otel-agent beside the reconciler. v1.22.0's takes OpenCensus on 55678 and is probed for readiness on its
+# health check (13133); v1.24.3's takes OTLP on 4317 (gRPC) and 4318 (HTTP), with no probe. Both export
+# metrics on 8888. (Our stand-in of it answers the probe and receives nothing: the reconciler's metric
+# exports fail and are logged, in both versions it goes on.)
+OTEL_AGENT = {
+    "v1.22.0": ({55678, 8888, 13133}, True),
+    "v1.24.3": ({4317, 4318, 8888}, False),
+}
+
+
+def sidecar_ports() -> set[int]:
+    """The ports our sidecar container listens on, from the shipped template (its own and its probe's)."""
+    configmap = yaml.safe_load((SIDECAR_MANIFESTS / "sidecar-template.yaml").read_text())
+    container = yaml.safe_load(configmap["data"]["sidecar.yaml"])["container"]
+    return {p["containerPort"] for p in container["ports"]} | {container["livenessProbe"]["httpGet"]["port"]}
+
+
+@pytest.mark.both_versions
+def test_the_otel_agent_beside_the_reconciler_differs_by_version_and_our_sidecar_takes_none_of_its_ports(
+    config_sync_on_node: NodeConfigSync, configsync_version: str
+) -> None:
+    """A Pod's containers share one network: a port of ours that the otel-agent of either version also
+    takes would keep one of the two from starting. Read from the template the reconciler-manager installed
+    and runs (its ConfigMap), as released."""
+    api = config_sync_on_node.api
+    assert api is not None
+    configmap = api.get(
+        kubeapi.Resource("", "v1", "configmaps", "ConfigMap"), NAMESPACE, "reconciler-manager-cm"
+    )
+    template = yaml.safe_load(configmap["data"]["deployment.yaml"])
+    containers = {c["name"]: c for c in template["spec"]["template"]["spec"]["containers"]}
+    otel = containers["otel-agent"]
+    ports, probed = OTEL_AGENT[configsync_version]
+    assert {p["containerPort"] for p in otel["ports"]} == ports
+    assert ("readinessProbe" in otel) is probed
+    taken = {port for ports, _ in OTEL_AGENT.values() for port in ports}
+    assert sidecar_ports() == {9464, 8081}
+    assert not sidecar_ports() & taken
 
 
 def test_a_commit_travels_through_git_sync_to_the_real_reconciler_whose_containers_are_containerds(

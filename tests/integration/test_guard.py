@@ -26,8 +26,9 @@ from controlplane.configsync import (
     GUARD_MANIFEST,
     NAMESPACE,
     SIDECAR_MANIFESTS,
-    ConfigSyncBuild,
+    VERSIONS,
     NodeConfigSync,
+    build_configsync,
     create_or_replace,
     kustomization_objects,
     reposync,
@@ -582,11 +583,14 @@ def policy_text(name: str) -> str:
     return "\n".join(v["expression"] for v in policy["spec"]["validations"])
 
 
-def test_the_guard_names_every_field_of_the_pinned_rsync_crds(configsync_build: ConfigSyncBuild) -> None:
-    """A spec or spec.override field the policy does not compare would be writable by our identities."""
+@pytest.mark.parametrize("release", VERSIONS)
+def test_the_guard_names_every_field_of_the_pinned_rsync_crds(release: str) -> None:
+    """A spec or spec.override field the policy does not compare would be writable by our identities: the
+    CRDs of every pinned Config Sync release."""
+    build = build_configsync(release)
     for name, plural in (("rootsync-crd.yaml", "rootsyncs"), ("reposync-crd.yaml", "reposyncs")):
         text = policy_text(f"objcount-guard-{plural}")
-        crd = yaml.safe_load((configsync_build.manifests / name).read_text())
+        crd = yaml.safe_load((build.manifests / name).read_text())
         for version in crd["spec"]["versions"]:
             spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
             for field in spec:
@@ -598,6 +602,7 @@ def test_the_guard_names_every_field_of_the_pinned_rsync_crds(configsync_build: 
                     assert compared in text, (name, field)
 
 
+@pytest.mark.both_versions
 def test_the_policies_match_only_our_identities_and_type_check(config_sync_on_node: NodeConfigSync) -> None:
     """On the Config Sync stack on the real node (installed with it), whose kube-controller-manager
     type-checks each policy against the schemas of the resources it matches (the RSync CRDs as released)."""
