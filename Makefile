@@ -20,7 +20,8 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync (every pinned release), metrics-server and promtool (it tests the alert rules), built once and cached
+## Config Sync (every pinned release) and metrics-server, built once and cached; promtool (it tests the
+## alert rules) from Debian's package
 binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
 	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/configsync-pins); do \

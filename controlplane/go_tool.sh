@@ -1,4 +1,4 @@
-# Sourced by the build scripts of the tools built from a Go wrapper module (metrics-server, promtool):
+# Sourced by the build scripts of the tools built from a Go wrapper module (metrics-server):
 # reuse the cache entry, or build the tool into it. Part of each such script's cache key.
 source "$(dirname "${BASH_SOURCE[0]}")/cache_entry.sh"
 

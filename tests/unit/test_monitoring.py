@@ -1,5 +1,5 @@
-"""The shipped alert rules and dashboard: the rules pass `promtool test rules` (the real promtool, built
-from the pinned Prometheus module), the PrometheusRule holds the same rules, and every metric the rules,
+"""The shipped alert rules and dashboard: the rules pass `promtool test rules` (the real promtool, Debian
+12's, from its pinned `prometheus` package), the PrometheusRule holds the same rules, and every metric the rules,
 their tests and the dashboard name is one the service exports."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _REGISTERED_ON_IMPORT = (
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    """promtool from the pinned module, built once and cached (controlplane/build_promtool.sh)."""
+    """promtool from Debian's pinned package, fetched once and cached (controlplane/build_promtool.sh)."""
     return run_build_script(REPO_ROOT / "controlplane" / "build_promtool.sh", "promtool") / "promtool"
 
 
