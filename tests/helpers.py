@@ -227,14 +227,14 @@ def legacy_count(api: kubeapi.KubeApi) -> int:
 
 def size_aware_by_hand(*, configmaps: int, others: int, kib: float, api_resources: int) -> tuple[str, str]:
     """The default (size-aware) preset on Standard, written out by hand from its documented constants:
-    96 MiB + 0.0535 MiB per ConfigMap + 0.1441 MiB per object of another (or unknown) kind + 0.0082 MiB
+    96 MiB + 0.0533 MiB per ConfigMap + 0.1441 MiB per object of another (or unknown) kind + 0.0082 MiB
     per KiB of manifests + 0.5237 MiB per resource type served beyond 73, rounded up to 32 MiB; CPU 1m per
     1.024 MiB, rounded up (at least 125m); limits = requests. `kib` is what the service sizes from: the
     source's KiB scaled to the objects sized (rounded up), or 2 KiB per object where the source is not
     read. Returns (CPU, memory) as quantities."""
     raw = (
         Fraction(96)
-        + Fraction("0.0535") * configmaps
+        + Fraction("0.0533") * configmaps
         + Fraction("0.1441") * others
         + Fraction("0.0082") * Fraction(kib)
         + Fraction("0.5237") * max(0, api_resources - 73)

@@ -217,10 +217,10 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     annotations = rsync_of(api, key)["metadata"]["annotations"]
     assert annotations["objcount.dev/source-kib"] == str(kib(manifests))
     assert annotations["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
-    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0535 MiB, the Namespace at 0.1441 (any other
+    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0533 MiB, the Namespace at 0.1441 (any other
     # kind), the source's KiB scaled to 41 objects at 0.0082, and 0.5237 per resource type over 73.
     scaled_kib = -(-kib(manifests) * 41 // 40)
-    objects_mib = Fraction("0.0535") * 40 + Fraction("0.1441") + Fraction("0.0082") * scaled_kib
+    objects_mib = Fraction("0.0533") * 40 + Fraction("0.1441") + Fraction("0.0082") * scaled_kib
     memory = objects_mib + Fraction("0.5237") * max(0, surface - 73)
 
     def recommended_memory() -> str | None:

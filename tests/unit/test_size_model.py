@@ -122,14 +122,22 @@ def test_every_left_out_point_is_within_the_bound() -> None:
     # from StatefulSets and CronJobs, CronJobs from Deployments and StatefulSets, 5,000 large custom
     # resources from 1,000 at most.
     checks = cross_validate(ALL_POINTS)
-    assert len(checks) == 34
-    assert {c.fold for c in checks} >= {"shape deployments", "shape cronjobs", "shape large-crs"}
+    assert len(checks) == 38
+    assert {c.fold for c in checks} >= {
+        "shape deployments",
+        "shape cronjobs",
+        "shape daemonsets",
+        "shape jobs",
+        "shape replicasets",
+        "shape large-crs",
+    }
     assert [c for c in checks if not c.within(SIZE_AWARE.step_mib)] == []
 
 
 def test_kinds_with_a_pod_template_are_priced_from_those_measured() -> None:
-    # StatefulSets and CronJobs, measured alone, get their own costs; the kinds with a Pod template never
-    # measured (DaemonSet, Job, ...) cost the dearest of those measured, a Deployment.
+    # Each kind with a Pod template measured alone gets its own cost, from a CronJob's (the cheapest) to a
+    # Deployment's (the dearest); those never measured (Pod, PodTemplate) cost the dearest, a Deployment's.
     costs = dict(SIZE_AWARE.mib_per_object_of_kind)
-    assert costs["CronJob"] < costs["StatefulSet"] < costs["Deployment"]
-    assert costs["DaemonSet"] == costs["Job"] == costs["ReplicaSet"] == costs["Deployment"]
+    measured = ("CronJob", "Job", "StatefulSet", "ReplicaSet", "DaemonSet")
+    assert all(costs["ConfigMap"] < costs[kind] < costs["Deployment"] for kind in measured)
+    assert costs["Pod"] == costs["PodTemplate"] == costs["Deployment"]
