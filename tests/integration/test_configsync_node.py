@@ -1,4 +1,4 @@
-"""Config Sync v1.22.0 on the real node: its reconciler-manager and reconcilers are Pods the kubelet runs
+"""Config Sync v1.24.3 (and v1.22.0 for the tests marked both_versions) on the real node: its reconciler-manager and reconcilers are Pods the kubelet runs
 from images built here; a commit travels the real path (git daemon on the node's network, git-sync in the
 reconciler Pod, the reconciler applies it). git-sync and the otel collector are stand-ins (see
 controlplane.images); everything else is Config Sync's."""

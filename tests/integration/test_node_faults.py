@@ -1,5 +1,5 @@
 """Faults of a real node under our sidecar (installed as the README says, shipped settings but a short
-scale-down delay) and Config Sync v1.22.0: the kubelet restarted, containerd restarted, our sidecar
+scale-down delay) and Config Sync v1.24.3: the kubelet restarted, containerd restarted, our sidecar
 killed, the reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is
 created. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
 (printed at the end of the run; BENCHMARKS.md). git-sync and the otel collector are stand-ins (see

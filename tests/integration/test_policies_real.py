@@ -1,4 +1,4 @@
-"""The side-by-side benchmark runs end to end on the local stack with a real node (Config Sync v1.22.0,
+"""The side-by-side benchmark runs end to end on the local stack with a real node (Config Sync v1.24.3,
 its Pods run by the kubelet): a tiny timeline under two policies, one after the other, written as CSV,
 traces, table and plot."""
 
