@@ -147,75 +147,76 @@ def surface_crd(k: int) -> dict[str, Any]:
     }
 
 
-def configmap(i: int, namespace: str) -> str:
+def _head(api_version: str, kind: str, name: str, namespace: str) -> str:
+    return f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+
+
+def _container(name: str, indent: str) -> str:
+    """A Pod template's one container, its list item at `indent`."""
     return (
-        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {namespace}\n"
-        f"data:\n  key: value-{i}\n"
+        f"{indent}- name: {name}\n{indent}  image: registry.invalid/{name}:1\n"
+        f"{indent}  resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
     )
+
+
+def _selected_template(name: str, container: str, pod_spec: str = "") -> str:
+    """A workload's selector and Pod template (labels `app: name`), `pod_spec` before its containers."""
+    labels = f"{{app: {name}}}"
+    return (
+        f"  selector:\n    matchLabels: {labels}\n  template:\n    metadata:\n      labels: {labels}\n"
+        f"    spec:\n{pod_spec}      containers:\n" + _container(container, "      ")
+    )
+
+
+def configmap(i: int, namespace: str) -> str:
+    return _head("v1", "ConfigMap", f"cm-{i}", namespace) + f"data:\n  key: value-{i}\n"
 
 
 def deployment(i: int, namespace: str) -> str:
     return (
-        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  replicas: 0\n  selector:\n    matchLabels: {{app: app-{i}}}\n  template:\n"
-        f"    metadata:\n      labels: {{app: app-{i}}}\n    spec:\n      containers:\n"
-        f"      - name: app\n        image: registry.invalid/app:1\n"
-        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+        _head("apps/v1", "Deployment", f"app-{i}", namespace)
+        + "spec:\n  replicas: 0\n"
+        + _selected_template(f"app-{i}", "app")
     )
 
 
 def statefulset(i: int, namespace: str) -> str:
     """A kind with a Pod template other than a Deployment, with no replicas (nothing is scheduled)."""
-    return (
-        f"apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  replicas: 0\n  serviceName: db-{i}\n  selector:\n    matchLabels: {{app: db-{i}}}\n"
-        f"  template:\n    metadata:\n      labels: {{app: db-{i}}}\n    spec:\n      containers:\n"
-        f"      - name: db\n        image: registry.invalid/db:1\n"
-        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
-    )
+    spec = f"spec:\n  replicas: 0\n  serviceName: db-{i}\n"
+    return _head("apps/v1", "StatefulSet", f"db-{i}", namespace) + spec + _selected_template(f"db-{i}", "db")
 
 
 def cronjob(i: int, namespace: str) -> str:
     """A kind with a Pod template two levels down, suspended (no Job is ever made)."""
-    return (
-        f"apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: job-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  schedule: '0 3 * * *'\n  suspend: true\n  jobTemplate:\n    spec:\n      template:\n"
-        f"        spec:\n          restartPolicy: Never\n          containers:\n"
-        f"          - name: job\n            image: registry.invalid/job:1\n"
-        f"            resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+    spec = "spec:\n  schedule: '0 3 * * *'\n  suspend: true\n  jobTemplate:\n    spec:\n      template:\n"
+    pod = "        spec:\n          restartPolicy: Never\n          containers:\n" + _container(
+        "job", "          "
     )
+    return _head("batch/v1", "CronJob", f"job-{i}", namespace) + spec + pod
 
 
 def daemonset(i: int, namespace: str) -> str:
     """A kind with a Pod template for every node, selecting none (nothing is scheduled)."""
+    nowhere = "      nodeSelector: {objcount.dev/no-such-node: 'true'}\n"
     return (
-        f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  selector:\n    matchLabels: {{app: agent-{i}}}\n  template:\n"
-        f"    metadata:\n      labels: {{app: agent-{i}}}\n    spec:\n"
-        f"      nodeSelector: {{objcount.dev/no-such-node: 'true'}}\n      containers:\n"
-        f"      - name: agent\n        image: registry.invalid/agent:1\n"
-        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+        _head("apps/v1", "DaemonSet", f"agent-{i}", namespace)
+        + "spec:\n"
+        + _selected_template(f"agent-{i}", "agent", nowhere)
     )
 
 
 def job(i: int, namespace: str) -> str:
     """A kind with a Pod template, suspended (no Pod is ever made)."""
-    return (
-        f"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: task-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  suspend: true\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n"
-        f"      - name: task\n        image: registry.invalid/task:1\n"
-        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
-    )
+    spec = "spec:\n  suspend: true\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n"
+    return _head("batch/v1", "Job", f"task-{i}", namespace) + spec + _container("task", "      ")
 
 
 def replicaset(i: int, namespace: str) -> str:
     """A Deployment's Pod-template kind without the Deployment, with no replicas."""
     return (
-        f"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: rs-{i}\n  namespace: {namespace}\n"
-        f"spec:\n  replicas: 0\n  selector:\n    matchLabels: {{app: rs-{i}}}\n  template:\n"
-        f"    metadata:\n      labels: {{app: rs-{i}}}\n    spec:\n      containers:\n"
-        f"      - name: rs\n        image: registry.invalid/rs:1\n"
-        f"        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}\n"
+        _head("apps/v1", "ReplicaSet", f"rs-{i}", namespace)
+        + "spec:\n  replicas: 0\n"
+        + _selected_template(f"rs-{i}", "rs")
     )
 
 
