@@ -152,8 +152,8 @@ class ConfigSyncBuild:
 
 
 def build_configsync(version: str = VERSION) -> ConfigSyncBuild:
-    """Build or reuse one pinned release's binaries (`OBJCOUNT_CS_DIR` names a ready cache entry of the
-    default version instead)."""
+    """Build or reuse one pinned release's binaries (`OBJCOUNT_CS_DIR` names a ready cache entry to use
+    instead, for the release it was built from)."""
     cached = os.environ.get("OBJCOUNT_CS_DIR")
     if cached and ConfigSyncBuild(Path(cached)).version == version:
         return ConfigSyncBuild(Path(cached))
