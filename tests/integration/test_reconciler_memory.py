@@ -19,6 +19,7 @@ def rows_of(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.timeout(600)  # three stacks of their own (216 s in a cold CI; over 300 with the CPU shared)
 def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     points = ("--shapes", "configmaps,large-crs", "--out", str(out))
