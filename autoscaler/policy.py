@@ -186,6 +186,7 @@ FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1
 # PodTemplates (not measured) a Deployment's, the dearest of the class, which is what predicts a kind of
 # this class when it is left out without going under (BENCHMARKS.md).
 POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
+_DEPLOYMENT_MIB = Fraction(1441, 10000)  # the dearest kind measured
 _MEASURED_POD_TEMPLATE_KINDS = {
     "CronJob": Fraction(879, 10000),
     "DaemonSet": Fraction(59, 500),
@@ -196,13 +197,13 @@ _MEASURED_POD_TEMPLATE_KINDS = {
 SIZE_AWARE = Sizing(
     "size-aware",
     base_mib=Fraction(96),
-    mib_per_object=Fraction(1441, 10000),
+    mib_per_object=_DEPLOYMENT_MIB,
     mib_per_object_of_kind=tuple(
         sorted(
             [
                 ("ConfigMap", Fraction(533, 10000)),
                 *(
-                    (kind, _MEASURED_POD_TEMPLATE_KINDS.get(kind, Fraction(1441, 10000)))
+                    (kind, _MEASURED_POD_TEMPLATE_KINDS.get(kind, _DEPLOYMENT_MIB))
                     for kind in ("Deployment", *POD_TEMPLATE_KINDS)
                 ),
             ]

@@ -2,8 +2,8 @@
 reconciler-manager and reconcilers built from the pinned source into images the kubelet runs.
 
 What runs is unmodified Config Sync, the release pinned in `configsync-pins` (v1.24.3 by default,
-v1.22.0 too: `OBJCOUNT_CONFIGSYNC_VERSION` chooses): the objects of its `manifests/` (CRDs, ClusterRoles, the
-reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
+v1.22.0 too: `OBJCOUNT_CONFIGSYNC_VERSION` chooses): the objects of its `manifests/` (CRDs, ClusterRoles,
+the reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
 with the images built here where the release names its images; kube-controller-manager creates the
 Pods, kube-scheduler binds them, the kubelet runs them with containerd and runc. PLAYED BY US: git-sync
 and the otel collector (stand-in images, see controlplane.images); commits come from a git server on

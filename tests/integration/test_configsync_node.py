@@ -1,7 +1,7 @@
-"""Config Sync v1.24.3 (and v1.22.0 for the tests marked both_versions) on the real node: its reconciler-manager and reconcilers are Pods the kubelet runs
-from images built here; a commit travels the real path (git daemon on the node's network, git-sync in the
-reconciler Pod, the reconciler applies it). git-sync and the otel collector are stand-ins (see
-controlplane.images); everything else is Config Sync's."""
+"""Config Sync v1.24.3 (and v1.22.0 for the tests marked both_versions) on the real node: its
+reconciler-manager and reconcilers are Pods the kubelet runs from images built here; a commit travels the
+real path (git daemon on the node's network, git-sync in the reconciler Pod, the reconciler applies it).
+git-sync and the otel collector are stand-ins (see controlplane.images); everything else is Config Sync's."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import yaml
 
 from controlplane.configsync import (
     NAMESPACE,
-    SIDECAR_MANIFESTS,
     NodeConfigSync,
     grant_reposync,
     install_cluster,
     pod_ready,
+    sidecar_template_text,
     synced,
     uninstall_cluster,
 )
@@ -80,8 +80,7 @@ OTEL_AGENT = {
 
 def sidecar_ports() -> set[int]:
     """The ports our sidecar container listens on, from the shipped template (its own and its probe's)."""
-    configmap = yaml.safe_load((SIDECAR_MANIFESTS / "sidecar-template.yaml").read_text())
-    container = yaml.safe_load(configmap["data"]["sidecar.yaml"])["container"]
+    container = yaml.safe_load(sidecar_template_text())["container"]
     return {p["containerPort"] for p in container["ports"]} | {container["livenessProbe"]["httpGet"]["port"]}
 
 

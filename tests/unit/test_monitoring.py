@@ -1,5 +1,6 @@
 """The shipped alert rules and dashboard: the rules pass `promtool test rules` (the real promtool, Debian
-12's, from its pinned `prometheus` package), the PrometheusRule holds the same rules, and every metric the rules,
+12's, from its pinned `prometheus` package), the PrometheusRule holds the same rules, and every metric the
+rules,
 their tests and the dashboard name is one the service exports."""
 
 from __future__ import annotations
