@@ -178,7 +178,16 @@ def _read_source(directory: str) -> tuple[int, int, Kinds]:
         count = count_directory(root)
     except (SourceError, OSError) as error:
         raise SourceUnreadable(f"--source {directory}: {error}") from error
+    if count.rejected:
+        problems = "\n  ".join(f"{p.code}: {p.message}" for p in count.rejected[:10])
+        more = f"\n  ... and {len(count.rejected) - 10} more" if len(count.rejected) > 10 else ""
+        raise SourceUnreadable(
+            f"--source {directory}: Config Sync rejects {len(count.rejected)} files, so it would sync "
+            f"nothing of this directory:\n  {problems}{more}"
+        )
     print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
+    for reason in count.unread:
+        print(f"not read (its objects are not counted: the count is a lower bound): {reason}")
     return count.objects, kib_of(count.bytes), kinds_of(count.kinds)
 
 

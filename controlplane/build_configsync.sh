@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Build (or reuse) Config Sync's `reconciler` and `reconciler-manager` of one pinned release.
+# Build (or reuse) Config Sync's `reconciler` and `reconciler-manager` of one pinned release, and beside
+# them `csreader`, the differential tests' oracle: our small main (csreader/) compiled inside the
+# extracted source against the release's own reader and file listing (nothing of Config Sync's is copied
+# into this repository; the main and its one-function export exist only in the build's scratch copy).
 #
 #   build_configsync.sh [VERSION]   (default: $OBJCOUNT_CONFIGSYNC_VERSION, else the first pin)
 #
@@ -26,11 +29,12 @@ read -r _ commit module repository archive sha256 < <(awk -v v="$version" '!/^#/
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}
 source "$here/cache_entry.sh"
-pin_hash=$(printf '%s %s\n' "$version" "$commit" | cat - "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
+pin_hash=$(printf '%s %s\n' "$version" "$commit" \
+  | cat - "$0" "$here/cache_entry.sh" "$here/csreader/main.go" "$here/csreader/listfiles.go" | sha256sum | cut -c1-12)
 out="$cache_root/configsync-$version-$pin_hash"
 archives=${OBJCOUNT_CONFIGSYNC_ARCHIVES:-}
 
-if [[ -x "$out/bin/reconciler" && -x "$out/bin/reconciler-manager" && -d "$out/manifests" ]]; then
+if [[ -x "$out/bin/reconciler" && -x "$out/bin/reconciler-manager" && -x "$out/bin/csreader" && -d "$out/manifests" ]]; then
   echo "Config Sync $version binaries cached in $out" >&2
   echo "$out"
   exit 0
@@ -71,6 +75,11 @@ for binary in reconciler reconciler-manager; do
   go build -trimpath -ldflags "-s -w" -o "$tmp/bin/$binary" "./cmd/$binary" \
     || fail "go build of $binary failed (see above)"
 done
+mkdir -p cmd/objcount-csreader
+sed "s#CONFIGSYNC_MODULE#$module#" "$here/csreader/main.go" >cmd/objcount-csreader/main.go
+sed "s#CONFIGSYNC_MODULE#$module#" "$here/csreader/listfiles.go" >pkg/parse/zz_objcount_csreader.go
+go build -trimpath -ldflags "-s -w" -o "$tmp/bin/csreader" ./cmd/objcount-csreader \
+  || fail "go build of the reader oracle (csreader) failed (see above)"
 cp -a "$tmp/src/manifests" "$tmp/manifests"
 printf 'version %s\ncommit %s\nmodule %s\n' "$version" "$commit" "$module" >"$tmp/PIN"
 rm -rf "$tmp/src"

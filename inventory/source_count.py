@@ -1,25 +1,19 @@
-"""Source count: the Kubernetes objects in the rendered source that the reconciler will apply.
+"""Source count: the Kubernetes objects of a commit that the reconciler will apply, counted as Config
+Sync v1.24.3's reconciler reads them (the rules: `inventory.manifest_reader`), and which of its files Config
+Sync rejects (then it syncs nothing of that commit) or we could not read (then the count is a lower bound).
 
-Counting rules (checked against a full YAML load by the tests):
-- files ending in `.yaml`, `.yml` or `.json`; hidden files and directories are skipped;
-- every document of a multi-document file; a document counts when it is a mapping whose `apiVersion`
-  and `kind` are non-empty strings; empty and comment-only documents count nothing;
-- a document whose kind ends in `List` and that has an `items` list counts its items (by the same rule)
-  instead of itself, as `kubectl` expands list kinds.
-
-How, and why it is exact: libyaml's parser (PyYAML's C extension, building no Python objects) first
-decides whether the file is valid YAML, because rapidyaml alone accepts some text that libyaml rejects.
-Then a rapidyaml parse (C++) is walked over the top-level keys of each document only, with PyYAML's own
-resolver deciding whether a plain scalar is a string. Files whose meaning only the full loader can
-settle (anchors, aliases, tags, merge keys, directives, complex keys, date-like scalars) and files
-either parser rejects go to PyYAML's CSafeLoader, which is the reference and words the error. Counts
-of file contents already seen are cached by digest, so a new commit re-parses only changed files.
+The files are listed as the reconciler lists them (pkg/parse): every file under the sync directory,
+hidden ones too, but not inside a directory named `.git`, in lexical order; a symbolic link is read where
+it points (its target's suffix decides), a broken one fails the listing and so the commit; paths with a
+`.github`, `.gitlab` or `.gitlab-ci.yml` element are skipped. Unlike the reconciler we never read outside
+the commit (a link out of it), anything but a regular file, or a file over MAX_FILE_BYTES: those files are
+"unread". Counts of file contents already seen are cached by digest, so a new commit re-parses only
+changed files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import re
@@ -27,38 +21,18 @@ import stat
 import sys
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
-import ryml
-import yaml
-from yaml._yaml import CParser
+from inventory.manifest_reader import SUFFIXES, SYNTAX, FileRead, KindCounter, Problem, read_manifest
 
-YAML_SUFFIXES = (".yaml", ".yml")
-SUFFIXES = (*YAML_SUFFIXES, ".json")
-_STR_TAG = "tag:yaml.org,2002:str"
-# Bytes after which a file is left to the full loader, which alone can fail on them after parsing:
-# anchors and aliases, tags, merge keys, directives, complex and flow-collection keys (unhashable).
-# A flow collection in key position (`{{ .Values.x }}` of a Helm template, `{ [a]: b }`) is unhashable
-# for the full loader and refused by rapidyaml: such files go straight to the full loader.
-# The Unicode line breaks libyaml folds (NEL, LS, PS: a `kind: \x85` is " " to it) and rapidyaml keeps.
-_NEEDS_FULL_LOADER = (
-    *(b"&", b"*", b"!", b"<<", b"%", b"? ", b"?\n", b"?\t", b"]:", b"}:", b"] :", b"} :"),
-    *(b"{{", b"{ {", b"{[", b"{ [", b"[[", b"[ [", b"[{", b"[ {", b",{", b", {", b",[", b", ["),
-    *("\u0085".encode(), "\u2028".encode(), "\u2029".encode()),
-)
-# Plain scalars that PyYAML turns into dates (and fails on when the date is impossible).
-_TIMESTAMP = re.compile(rb"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
-_RESOLVER = yaml.resolver.Resolver()
-_KEYS = ("apiVersion", "kind", "items")
-_KEY_LENGTHS = frozenset(len(k) for k in _KEYS)
+# Path elements the reconciler's reader skips (CI configuration of git hosts).
+_SKIPPED_ELEMENTS = frozenset((".github", ".gitlab", ".gitlab-ci.yml"))
 
 
 class SourceError(Exception):
-    """The source cannot be counted (invalid file, unreadable directory); the message names the file."""
+    """The source cannot be counted at all (its directory is missing or unreadable to us)."""
 
 
 def kib_of(size: int) -> int:
@@ -66,14 +40,13 @@ def kib_of(size: int) -> int:
     return -(-size // 1024)
 
 
-# Objects of one file or commit by kind (`kind` of each object, list items by their own kind).
-KindCounter = Counter[str]
-
-
 @dataclass(frozen=True)
 class SourceCount:
     """What a commit holds: objects, the manifest files read, and what the size estimate uses: the
-    bytes of the files that hold objects (their serialized form as committed) and the objects by kind."""
+    bytes of the files that hold objects (their serialized form as committed) and the objects by kind.
+
+    `rejected`: what Config Sync reports for the files it rejects (it then applies nothing of the
+    commit). `unread`: the files we did not read (why, each): their objects are not in the count."""
 
     objects: int
     files: int
@@ -81,145 +54,149 @@ class SourceCount:
     bytes: int = 0
     kinds: Mapping[str, int] = field(default_factory=dict)
     commit: str = ""  # the directory `rev` points to, named by its commit (as Config Sync reads it)
+    rejected: tuple[Problem, ...] = ()
+    unread: tuple[str, ...] = ()
 
 
-# ----- the rule, on loaded documents (the reference) -------------------------------------------------
-def is_object(document: Any) -> bool:
-    if not isinstance(document, dict):
-        return False
-    api_version, kind = document.get("apiVersion"), document.get("kind")
-    return isinstance(api_version, str) and bool(api_version) and isinstance(kind, str) and bool(kind)
-
-
-def kinds_loaded(documents: Iterable[Any]) -> KindCounter:
-    kinds: KindCounter = Counter()
-    for document in documents:
-        if not is_object(document):
-            continue
-        items = document.get("items")
-        if document["kind"].endswith("List") and isinstance(items, list):
-            kinds.update(item["kind"] for item in items if is_object(item))
-        else:
-            kinds[document["kind"]] += 1
-    return kinds
-
-
-def count_loaded(documents: Iterable[Any]) -> int:
-    return kinds_loaded(documents).total()
-
-
-def kinds_with_full_loader(data: bytes, name: str) -> KindCounter:
-    """The reference: PyYAML's C loader builds every object."""
-    try:
-        return kinds_loaded(yaml.load_all(data, Loader=yaml.CSafeLoader))
-    except (yaml.YAMLError, ValueError) as error:
-        # ValueError: a plain scalar PyYAML resolves as a date but cannot construct (2024-02-30).
-        raise SourceError(f"{name}: invalid YAML: {error}") from error
-    except UnicodeDecodeError as error:
-        raise SourceError(f"{name}: not UTF-8 text: {error}") from error
-
-
-# ----- the fast path ----------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=4096)
-def _plain_scalar_is_str(text: bytes) -> bool:
-    """Whether PyYAML resolves this plain scalar to a string (not null, bool, int, float or date)."""
-    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text.decode(), (True, False))  # type: ignore[no-untyped-call]
-    return tag == _STR_TAG
-
-
-def _scalar_is_nonempty_str(tree: Any, node: int) -> bool:
-    node_type = tree.type(node)
-    if not node_type & ryml.VAL or node_type & (ryml.MAP | ryml.SEQ):
-        return False
-    value = tree.val(node)
-    if value is None:
-        return False
-    text = bytes(value)
-    if node_type & ryml.VALQUO:  # quoted or block scalars are strings whatever they say
-        return bool(text)
-    return bool(text) and _plain_scalar_is_str(text)
-
-
-def _top_level(tree: Any, mapping: int) -> dict[str, int]:
-    """Key -> node id for the keys we look at; the last duplicate wins, as in PyYAML."""
-    found: dict[str, int] = {}
-    child = tree.first_child(mapping)
-    while child != ryml.NONE:
-        key = tree.key(child)
-        if key is not None and len(key) in _KEY_LENGTHS:
-            text = bytes(key).decode()
-            if text in _KEYS:
-                found[text] = child
-        child = tree.next_sibling(child)
+# ----- listing, as the reconciler lists -------------------------------------------------------------------
+def listed_files(root: Path) -> list[Path]:
+    """The files under `root` as the reconciler lists them: sorted, none inside a `.git` directory, each
+    symbolic link resolved. A broken link fails the whole listing (SourceError naming it, as the
+    reconciler's own listing fails): Config Sync then syncs nothing of the commit."""
+    found: list[Path] = []
+    _walk(root, found)
     return found
 
 
-def _is_object_node(tree: Any, node: int) -> tuple[bool, dict[str, int]]:
-    if not tree.type(node) & ryml.MAP:
-        return False, {}
-    keys = _top_level(tree, node)
-    ok = (
-        "apiVersion" in keys
-        and "kind" in keys
-        and _scalar_is_nonempty_str(tree, keys["apiVersion"])
-        and _scalar_is_nonempty_str(tree, keys["kind"])
-    )
-    return ok, keys
-
-
-def _documents(tree: Any) -> Iterator[int]:
-    root = tree.root_id()
-    if tree.is_stream(root):
-        child = tree.first_child(root)
-        while child != ryml.NONE:
-            yield child
-            child = tree.next_sibling(child)
-    else:
-        yield root
-
-
-def _kind(tree: Any, keys: dict[str, int]) -> str:
-    return bytes(tree.val(keys["kind"])).decode()
-
-
-def _kinds_tree(tree: Any) -> KindCounter:
-    kinds: KindCounter = Counter()
-    for document in _documents(tree):
-        ok, keys = _is_object_node(tree, document)
-        if not ok:
-            continue
-        items = keys.get("items")
-        if _kind(tree, keys).endswith("List") and items is not None and tree.type(items) & ryml.SEQ:
-            item = tree.first_child(items)
-            while item != ryml.NONE:
-                item_ok, item_keys = _is_object_node(tree, item)
-                if item_ok:
-                    kinds[_kind(tree, item_keys)] += 1
-                item = tree.next_sibling(item)
+def _walk(directory: Path, found: list[Path]) -> None:
+    with os.scandir(directory) as entries:
+        ordered = sorted(entries, key=lambda entry: os.fsencode(entry.name))
+    for entry in ordered:
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name != ".git":
+                _walk(path, found)
+        elif entry.is_symlink():
+            try:
+                found.append(path.resolve(strict=True))
+            except (OSError, RuntimeError) as error:
+                raise ListingError(f"listing files in the configs directory: {path}: {error}") from error
         else:
-            kinds[_kind(tree, keys)] += 1
-    return kinds
+            found.append(path)
 
 
-def count_yaml(data: bytes, name: str = "<bytes>") -> int:
-    """Count the objects in one YAML file's bytes, exactly as the full loader would."""
-    return kinds_yaml(data, name).total()
+class ListingError(Exception):
+    """The reconciler's listing of the commit fails (a broken or looping symbolic link)."""
 
 
-def kinds_yaml(data: bytes, name: str = "<bytes>") -> KindCounter:
-    """The objects of one YAML file's bytes by kind, exactly as the full loader would find them."""
-    if any(marker in data for marker in _NEEDS_FULL_LOADER) or _TIMESTAMP.search(data):
-        return kinds_with_full_loader(data, name)
+def read_by_reconciler(path: Path) -> bool:
+    """Whether the reconciler parses this listed file (by its resolved path)."""
+    return path.name.endswith(SUFFIXES) and not _SKIPPED_ELEMENTS.intersection(path.parts)
+
+
+class CountCache:
+    """What file contents already seen hold, keyed by a content digest and the suffix that decides how
+    they are read (bounded, least recent dropped). Only clean reads are kept: a rejection names its file.
+
+    A new commit is a new directory, but most of its files are byte-identical to the last commit's:
+    only the changed ones are parsed again.
+    """
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._entries: OrderedDict[tuple[bytes, bool], FileRead] = OrderedDict()
+        self._max = max_entries
+
+    def read(self, data: bytes, name: str) -> FileRead:
+        """The file's read (callers must not change its Counter: it is the cached one)."""
+        key = (hashlib.blake2b(data, digest_size=16).digest(), name.endswith(".json"))
+        cached = self._entries.get(key)
+        if cached is not None:
+            self._entries.move_to_end(key)
+            return cached
+        result = read_manifest(data, name)
+        if not result.rejected and result.unread is None:
+            self._entries[key] = result
+            if len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return result
+
+
+# No manifest file Config Sync can apply comes near this (an object is at most 1.5 MiB in etcd); a larger
+# one is not read into memory.
+MAX_FILE_BYTES = 64 << 20
+
+
+class Unread(Exception):
+    """A file we do not read (the reconciler might): its objects are unknown, not none."""
+
+
+def read_file(path: Path, commit: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one manifest file. `Unread` for a symlink out of the commit, anything that is not a
+    regular file (a link to a FIFO would block, one to /dev/zero never ends) and a file over the cap;
+    opened without blocking and checked on the open descriptor, so it cannot be swapped in between."""
+    target = Path(os.path.realpath(path))
+    if target != commit and commit not in target.parents:
+        raise Unread(f"{name}: a symbolic link out of the commit ({target}): not read")
     try:
-        data.decode()
-        # rapidyaml accepts some text that libyaml rejects: libyaml's own parser (in C, building
-        # nothing) decides validity, so an invalid file is reported exactly as the full loader would.
-        CParser(data).raw_parse()
-        with _rapidyaml_errors_kept_off_stderr():
-            tree = ryml.parse_in_arena(data)
-    except Exception:
-        return kinds_with_full_loader(data, name)
-    return _kinds_tree(tree)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise Unread(f"{name}: cannot open: {error.strerror}") from error
+    status = os.fstat(descriptor)
+    if stat.S_ISDIR(status.st_mode):
+        os.close(descriptor)
+        raise IsADirectoryError(f"{name}: read {target}: is a directory")
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(status.st_mode):
+            raise Unread(f"{name}: not a regular file (a FIFO, device or socket): not read")
+        if status.st_size > max_bytes:
+            raise Unread(f"{name}: {status.st_size} bytes, over the {max_bytes}-byte limit: not read")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Unread(f"{name}: over the {max_bytes}-byte limit: not read")
+    return data
+
+
+def count_directory(
+    root: Path, names_relative_to: Path | None = None, cache: CountCache | None = None
+) -> SourceCount:
+    """Count every object under `root` (a resolved, immutable commit directory) as the reconciler reads
+    them. Files are named relative to `names_relative_to` (default: `root`), which is also the commit:
+    no file outside it is read."""
+    base = Path(os.path.realpath(names_relative_to or root))
+    root = Path(os.path.realpath(root))
+    kinds: KindCounter = Counter()
+    rejected: list[Problem] = []
+    unread: list[str] = []
+    size = files = 0
+    try:
+        listed = [path for path in listed_files(root) if read_by_reconciler(path)]
+    except ListingError as error:
+        return SourceCount(0, 0, root, rejected=(Problem(SYNTAX, str(error)),))
+    with quiet_rapidyaml():
+        for path in listed:
+            name = _name(path, base)
+            files += 1
+            try:
+                data = read_file(path, base, name)
+            except Unread as error:
+                unread.append(str(error))
+                continue
+            except IsADirectoryError as error:
+                rejected.append(Problem(SYNTAX, str(error)))
+                continue
+            found = cache.read(data, name) if cache else read_manifest(data, name)
+            rejected.extend(found.rejected)
+            unread.extend([found.unread] if found.unread else [])
+            kinds.update(found.kinds)
+            size += len(data) if found.kinds else 0
+    return SourceCount(kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread))
+
+
+def _name(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
 
 
 _STDERR_LOCK = threading.Lock()
@@ -227,12 +204,12 @@ _RAPIDYAML_LINE = re.compile(rb"^line=\d+ col=\d+ .*ERROR: |c4/yml/")
 
 
 @contextlib.contextmanager
-def _rapidyaml_errors_kept_off_stderr() -> Iterator[None]:
+def quiet_rapidyaml() -> Iterator[None]:
     """rapidyaml reports a parse error by printing to the process's stderr (file descriptor 2, where our
     JSON log lines go) before it raises, for some text libyaml accepts (an indented top-level mapping,
-    a flow collection as a key): no marker list catches them all. So the parse runs with descriptor 2
-    pointed at a memory file; whatever else reached it meanwhile (another thread's log line) is copied
-    to the real stderr afterwards, less rapidyaml's own lines. Parses are serialized by a lock."""
+    a flow collection as a key). So a count runs with descriptor 2 pointed at a memory file; whatever
+    else reached it meanwhile (another thread's log line) is copied to the real stderr afterwards, less
+    rapidyaml's own lines. Counts are serialized by a lock."""
     with _STDERR_LOCK:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -248,109 +225,3 @@ def _rapidyaml_errors_kept_off_stderr() -> Iterator[None]:
                 others = [line for line in captured if not _RAPIDYAML_LINE.search(line)]
             if others:
                 os.write(2, b"".join(others))
-
-
-def count_json(data: bytes, name: str = "<bytes>") -> int:
-    return kinds_json(data, name).total()
-
-
-def kinds_json(data: bytes, name: str = "<bytes>") -> KindCounter:
-    try:
-        return kinds_loaded([orjson.loads(data)])
-    except orjson.JSONDecodeError as error:
-        raise SourceError(f"{name}: invalid JSON: {error}") from error
-
-
-# ----- the directory ----------------------------------------------------------------------------------
-def manifest_files(root: Path) -> list[Path]:
-    """Manifest files under `root`, sorted, skipping hidden files and directories."""
-    found: list[Path] = []
-    for directory, subdirs, files in os.walk(root, onerror=_raise):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-        found.extend(
-            Path(directory) / f for f in sorted(files) if not f.startswith(".") and f.endswith(SUFFIXES)
-        )
-    return found
-
-
-def _raise(error: OSError) -> None:
-    raise error
-
-
-class CountCache:
-    """Kinds of file contents already seen, keyed by a content digest (bounded, least recent dropped).
-
-    A new commit is a new directory, but most of its files are byte-identical to the last commit's:
-    only the changed ones are parsed again.
-    """
-
-    def __init__(self, max_entries: int = 50_000) -> None:
-        self._entries: OrderedDict[bytes, KindCounter] = OrderedDict()
-        self._max = max_entries
-
-    def count(self, data: bytes, name: str, counter: Callable[[bytes, str], KindCounter]) -> KindCounter:
-        """The file's kinds (callers must not change the Counter: it is the cached one)."""
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        cached = self._entries.get(digest)
-        if cached is not None:
-            self._entries.move_to_end(digest)
-            return cached
-        result = counter(data, name)  # errors are not cached: the message names this file
-        self._entries[digest] = result
-        if len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-        return result
-
-
-def kinds_file(data: bytes, name: str) -> KindCounter:
-    return kinds_json(data, name) if name.endswith(".json") else kinds_yaml(data, name)
-
-
-# No manifest file Config Sync can apply comes near this (an object is at most 1.5 MiB in etcd); a larger
-# one is refused rather than read into memory.
-MAX_FILE_BYTES = 64 << 20
-
-
-def read_manifest(path: Path, commit: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of one manifest file; SourceError for a symlink out of the commit, anything that is not
-    a regular file (a link to a FIFO would block, one to /dev/zero never ends) and a file over the cap.
-
-    Opened without blocking and checked on the open descriptor, so the file cannot be swapped between
-    the check and the read."""
-    target = Path(os.path.realpath(path))
-    if target != commit and commit not in target.parents:
-        raise SourceError(f"{name}: a symbolic link out of the commit ({target}): not read")
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as error:
-        raise SourceError(f"{name}: cannot open: {error.strerror}") from error
-    with os.fdopen(descriptor, "rb") as file:
-        status = os.fstat(file.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise SourceError(f"{name}: not a regular file (a FIFO, device or socket): not read")
-        if status.st_size > max_bytes:
-            raise SourceError(f"{name}: {status.st_size} bytes, over the {max_bytes}-byte limit: not read")
-        data = file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise SourceError(f"{name}: over the {max_bytes}-byte limit: not read")
-    return data
-
-
-def count_directory(
-    root: Path, names_relative_to: Path | None = None, cache: CountCache | None = None
-) -> SourceCount:
-    """Count every object under `root` (a resolved, immutable commit directory).
-
-    Errors name the file relative to `names_relative_to` (default: `root`), which is also the commit:
-    no file outside it is read.
-    """
-    commit = Path(os.path.realpath(names_relative_to or root))
-    kinds: KindCounter = Counter()
-    size, files = 0, manifest_files(root)
-    for path in files:
-        name = str(path.relative_to(names_relative_to or root))
-        data = read_manifest(path, commit, name)
-        found = cache.count(data, name, kinds_file) if cache else kinds_file(data, name)
-        kinds.update(found)
-        size += len(data) if found else 0
-    return SourceCount(kinds.total(), len(files), root, size, dict(kinds))

@@ -40,7 +40,8 @@ from pathlib import Path
 
 from autoscaler.policy import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
 from inventory.counts import Kinds, kinds_of
-from inventory.source_count import kib_of, kinds_yaml
+from inventory.manifest_reader import read_manifest
+from inventory.source_count import kib_of
 from profiles import fit
 from profiles.reconciler_memory import manifests
 
@@ -71,7 +72,7 @@ class Measured:
 def shape_kinds(shape: str, objects: int) -> Kinds:
     """The objects by kind of a shape's manifests, as the service's source counter reads them (once per
     shape and count: the manifests run to megabytes)."""
-    return kinds_of(kinds_yaml(manifests(shape, objects, "ns").encode()))
+    return kinds_of(read_manifest(manifests(shape, objects, "ns").encode(), f"{shape}.yaml").kinds)
 
 
 def read_measured(path: Path) -> list[Measured]:

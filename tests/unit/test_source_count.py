@@ -1,181 +1,119 @@
-"""Source count: the fast path counts exactly what a full YAML load counts."""
+"""Source count: what Config Sync's reader makes of each file (the named cases, their expectations
+written out and held against Config Sync's own reader by tests/integration/test_config_sync_reader.py),
+the reconciler's listing, the fast path against the full decoding, and files we do not read."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.seed import configmaps_yaml, write_commit
+from inventory.go_decoding import GoDecodeError, decode_yaml
+from inventory.manifest_reader import CRASH, _fast_yaml, read_manifest
 from inventory.source_count import (
     SourceError,
-    _rapidyaml_errors_kept_off_stderr,
+    Unread,
     count_directory,
-    count_json,
-    count_yaml,
-    kinds_json,
-    kinds_with_full_loader,
-    kinds_yaml,
-    read_manifest,
+    quiet_rapidyaml,
+    read_file,
 )
 from inventory.source_watch import SourceLayout, SourceWatcher, count_source
-
-CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
-
-CASES = {
-    "one": CM,
-    "multi-document": CM + "---\n" + CM + "---\n" + CM,
-    "leading-separator": "---\n" + CM,
-    "empty": "",
-    "comments-only": "# nothing here\n# at all\n",
-    "empty-documents": "---\n---\n# c\n---\n" + CM + "---\n",
-    # Unicode line breaks inside a plain scalar: libyaml folds them (found by the fuzzer below).
-    "next-line-in-kind": "apiVersion: '0'\nkind: \x85\n",
-    "line-separator-after-kind": "apiVersion: v1\nkind: ConfigMap\u2028\u2029\n",
-    "document-end-markers": CM + "...\n---\n" + CM + "...\n",
-    "no-kind": "apiVersion: v1\nmetadata: {name: a}\n",
-    "no-apiversion": "kind: ConfigMap\n",
-    "kind-null": "apiVersion: v1\nkind: null\n",
-    "kind-tilde": "apiVersion: v1\nkind: ~\n",
-    "kind-empty": "apiVersion: v1\nkind:\n",
-    "kind-quoted-null": "apiVersion: v1\nkind: 'null'\n",
-    "kind-bool": "apiVersion: v1\nkind: yes\n",
-    "kind-quoted-empty": 'apiVersion: v1\nkind: ""\n',
-    "apiversion-int": "apiVersion: 1\nkind: Thing\n",
-    "apiversion-float": "apiVersion: 1.0\nkind: Thing\n",
-    "kind-block-literal": "apiVersion: v1\nkind: |\n  ConfigMap\n",
-    "kind-map": "apiVersion: v1\nkind: {a: b}\n",
-    "flow-mapping": "{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n",
-    "quoted-keys": "\"apiVersion\": v1\n'kind': ConfigMap\n",
-    "duplicate-kind-last-wins-null": "apiVersion: v1\nkind: ConfigMap\nkind: null\n",
-    "duplicate-kind-last-wins-str": "apiVersion: v1\nkind: null\nkind: ConfigMap\n",
-    "top-level-sequence": "- " + CM.replace("\n", "\n  ").rstrip() + "\n",
-    "top-level-scalar": "just a string\n",
-    "list": "apiVersion: v1\nkind: List\nitems:\n- "
-    + CM.replace("\n", "\n  ").rstrip()
-    + "\n- "
-    + CM.replace("\n", "\n  ").rstrip()
-    + "\n",
-    "list-with-junk-items": "apiVersion: v1\nkind: List\nitems:\n- a\n- {kind: X}\n- {apiVersion: v1, kind: Secret}\n",
-    "typed-list": "apiVersion: v1\nkind: ConfigMapList\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n",
-    "list-without-items": "apiVersion: v1\nkind: List\n",
-    "list-items-not-a-list": "apiVersion: v1\nkind: List\nitems: {a: b}\n",
-    "allowlist-object": "apiVersion: example.com/v1\nkind: AllowList\nspec: {}\n",
-    "anchors-and-aliases": "apiVersion: &v v1\nkind: ConfigMap\nx: *v\n---\na: &m {apiVersion: v1, kind: S}\n",
-    "alias-items": "apiVersion: v1\nkind: List\nx: &i {apiVersion: v1, kind: S}\nitems: [*i, *i]\n",
-    "merge-key": "base: &b {apiVersion: v1, kind: ConfigMap}\n---\n<<: {apiVersion: v1, kind: Secret}\n",
-    "standard-tag": "apiVersion: !!str v1\nkind: ConfigMap\n",
-    "block-scalar-with-dashes": "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: |\n    ---\n    kind: Fake\n",
-    "windows-newlines": CM.replace("\n", "\r\n") + "---\r\n" + CM.replace("\n", "\r\n"),
-    "unicode": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\u00e9}\ndata: {k: \u65e5\u672c}\n",
-    "comment-after-values": "apiVersion: v1 # api\nkind: ConfigMap # kind\n",
-}
+from tests.manifest_cases import CM, NAMED_CASES, fragment_files, yaml_files
 
 
-def is_object(document: Any) -> bool:
-    return isinstance(document, dict) and all(
-        isinstance(document.get(k), str) and document[k] for k in ("apiVersion", "kind")
-    )
+@pytest.mark.parametrize("name", sorted(NAMED_CASES))
+def test_named_case(name: str) -> None:
+    case = NAMED_CASES[name]
+    with quiet_rapidyaml():
+        read = read_manifest(case.text.encode(), case.file)
+    assert (dict(read.kinds), tuple(p.code for p in read.rejected)) == (case.kinds, case.codes)
+    assert read.unread is None
+    assert all(p.message.startswith(f"{case.file}: ") for p in read.rejected), "each error names its file"
 
 
-def reference_kinds(documents: Any) -> Counter[str]:
-    """The counting rule written out here, on fully loaded documents: list kinds count their items."""
-    kinds: Counter[str] = Counter()
-    for document in documents:
-        if not is_object(document):
-            continue
-        items = document.get("items")
-        if document["kind"].endswith("List") and isinstance(items, list):
-            kinds.update(item["kind"] for item in items if is_object(item))
-        else:
-            kinds[document["kind"]] += 1
-    return kinds
+def test_a_status_that_is_not_a_mapping_is_config_syncs_crash_not_a_count() -> None:
+    # Config Sync's reader panics here (reader.go: a type assertion on the status), so it syncs nothing.
+    read = read_manifest((CM + "status: Active\n").encode(), "a.yaml")
+    assert (dict(read.kinds), [p.code for p in read.rejected]) == ({}, [CRASH])
 
 
-def reference(text: str) -> int:
-    return reference_kinds(yaml.load_all(text, Loader=yaml.SafeLoader)).total()
+def test_deep_nesting_is_counted_and_beyond_our_reach_is_unread_not_rejected() -> None:
+    deep = CM + "data:\n  x: " + "[" * 5000 + "]" * 5000 + "\n"
+    assert read_manifest(deep.encode(), "deep.yaml").kinds == {"ConfigMap": 1}  # go-yaml allows 10,000
+    deep = deep.replace("x: ", "x: &anchor ")  # an anchor: only the full decoding can tell, recursively
+    read = read_manifest(deep.encode(), "deep.yaml")
+    assert read.rejected == ()
+    assert read.unread is not None
+    assert "deep.yaml" in read.unread
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_fast_count_matches_full_load(name: str) -> None:
-    data = CASES[name].encode()
-    assert count_yaml(data) == reference(CASES[name]) == kinds_with_full_loader(data, name).total()
-    expected = reference_kinds(yaml.load_all(CASES[name], Loader=yaml.SafeLoader))
-    assert kinds_yaml(data) == expected == kinds_with_full_loader(data, name)
+def _relevant(value: Any) -> Any:
+    """What the reader reads of an object: the text of `apiVersion`, `kind`, `metadata.name` and the
+    local-config annotation, the type of any other value (a string's text is not compared: only that
+    it is a string matters)."""
+    if not isinstance(value, dict):
+        return value
+    keep = {
+        k: _shape(v) for k, v in value.items() if k.lower() in ("apiversion", "kind", "metadata", "items")
+    }
+    for exact in ("apiVersion", "kind"):
+        if isinstance(value.get(exact), str):
+            keep[exact] = value[exact]
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict):
+        keep["metadata"] = {
+            **_shape(metadata),
+            **{k: metadata[k] for k in ("name",) if isinstance(metadata.get(k), str)},
+        }
+        annotations = metadata.get("annotations")
+        local = (
+            annotations.get("config.kubernetes.io/local-config") if isinstance(annotations, dict) else None
+        )
+        if isinstance(local, str):
+            keep["metadata"]["local"] = local
+    if isinstance(value.get("items"), list):
+        keep["items"] = [_relevant(i) for i in value["items"]]
+    if "status" in value:
+        keep["status"] = bool(value["status"]) if isinstance(value["status"], dict) else value["status"]
+    return keep
 
 
-def test_kinds_are_counted_by_kind_with_list_items_by_their_own() -> None:
-    text = CM + "---\n" + CASES["list-with-junk-items"] + "---\n" + CASES["typed-list"] + "---\n" + CM
-    assert kinds_yaml(text.encode()) == {"ConfigMap": 3, "Secret": 1}
-    assert kinds_json(
-        b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "X"}]}'
-    ) == {"X": 1}
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return "<string>" if isinstance(value, str) else value
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n",
-        "apiVersion: v1\n  kind: ConfigMap\n bad: indent\n",
-        "key: 'unterminated\n",
-        "a: b\n\tc: d\n",
-        "apiVersion: !custom v1\nkind: ConfigMap\n",
-        "kind: [a, b\n---\n" + CM,
-    ],
-    ids=["unclosed-flow", "bad-indent", "unterminated-quote", "tab", "unknown-tag", "bad-then-good"],
+@settings(
+    max_examples=int(os.environ.get("OBJCOUNT_FUZZ_EXAMPLES", "1500")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-def test_invalid_yaml_is_an_error_naming_the_file(text: str) -> None:
-    with pytest.raises(yaml.YAMLError):
-        list(yaml.load_all(text, Loader=yaml.SafeLoader))
-    with pytest.raises(SourceError, match=r"deploy/app\.yaml: invalid YAML"):
-        count_yaml(text.encode(), "deploy/app.yaml")
-
-
-def test_binary_file_is_an_error() -> None:
-    with pytest.raises(SourceError, match=r"blob\.yaml"):
-        count_yaml(bytes(range(256)) * 4, "blob.yaml")
-
-
-def test_json_files() -> None:
-    assert count_json(b'{"apiVersion": "v1", "kind": "ConfigMap"}') == 1
-    assert (
-        count_json(b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "X"}]}') == 1
-    )
-    assert count_json(b"[1, 2]") == 0
-    with pytest.raises(SourceError, match=r"x\.json: invalid JSON"):
-        count_json(b"{", "x.json")
-
-
-def test_directory_walk_skips_hidden_and_other_files(tmp_path: Path) -> None:
-    (tmp_path / "a.yaml").write_text(configmaps_yaml(3))
-    (tmp_path / "nested" / "deeper").mkdir(parents=True)
-    (tmp_path / "nested" / "deeper" / "b.yml").write_text(configmaps_yaml(2))
-    (tmp_path / "nested" / "c.json").write_text('{"apiVersion": "v1", "kind": "Secret"}')
-    (tmp_path / "README.md").write_text("kind: ConfigMap\napiVersion: v1\n")
-    (tmp_path / ".hidden").mkdir()
-    (tmp_path / ".hidden" / "d.yaml").write_text(configmaps_yaml(5))
-    (tmp_path / ".e.yaml").write_text(configmaps_yaml(5))
-    result = count_directory(tmp_path)
-    assert (result.objects, result.files) == (6, 3)
-    assert result.kinds == {"ConfigMap": 5, "Secret": 1}
-    # The bytes of the three manifest files that hold objects; README.md and hidden files are not read.
-    sizes = [tmp_path / "a.yaml", tmp_path / "nested" / "deeper" / "b.yml", tmp_path / "nested" / "c.json"]
-    assert result.bytes == sum(p.stat().st_size for p in sizes)
-
-
-def test_files_without_objects_add_no_bytes(tmp_path: Path) -> None:
-    (tmp_path / "a.yaml").write_text(CM)
-    (tmp_path / "notes.yaml").write_text("# only a comment, and a mapping that is no object\na: b\n")
-    assert count_directory(tmp_path).bytes == len(CM)
+@given(data=st.one_of(yaml_files(), fragment_files))
+def test_the_fast_path_agrees_with_the_full_decoding(data: bytes) -> None:
+    for piece in (b"\n" + data).split(b"\n---"):
+        with quiet_rapidyaml():
+            fast = _fast_yaml(piece)
+        if fast is None:
+            continue
+        try:
+            full = decode_yaml(piece)
+        except GoDecodeError as error:
+            raise AssertionError(f"the fast path read {piece!r}, which go-yaml rejects: {error}") from None
+        fast_status = fast.pop("status", None)
+        assert _relevant(fast) == {k: v for k, v in _relevant(full).items() if k != "status"}
+        assert (bool(fast_status) if isinstance(fast_status, dict) else fast_status) == _relevant(full).get(
+            "status"
+        )
 
 
 def test_counts_through_the_rev_link_and_prefers_hydrated_output(tmp_path: Path) -> None:
@@ -194,97 +132,6 @@ def test_missing_source_is_an_error_not_zero(tmp_path: Path) -> None:
         count_source(SourceLayout(tmp_path, "config"))
 
 
-# ----- property: any document stream PyYAML can produce is counted the same way -----------------------
-scalars = st.one_of(
-    st.text(max_size=6),
-    st.integers(-5, 5),
-    st.booleans(),
-    st.none(),
-    st.sampled_from(["yes", "null", "~", "1.5", ""]),
-)
-documents = st.one_of(
-    scalars,
-    st.lists(scalars, max_size=3),
-    st.fixed_dictionaries(
-        {"apiVersion": scalars, "kind": st.one_of(scalars, st.sampled_from(["List", "ConfigMap", "XList"]))},
-        optional={
-            "items": st.lists(
-                st.one_of(scalars, st.fixed_dictionaries({"apiVersion": scalars, "kind": scalars})),
-                max_size=3,
-            ),
-            "metadata": st.dictionaries(st.text(max_size=4), scalars, max_size=2),
-        },
-    ),
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(documents, max_size=5), st.booleans(), st.sampled_from([None, True, False]))
-def test_fast_count_matches_full_load_on_generated_streams(
-    docs: list[Any], start: bool, flow: bool | None
-) -> None:
-    text = yaml.safe_dump_all(docs, explicit_start=start, default_flow_style=flow, allow_unicode=True)
-    assert kinds_yaml(text.encode()) == reference_kinds(yaml.load_all(text, Loader=yaml.SafeLoader))
-
-
-# ----- fuzzing: YAML-like garbage is counted exactly like the full loader, or rejected like it ---------
-FRAGMENTS = [
-    "apiVersion: v1\n",
-    "kind: ConfigMap\n",
-    "kind: List\n",
-    "items:\n",
-    "- ",
-    "  ",
-    "---\n",
-    "...\n",
-    "a: b\n",
-    "{",
-    "}",
-    "[",
-    "]",
-    ",",
-    ":",
-    " ",
-    "\n",
-    "'",
-    '"',
-    "#c\n",
-    "- kind: X\n",
-    "  apiVersion: v\n",
-    "|\n",
-    ">\n",
-    "null",
-    "~",
-    "\t",
-    "? ",
-    "apiVersion: ",
-    "kind: ",
-    "x",
-    "&a ",
-    "*a",
-    "!t ",
-    "2024-02-30",
-]
-
-
-def full_load_or_error(text: str) -> Counter[str] | None:
-    try:
-        return reference_kinds(yaml.load_all(text, Loader=yaml.CSafeLoader))
-    except (yaml.YAMLError, ValueError):
-        return None
-
-
-@settings(max_examples=1500, deadline=None)
-@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
-def test_fuzzed_yaml_is_counted_or_rejected_exactly_like_the_full_loader(parts: list[str]) -> None:
-    text = "".join(parts)
-    try:
-        counted: Counter[str] | None = kinds_yaml(text.encode())
-    except SourceError:
-        counted = None
-    assert counted == full_load_or_error(text)
-
-
 HELM_TEMPLATE = """apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -295,16 +142,72 @@ data:
 """
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.sampled_from([*FRAGMENTS, "{{ .Values.x }}", "{ ", "[ "]), max_size=30))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=fragment_files)
 def test_nothing_is_printed_to_stderr_by_the_parsers(
-    parts: list[str], capfd: pytest.CaptureFixture[str]
+    data: bytes, capfd: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # rapidyaml prints its C++ parse errors to the process's stderr, where our JSON logs go.
-    for text in ("".join(parts), HELM_TEMPLATE, "  apiVersion: v\n---\n"):
-        with contextlib.suppress(SourceError):
-            count_yaml(text.encode())
+    directory = tmp_path_factory.mktemp("stderr")
+    for i, text in enumerate((data, HELM_TEMPLATE.encode(), b"  apiVersion: v\n---\n")):
+        (directory / f"{i}.yaml").write_bytes(text)
+    count_directory(directory)
     assert capfd.readouterr().err == ""
+
+
+# ----- the reconciler's listing -----------------------------------------------------------------------------
+def test_files_are_listed_as_the_reconciler_lists_them(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(configmaps_yaml(3))
+    (tmp_path / "nested" / "deeper").mkdir(parents=True)
+    (tmp_path / "nested" / "deeper" / "b.yml").write_text(configmaps_yaml(2))
+    (tmp_path / "nested" / "c.json").write_text(
+        '{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}'
+    )
+    (tmp_path / "README.md").write_text("kind: ConfigMap\napiVersion: v1\n")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "d.yaml").write_text(configmaps_yaml(5))  # read: only .git is skipped
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "e.yaml").write_text(configmaps_yaml(7))
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yaml").write_text("on: push\n")  # the reader skips it
+    result = count_directory(tmp_path)
+    assert (result.objects, result.files) == (3 + 2 + 1 + 5, 4)
+    assert result.kinds == {"ConfigMap": 10, "Secret": 1}
+    holding = ["a.yaml", "nested/deeper/b.yml", "nested/c.json", ".hidden/d.yaml"]
+    assert result.bytes == sum((tmp_path / p).stat().st_size for p in holding)
+    assert (result.rejected, result.unread) == ((), ())
+
+
+def test_files_without_objects_add_no_bytes(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(CM)
+    (tmp_path / "notes.yaml").write_text("# only a comment\n")
+    assert count_directory(tmp_path).bytes == len(CM)
+
+
+def test_a_rejected_file_is_reported_and_the_others_still_counted(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(configmaps_yaml(3))
+    (tmp_path / "b.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n")
+    result = count_directory(tmp_path)
+    assert result.objects == 3
+    assert [(p.code, p.message.split(":")[0]) for p in result.rejected] == [("KNV2010", "b.yaml")]
+
+
+def test_a_broken_link_fails_the_listing_as_it_fails_the_reconcilers(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(configmaps_yaml(3))
+    (tmp_path / "b.yaml").symlink_to("missing.yaml")
+    result = count_directory(tmp_path)
+    assert result.objects == 0
+    assert [p.code for p in result.rejected] == ["KNV2001"]
+    assert "b.yaml" in result.rejected[0].message
+
+
+def test_a_link_is_read_where_it_points_by_its_targets_suffix(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "b.txt").write_text(configmaps_yaml(2))
+    (tmp_path / "shared" / "c.yaml").write_text(configmaps_yaml(4))
+    (tmp_path / "b.yaml").symlink_to("shared/b.txt")  # a .txt target: not a manifest to the reconciler
+    (tmp_path / "c.txt").symlink_to("shared/c.yaml")  # read a second time, as the reconciler does
+    assert count_directory(tmp_path).objects == 4 + 4
 
 
 def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: Path) -> None:
@@ -326,7 +229,7 @@ def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: 
     assert watcher.last_error is None
 
 
-# ----- hostile files: links out of the commit, FIFOs, devices, huge files -------------------------------
+# ----- files we do not read: their objects are unknown, the rest is still counted ----------------------------
 def _commit_with(tmp_path: Path, make: Any) -> SourceLayout:
     commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(3)}, sync_dir="config")
     make(commit / "config")
@@ -334,44 +237,54 @@ def _commit_with(tmp_path: Path, make: Any) -> SourceLayout:
 
 
 @pytest.mark.timeout(10)
-def test_a_link_to_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    fifo = tmp_path / "pipe"
+def test_a_link_to_a_fifo_is_unread_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
-    layout = _commit_with(tmp_path, lambda config: (config / "b.yaml").symlink_to(fifo))
-    with pytest.raises(SourceError, match=r"config/b.yaml: a symbolic link out of the commit"):
-        count_source(layout)
+    count = count_source(_commit_with(tmp_path, lambda config: (config / "b.yaml").symlink_to(fifo)))
+    assert count.objects == 3
+    assert [u.split(": ", 1)[0] for u in count.unread] == [str(fifo)]  # named where the link points
+    assert "a symbolic link out of the commit" in count.unread[0]
 
 
 @pytest.mark.timeout(10)
-def test_a_fifo_inside_the_commit_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    layout = _commit_with(tmp_path, lambda config: os.mkfifo(config / "b.yaml"))
-    with pytest.raises(SourceError, match=r"config/b.yaml: not a regular file"):
-        count_source(layout)
+def test_a_fifo_inside_the_commit_is_unread_not_a_hang(tmp_path: Path) -> None:
+    count = count_source(_commit_with(tmp_path, lambda config: os.mkfifo(config / "b.yaml")))
+    assert (count.objects, count.rejected) == (3, ())
+    assert count.unread == ("config/b.yaml: not a regular file (a FIFO, device or socket): not read",)
 
 
-@pytest.mark.timeout(10)
-def test_a_link_to_dev_zero_is_refused_without_reading(tmp_path: Path) -> None:
-    layout = _commit_with(tmp_path, lambda config: (config / "z.yaml").symlink_to("/dev/zero"))
-    with pytest.raises(SourceError, match=r"config/z.yaml: a symbolic link out of the commit \(/dev/zero\)"):
-        count_source(layout)
+def test_a_link_out_of_the_commit_is_unread(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(configmaps_yaml(5))
+    count = count_source(_commit_with(tmp_path, lambda config: (config / "z.yaml").symlink_to(outside)))
+    assert count.objects == 3
+    assert count.unread == (f"{outside}: a symbolic link out of the commit ({outside}): not read",)
 
 
-def test_a_link_inside_the_commit_is_followed(tmp_path: Path) -> None:
+def test_a_link_to_a_device_is_not_read_by_the_reconciler_either(tmp_path: Path) -> None:
+    # The reconciler reads a link's target by the target's suffix: /dev/zero is no manifest to it.
+    count = count_source(_commit_with(tmp_path, lambda config: (config / "z.yaml").symlink_to("/dev/zero")))
+    assert (count.objects, count.files, count.unread, count.rejected) == (3, 1, (), ())
+
+
+def test_a_directory_named_like_a_manifest_through_a_link_is_rejected(tmp_path: Path) -> None:
+    # The reconciler reads the link's target as a file and fails: "is a directory".
     def link(config: Path) -> None:
-        (config / "shared").mkdir()
-        (config / "shared" / "b.txt").write_text(configmaps_yaml(2))
-        (config / "b.yaml").symlink_to("shared/b.txt")
+        (config / "d.yaml").mkdir()
+        (config / "e.yaml").symlink_to("d.yaml")
 
-    assert count_source(_commit_with(tmp_path, link)).objects == 3 + 2
+    count = count_source(_commit_with(tmp_path, link))
+    assert [p.code for p in count.rejected] == ["KNV2001"]
+    assert "is a directory" in count.rejected[0].message
 
 
 def test_a_file_over_the_cap_is_refused_not_read(tmp_path: Path) -> None:
     data = configmaps_yaml(1).encode()
     path = tmp_path / "a.yaml"
     path.write_bytes(data)
-    assert read_manifest(path, tmp_path, "a.yaml", max_bytes=len(data)) == data
-    with pytest.raises(SourceError, match=rf"a.yaml: {len(data)} bytes, over the {len(data) - 1}-byte limit"):
-        read_manifest(path, tmp_path, "a.yaml", max_bytes=len(data) - 1)
+    assert read_file(path, tmp_path, "a.yaml", max_bytes=len(data)) == data
+    with pytest.raises(Unread, match=rf"a.yaml: {len(data)} bytes, over the {len(data) - 1}-byte limit"):
+        read_file(path, tmp_path, "a.yaml", max_bytes=len(data) - 1)
 
 
 def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
@@ -409,7 +322,7 @@ def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
 
 
 def test_other_writes_to_stderr_during_a_parse_are_passed_through(capfd: pytest.CaptureFixture[str]) -> None:
-    with _rapidyaml_errors_kept_off_stderr():
+    with quiet_rapidyaml():
         os.write(2, b'{"message": "another thread logged this"}\n')
         os.write(2, b"line=2 col=1 (16B): ERROR: [parse] parse error: incorrect indentation?\n")
     assert capfd.readouterr().err == '{"message": "another thread logged this"}\n'

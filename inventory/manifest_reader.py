@@ -1,0 +1,429 @@
+"""Config Sync's reader, as we count with it: which objects one manifest file gives Config Sync v1.24.3's
+reconciler, and which files it rejects and why. Pure: a file's bytes and name in, `FileRead` out.
+
+What the reconciler does with a file (pkg/importer/reader, read to learn it, not copied):
+- `.yaml`/`.yml`: the text is split at every `\\n---` (before any YAML parsing: a `---` line inside a
+  block scalar splits it too); a piece holding only blank and comment lines is skipped; every other piece
+  is decoded alone, as JSON when its first non-space character is `{`, else as go-yaml v2 reads YAML
+  (only its first document), and must be a mapping with a non-empty string `kind`;
+- `.json`: one JSON object; an empty file holds nothing;
+- objects annotated `config.kubernetes.io/local-config` (any value but `"false"`) are left out;
+- an object whose `items` is a list is a List: its items are the objects (Lists of Lists too);
+- each object needs a string `apiVersion` (at most one `/`), `kind` and `metadata.name` (else KNV2010),
+  no non-empty `status` unless it is Config Sync's own (KNV1045), string annotation and label values
+  (KNV1054). A piece that does not decode rejects its file (KNV2001).
+One rejected file stops the whole sync: the reconciler applies nothing of that commit.
+
+How, fast: most pieces are read with rapidyaml (C++), looking only at the fields above, once libyaml
+(PyYAML's C parser, what go-yaml v2 was ported from) has found the piece valid and a walk of rapidyaml's
+tree has found nothing whose meaning needs go-yaml's full decoding (anchors, aliases, tags, merge keys,
+null keys, `.nan`/`.inf`, a second document, Unicode line breaks); those pieces, and any either parser
+refuses, are decoded in full by `inventory.go_decoding`, which also words the error. The differential
+tests hold both against Config Sync's own reader on a corpus of public repositories and on generated YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ryml
+from yaml._yaml import CParser
+
+from inventory.go_decoding import (
+    GO_SPACES,
+    BeyondUs,
+    GoDecodeError,
+    Pairs,
+    decode_json,
+    decode_yaml,
+    folds_to,
+    plain_scalar,
+)
+
+# Objects of one file or commit by kind (`kind` of each object, List items by their own kind).
+KindCounter = Counter[str]
+
+SYNTAX, RESOURCE, ILLEGAL_STATUS, ANNOTATION_VALUE = "KNV2001", "KNV2010", "KNV1045", "KNV1054"
+UNDOCUMENTED = "KNV9999"
+CRASH = "crash"  # Config Sync's reader panics (its reconciler restarts): nothing syncs either
+LOCAL_CONFIG = "config.kubernetes.io/local-config"
+CONFIG_MANAGEMENT_GROUP = "configmanagement.gke.io"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One error Config Sync reports for a file: its code (`KNV....`) and what it says."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What a file gives the reconciler: its objects by kind, or the errors that reject it; `unread` when
+    we could not read it at all (not Config Sync's verdict: its objects are unknown, not none)."""
+
+    kinds: KindCounter
+    rejected: tuple[Problem, ...] = ()
+    unread: str | None = None
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+SUFFIXES = (*YAML_SUFFIXES, ".json")
+
+
+def read_manifest(data: bytes, name: str) -> FileRead:
+    """The objects Config Sync reads from one file named `name` (its suffix decides how)."""
+    try:
+        objects = _json_file(data) if name.endswith(".json") else _yaml_file(data)
+    except GoDecodeError as error:
+        return FileRead(Counter(), (Problem(SYNTAX, f"{name}: {error}"),))
+    except BeyondUs as error:
+        return FileRead(Counter(), unread=f"{name}: {error}")
+    kinds: KindCounter = Counter()
+    problems: list[Problem] = []
+    for obj in objects:
+        if not _local_config(obj):
+            _file_objects(obj, kinds, problems, name)
+    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds)
+
+
+# ----- decoding a file into objects ---------------------------------------------------------------------
+def _json_file(data: bytes) -> list[dict[str, Any]]:
+    """A `.json` file: Unstructured's own JSON decoding (no type check of `apiVersion` first)."""
+    if not data:
+        return []
+    return [_unstructured(_as_map(decode_json(data), "map[string]interface {}"))]
+
+
+def _yaml_file(data: bytes) -> list[dict[str, Any]]:
+    return [_decoded_piece(piece) for piece in (b"\n" + data).split(b"\n---") if not _blank(piece)]
+
+
+_CONTENT_LINE = re.compile(rb"(?m)^[ \t\v\f\r]*[^ \t\v\f\r#\n]")
+
+
+def _blank(piece: bytes) -> bool:
+    """Only blank and comment lines (Go's unicode.IsSpace decides what is blank)."""
+    found = _CONTENT_LINE.search(piece)
+    if found is None:
+        return True
+    if piece[found.end() - 1] < 0x80:
+        return False
+    lines = piece.decode("utf-8", "replace").split("\n")
+    return all(
+        not line.lstrip("".join(GO_SPACES)) or line.lstrip("".join(GO_SPACES))[0] == "#" for line in lines
+    )
+
+
+def _looks_like_json(piece: bytes) -> bool:
+    """Kubernetes' universal decoder takes a piece for JSON when its first non-space character is `{`."""
+    rest = piece.lstrip(b" \t\n\v\f\r")
+    if rest[:1] == b"{":
+        return True
+    if not rest or rest[0] < 0x80:
+        return False
+    return piece.decode("utf-8", "replace").lstrip("".join(GO_SPACES))[:1] == "{"
+
+
+def _decoded_piece(piece: bytes) -> dict[str, Any]:
+    if _looks_like_json(piece):
+        value = decode_json(piece)
+        _interpret(value.pairs if isinstance(value, Pairs) else value)
+        return _unstructured(_as_map(value, "map[string]interface {}"))
+    value = _fast_yaml(piece)
+    if value is None:
+        value = decode_yaml(piece)
+    _interpret(sorted(value.items()) if isinstance(value, dict) else value)
+    return _unstructured(_as_map(value, "map[string]interface {}"))
+
+
+def _as_map(value: Any, target: str) -> dict[str, Any] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    raise GoDecodeError(f"json: cannot unmarshal {_json_type(value)} into Go value of type {target}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", type(None): "null"}.get(type(value), "object")
+
+
+def _interpret(value: Any) -> None:
+    """What the decoder reads first: `apiVersion` and `kind` into a Go struct, whose fields match keys
+    without regard to case (encoding/json), in the order of the JSON text; each must be a string or
+    null, and the last `apiVersion` must name at most one `/`."""
+    if value is None:
+        return
+    if not isinstance(value, list) or (value and not isinstance(value[0], tuple)):
+        struct = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string ... }'
+        raise GoDecodeError(
+            f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(value)} "
+            f"into Go value of type {struct}"
+        )
+    api_version = ""
+    for key, item in value:
+        field = "apiVersion" if folds_to(key, "apiVersion") else "kind" if folds_to(key, "kind") else None
+        if field is None or item is None:
+            continue
+        if not isinstance(item, str):
+            raise GoDecodeError(
+                f"couldn't get version/kind; json parse error: json: cannot unmarshal "
+                f"{_json_type(item)} into Go struct field .{field} of type string"
+            )
+        if field == "apiVersion":
+            api_version = item
+    _group_version(api_version)
+
+
+def _group_version(text: str) -> tuple[str, str]:
+    """apimachinery's ParseGroupVersion: (group, version), GoDecodeError beyond one `/`."""
+    if not text or text == "/":
+        return "", ""
+    if text.count("/") > 1:
+        raise GoDecodeError(f"unexpected GroupVersion string: {text}")
+    group, _, version = text.rpartition("/")
+    return group, version
+
+
+def _unstructured(value: dict[str, Any] | None) -> dict[str, Any]:
+    """An Unstructured object needs a non-empty string `kind`, and a string `apiVersion` must parse:
+    else Kubernetes' decoder says the kind is missing."""
+    api_version = value.get("apiVersion") if value else None
+    try:
+        _group_version(api_version if isinstance(api_version, str) else "")
+    except GoDecodeError:
+        value = None
+    kind = value.get("kind") if value else None
+    if value is None or not isinstance(kind, str) or not kind:
+        raise GoDecodeError("Object 'Kind' is missing")
+    return value
+
+
+# ----- the reader's checks of each object -------------------------------------------------------------------
+def _local_config(obj: Mapping[str, Any]) -> bool:
+    """Annotated as local configuration. The annotations are read as Unstructured reads them: null
+    values are empty strings, and any other value that is not a string hides them all."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if not isinstance(annotations, dict) or LOCAL_CONFIG not in annotations:
+        return False
+    if not all(v is None or isinstance(v, str) for v in annotations.values()):
+        return False
+    return (annotations[LOCAL_CONFIG] or "") != "false"
+
+
+def _file_objects(obj: Mapping[str, Any], kinds: KindCounter, problems: list[Problem], name: str) -> None:
+    items = obj.get("items")
+    if isinstance(items, list):
+        for item in items:
+            if not isinstance(item, dict):
+                problems.append(Problem(UNDOCUMENTED, f"{name}: items member is not an object"))
+                return
+            _file_objects(item, kinds, problems, name)
+        return
+    problem = _object_problem(obj, name)
+    if problem is not None:
+        problems.append(problem)
+    else:
+        kinds[obj["kind"]] += 1
+
+
+def _object_problem(obj: Mapping[str, Any], name: str) -> Problem | None:
+    errors = [e for e in (_string_error(obj, "apiVersion"), _string_error(obj, "kind")) if e]
+    group = ""
+    if not errors:
+        try:
+            group = _group_version(obj["apiVersion"])[0]
+        except GoDecodeError as error:
+            errors.append(str(error))
+    name_error = _string_error(obj, "metadata", "name")
+    errors += [name_error] if name_error else []
+    if errors:
+        return Problem(RESOURCE, f"{name}: {'; '.join(errors)}")
+    status = obj.get("status")
+    if group != CONFIG_MANAGEMENT_GROUP and status is not None:
+        if not isinstance(status, dict):
+            return Problem(
+                CRASH, f"{name}: a `status` that is not a mapping makes Config Sync's reader panic"
+            )
+        if status:
+            return Problem(ILLEGAL_STATUS, f"{name}: a {obj['kind']} declared with a `status` field")
+    return _metadata_problem(obj["metadata"], name)
+
+
+def _string_error(obj: Mapping[str, Any], *path: str) -> str | None:
+    """Why the field at `path` is not a non-empty string (unstructured.NestedString's rules: a missing
+    parent is missing, a parent that is not a mapping is an error); None when it is one."""
+    field = ".".join(path)
+    value: Any = obj
+    for step in path:
+        if value is None:
+            return f'missing field "{field}"'
+        if not isinstance(value, dict):
+            return f".{field} accessor error: {_json_type(value)} where a map is expected"
+        if step not in value:
+            return f'missing field "{field}"'
+        value = value[step]
+    if not isinstance(value, str):
+        return f".{field} accessor error: {_json_type(value)} where a string is expected"
+    return None if value else f'missing field "{field}"'
+
+
+def _metadata_problem(metadata: Mapping[str, Any], name: str) -> Problem | None:
+    for field in ("annotations", "labels"):
+        values = metadata.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            return Problem(RESOURCE, f"{name}: validating {field}: not a map")
+        invalid = sorted(key for key, value in values.items() if not isinstance(value, str))
+        if invalid:
+            return Problem(
+                ANNOTATION_VALUE, f"{name}: {field} values must be strings (quote them): {', '.join(invalid)}"
+            )
+    return None
+
+
+# ----- the fast path: rapidyaml, looking only at what the reader checks -----------------------------------
+# Bytes after which a piece is decoded in full: merge keys, `.nan`/`.inf`, a document end or directive
+# (a second document), the Unicode line breaks libyaml folds and rapidyaml keeps.
+_FULL_DECODE = (
+    b"<<",
+    *(b".nan", b".NaN", b".NAN", b".inf", b".Inf", b".INF"),
+    b"\n...",
+    b"\n%",
+    *("\u0085".encode(), "\u2028".encode(), "\u2029".encode()),
+    "\ufeff".encode(),  # a byte order mark, which libyaml skips at the start of any line
+)
+_NODE_PROPERTIES = (b"&", b"*", b"!")  # anchors, aliases, tags: rapidyaml flags the real ones
+_NULL_WORD_KEY = re.compile(rb"(?:~|null|Null|NULL)[ \t]*:")
+_EMPTY_KEY = re.compile(rb"(?:^|[\n{\[,?-])[ \t]*:")
+_PROPERTY_FLAGS = ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF | ryml.KEYTAG | ryml.VALTAG
+_RELEVANT = ("apiVersion", "kind", "metadata", "status", "items")
+
+
+def _fast_yaml(piece: bytes) -> dict[str, Any] | None:
+    """The piece's top-level mapping with the fields the reader checks (others left out), as go-yaml
+    would decode them; None when only the full decoding can tell."""
+    if piece.startswith((b"...", b"%")) or any(marker in piece for marker in _FULL_DECODE):
+        return None
+    try:
+        tree, root = _mapping_tree(piece)
+        null_keys = b"?" in piece or bool(_NULL_WORD_KEY.search(piece) or _EMPTY_KEY.search(piece))
+        if (null_keys or any(p in piece for p in _NODE_PROPERTIES)) and _needs_full_decode(tree, null_keys):
+            return None
+        return _object_fields(tree, root)
+    except _Undecided:
+        return None
+
+
+def _mapping_tree(piece: bytes) -> tuple[Any, int]:
+    """rapidyaml's tree of a piece that libyaml finds valid, and its one document's top-level mapping."""
+    try:
+        CParser(piece).raw_parse()  # libyaml, building nothing: is the piece valid YAML at all?
+        tree = ryml.parse_in_arena(piece)
+    except Exception as error:
+        raise _Undecided from error
+    root = tree.root_id()
+    if tree.is_stream(root):
+        if tree.num_children(root) != 1:
+            raise _Undecided
+        root = tree.first_child(root)
+    if not tree.is_map(root):
+        raise _Undecided
+    return tree, root
+
+
+class _Undecided(Exception):
+    """The fast path met what only the full decoding can settle."""
+
+
+def _needs_full_decode(tree: Any, null_keys: bool) -> bool:
+    node_type, key_is_null = tree.type, tree.key_is_null
+    for node in range(tree.size()):
+        flags = node_type(node)
+        if flags & _PROPERTY_FLAGS:
+            return True
+        if null_keys and flags & ryml.KEY and key_is_null(node):
+            return True
+    return False
+
+
+def _children(tree: Any, node: int) -> Iterator[int]:
+    child = tree.first_child(node)
+    while child != ryml.NONE:
+        yield child
+        child = tree.next_sibling(child)
+
+
+def _key(tree: Any, node: int) -> str:
+    raw = tree.key(node)
+    if raw is None:  # a null key: the full decoding words the error
+        raise _Undecided
+    text = bytes(raw).decode()
+    if tree.type(node) & ryml.KEYQUO:
+        return text
+    value = plain_scalar(text)
+    if isinstance(value, str):
+        return value
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def _object_fields(tree: Any, node: int) -> dict[str, Any]:
+    """The reader's fields of a mapping; a later duplicate key wins, as in go-yaml."""
+    fields: dict[str, Any] = {}
+    for child in _children(tree, node):
+        key = _key(tree, child)
+        if key in _RELEVANT or folds_to(key, "apiVersion") or folds_to(key, "kind"):
+            fields.pop(key, None)
+            fields[key] = _field(tree, child, key)
+    return fields
+
+
+def _field(tree: Any, node: int, key: str) -> Any:
+    if key == "status" and tree.is_map(node):
+        return {"": None} if tree.has_children(node) else {}  # only whether it is empty is checked
+    if key == "items" and tree.is_seq(node):
+        return [_object_fields(tree, c) if tree.is_map(c) else _value(tree, c) for c in _children(tree, node)]
+    if key in ("apiVersion", "kind"):
+        _exact_text(tree, node)
+    elif key == "metadata" and tree.is_map(node):
+        for child in _children(tree, node):
+            if _key(tree, child) == "name":
+                _exact_text(tree, child)
+            elif _key(tree, child) == "annotations" and tree.is_map(child):
+                for annotation in _children(tree, child):
+                    if _key(tree, annotation) == LOCAL_CONFIG:
+                        _exact_text(tree, annotation)
+    return _value(tree, node)
+
+
+_BLOCK = ryml.VAL_LITERAL | ryml.VAL_FOLDED
+
+
+def _exact_text(tree: Any, node: int) -> None:
+    """A field whose text the reader compares: rapidyaml's block scalars may end in another line break
+    than libyaml's (at the end of a piece, with CRLF line ends), so they are left to the full decoding.
+    Elsewhere only whether a value is a string matters."""
+    if tree.type(node) & _BLOCK:
+        raise _Undecided
+
+
+def _value(tree: Any, node: int) -> Any:
+    if tree.is_map(node):
+        return {_key(tree, c): _value(tree, c) for c in _children(tree, node)}
+    if tree.is_seq(node):
+        return [_value(tree, c) for c in _children(tree, node)]
+    text = tree.val(node)
+    if text is None:
+        return None
+    value = bytes(text).decode()
+    return value if tree.type(node) & ryml.VALQUO else plain_scalar(value)
