@@ -186,6 +186,8 @@ def _resolve_untagged(tag: str, text: str) -> tuple[str, Any]:
 
 def plain_scalar(text: str) -> Any:
     """The value of an untagged plain scalar (the common case: no error is possible)."""
+    if text and text[0] not in _HINTS:
+        return text  # what most scalars are: go-yaml does not look further
     return resolve("", text)[1]
 
 
@@ -541,4 +543,6 @@ def folds_to(key: str, target: str) -> bool:
     """Go's bytes.EqualFold(key, target) for an ASCII `target` (encoding/json matches struct fields so)."""
     if len(key) != len(target):
         return False
+    if key.isascii():
+        return key.lower() == target.lower()
     return all(k in _FOLDS.get(t.lower(), t.lower() + t.upper()) for k, t in zip(key, target, strict=True))

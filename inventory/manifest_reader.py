@@ -133,12 +133,12 @@ def _looks_like_json(piece: bytes) -> bool:
 def _decoded_piece(piece: bytes) -> dict[str, Any]:
     if _looks_like_json(piece):
         value = decode_json(piece)
-        _interpret(value.pairs if isinstance(value, Pairs) else value)
+        _interpret(value)
         return _unstructured(_as_map(value, "map[string]interface {}"))
     value = _fast_yaml(piece)
     if value is None:
         value = decode_yaml(piece)
-    _interpret(sorted(value.items()) if isinstance(value, dict) else value)
+    _interpret(value)
     return _unstructured(_as_map(value, "map[string]interface {}"))
 
 
@@ -158,19 +158,20 @@ def _json_type(value: Any) -> str:
 
 def _interpret(value: Any) -> None:
     """What the decoder reads first: `apiVersion` and `kind` into a Go struct, whose fields match keys
-    without regard to case (encoding/json), in the order of the JSON text; each must be a string or
-    null, and the last `apiVersion` must name at most one `/`."""
+    without regard to case (encoding/json), in the order of the JSON text (written by Go from YAML: its
+    keys sorted); each must be a string or null, and the last `apiVersion` must name at most one `/`."""
     if value is None:
         return
-    if not isinstance(value, list) or (value and not isinstance(value[0], tuple)):
+    if not isinstance(value, dict):
         struct = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string ... }'
         raise GoDecodeError(
             f"couldn't get version/kind; json parse error: json: cannot unmarshal {_json_type(value)} "
             f"into Go value of type {struct}"
         )
+    pairs = value.pairs if isinstance(value, Pairs) else sorted(value.items())
     api_version = ""
-    for key, item in value:
-        field = "apiVersion" if folds_to(key, "apiVersion") else "kind" if folds_to(key, "kind") else None
+    for key, item in pairs:
+        field = _struct_field(key)
         if field is None or item is None:
             continue
         if not isinstance(item, str):
@@ -181,6 +182,13 @@ def _interpret(value: Any) -> None:
         if field == "apiVersion":
             api_version = item
     _group_version(api_version)
+
+
+def _struct_field(key: str) -> str | None:
+    """The field of Go's struct { apiVersion; kind } that encoding/json fills from this key, if any."""
+    if len(key) not in (4, 10) and key.isascii():
+        return None
+    return "apiVersion" if folds_to(key, "apiVersion") else "kind" if folds_to(key, "kind") else None
 
 
 def _group_version(text: str) -> tuple[str, str]:
@@ -293,36 +301,46 @@ def _metadata_problem(metadata: Mapping[str, Any], name: str) -> Problem | None:
 
 
 # ----- the fast path: rapidyaml, looking only at what the reader checks -----------------------------------
-# Bytes after which a piece is decoded in full: merge keys, `.nan`/`.inf`, a document end or directive
-# (a second document), the Unicode line breaks libyaml folds and rapidyaml keeps.
-_FULL_DECODE = (
-    b"<<",
-    *(b".nan", b".NaN", b".NAN", b".inf", b".Inf", b".INF"),
-    b"\n...",
-    b"\n%",
-    *("\u0085".encode(), "\u2028".encode(), "\u2029".encode()),
-    "\ufeff".encode(),  # a byte order mark, which libyaml skips at the start of any line
-)
+# A piece is decoded in full after a merge key (`<<`), `.nan`/`.inf`, a document end or directive (a
+# second document), or the Unicode line breaks libyaml folds and rapidyaml keeps (_needs_full_decoding).
+_NAN_OR_INF = re.compile(rb"\.(?:nan|NaN|NAN|inf|Inf|INF)")
+# NEL, LS, PS, and a byte order mark (which libyaml skips at the start of any line, go-yaml not)
+_UNICODE_MARKS = re.compile(rb"\xc2\x85|\xe2\x80[\xa8\xa9]|\xef\xbb\xbf")
 _NODE_PROPERTIES = (b"&", b"*", b"!")  # anchors, aliases, tags: rapidyaml flags the real ones
 _NULL_WORD_KEY = re.compile(rb"(?:~|null|Null|NULL)[ \t]*:")
-_EMPTY_KEY = re.compile(rb"(?:^|[\n{\[,?-])[ \t]*:")
+_EMPTY_KEY = re.compile(rb"[\n{\[,?-][ \t]*:")
 _PROPERTY_FLAGS = ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF | ryml.KEYTAG | ryml.VALTAG
-_RELEVANT = ("apiVersion", "kind", "metadata", "status", "items")
+_RELEVANT = frozenset((b"apiVersion", b"kind", b"metadata", b"status", b"items"))
 
 
 def _fast_yaml(piece: bytes) -> dict[str, Any] | None:
     """The piece's top-level mapping with the fields the reader checks (others left out), as go-yaml
     would decode them; None when only the full decoding can tell."""
-    if piece.startswith((b"...", b"%")) or any(marker in piece for marker in _FULL_DECODE):
+    if _needs_full_decoding(piece):
         return None
     try:
         tree, root = _mapping_tree(piece)
-        null_keys = b"?" in piece or bool(_NULL_WORD_KEY.search(piece) or _EMPTY_KEY.search(piece))
+        null_keys = _may_have_null_keys(piece)
         if (null_keys or any(p in piece for p in _NODE_PROPERTIES)) and _needs_full_decode(tree, null_keys):
             return None
         return _object_fields(tree, root)
     except _Undecided:
         return None
+
+
+def _needs_full_decoding(piece: bytes) -> bool:
+    if piece.startswith((b"...", b"%")) or b"<<" in piece or b"\n..." in piece or b"\n%" in piece:
+        return True
+    if (b".n" in piece or b".N" in piece or b".i" in piece or b".I" in piece) and _NAN_OR_INF.search(piece):
+        return True
+    return not piece.isascii() and _UNICODE_MARKS.search(piece) is not None
+
+
+def _may_have_null_keys(piece: bytes) -> bool:
+    """`~`, `null` or nothing as a key (written plain): rapidyaml's tree is then searched for them."""
+    if b"?" in piece or piece.lstrip(b" \t").startswith(b":") or _EMPTY_KEY.search(piece):
+        return True
+    return (b"~" in piece or b"ull" in piece or b"ULL" in piece) and _NULL_WORD_KEY.search(piece) is not None
 
 
 def _mapping_tree(piece: bytes) -> tuple[Any, int]:
@@ -364,25 +382,42 @@ def _children(tree: Any, node: int) -> Iterator[int]:
         child = tree.next_sibling(child)
 
 
-def _key(tree: Any, node: int) -> str:
+def _raw_key(tree: Any, node: int) -> bytes:
     raw = tree.key(node)
     if raw is None:  # a null key: the full decoding words the error
         raise _Undecided
-    text = bytes(raw).decode()
-    if tree.type(node) & ryml.KEYQUO:
-        return text
-    value = plain_scalar(text)
+    return bytes(raw)
+
+
+def _key(tree: Any, node: int) -> str:
+    """A key as Go's conversion to JSON names it (a plain `1` or `yes` is not the string it reads)."""
+    text = _raw_key(tree, node).decode()
+    value = text if tree.type(node) & ryml.KEYQUO else plain_scalar(text)
     if isinstance(value, str):
         return value
     return "true" if value is True else "false" if value is False else str(value)
+
+
+def _read_key(tree: Any, node: int) -> str | None:
+    """The key when the reader reads its value: one of its fields, or a key Go's decoder of `apiVersion`
+    and `kind` takes for one of them (it ignores case); None for any other key. A key the reader reads
+    is the same text plain or quoted (a plain key that is no string in Go is none of them)."""
+    key = _raw_key(tree, node)
+    if key in _RELEVANT:
+        return key.decode()
+    if len(key) in (4, 10) or not key.isascii():
+        text = key.decode()
+        if folds_to(text, "apiVersion") or folds_to(text, "kind"):
+            return text
+    return None
 
 
 def _object_fields(tree: Any, node: int) -> dict[str, Any]:
     """The reader's fields of a mapping; a later duplicate key wins, as in go-yaml."""
     fields: dict[str, Any] = {}
     for child in _children(tree, node):
-        key = _key(tree, child)
-        if key in _RELEVANT or folds_to(key, "apiVersion") or folds_to(key, "kind"):
+        key = _read_key(tree, child)
+        if key is not None:
             fields.pop(key, None)
             fields[key] = _field(tree, child, key)
     return fields
@@ -393,19 +428,31 @@ def _field(tree: Any, node: int, key: str) -> Any:
         return {"": None} if tree.has_children(node) else {}  # only whether it is empty is checked
     if key == "items" and tree.is_seq(node):
         return [_object_fields(tree, c) if tree.is_map(c) else _value(tree, c) for c in _children(tree, node)]
+    if key == "metadata" and tree.is_map(node):
+        return _metadata(tree, node)
     if key in ("apiVersion", "kind"):
         _exact_text(tree, node)
-    elif key == "metadata" and tree.is_map(node):
-        for child in _children(tree, node):
-            if _key(tree, child) == "name":
-                _exact_text(tree, child)
-            elif _key(tree, child) == "annotations" and tree.is_map(child):
-                for annotation in _children(tree, child):
-                    if _key(tree, annotation) == LOCAL_CONFIG:
-                        _exact_text(tree, annotation)
     return _value(tree, node)
 
 
+def _metadata(tree: Any, node: int) -> dict[str, Any]:
+    """`name`, `annotations` and `labels`, the metadata the reader reads."""
+    fields: dict[str, Any] = {}
+    for child in _children(tree, node):
+        key = _raw_key(tree, child)
+        if key not in (b"name", b"annotations", b"labels"):
+            continue
+        if key == b"name":
+            _exact_text(tree, child)
+        elif key == b"annotations" and tree.is_map(child):
+            for annotation in _children(tree, child):
+                if _raw_key(tree, annotation) == LOCAL_CONFIG_KEY:
+                    _exact_text(tree, annotation)
+        fields[key.decode()] = _value(tree, child)
+    return fields
+
+
+LOCAL_CONFIG_KEY = LOCAL_CONFIG.encode()
 _BLOCK = ryml.VAL_LITERAL | ryml.VAL_FOLDED
 
 
@@ -418,12 +465,13 @@ def _exact_text(tree: Any, node: int) -> None:
 
 
 def _value(tree: Any, node: int) -> Any:
-    if tree.is_map(node):
+    flags = tree.type(node)
+    if flags & ryml.MAP:
         return {_key(tree, c): _value(tree, c) for c in _children(tree, node)}
-    if tree.is_seq(node):
+    if flags & ryml.SEQ:
         return [_value(tree, c) for c in _children(tree, node)]
     text = tree.val(node)
     if text is None:
         return None
     value = bytes(text).decode()
-    return value if tree.type(node) & ryml.VALQUO else plain_scalar(value)
+    return value if flags & ryml.VALQUO else plain_scalar(value)

@@ -60,38 +60,39 @@ class SourceCount:
 
 # ----- listing, as the reconciler lists -------------------------------------------------------------------
 def listed_files(root: Path) -> list[Path]:
-    """The files under `root` as the reconciler lists them: sorted, none inside a `.git` directory, each
-    symbolic link resolved. A broken link fails the whole listing (SourceError naming it, as the
-    reconciler's own listing fails): Config Sync then syncs nothing of the commit."""
-    found: list[Path] = []
-    _walk(root, found)
-    return found
+    """The files under `root` (resolved) as the reconciler lists them: sorted, none inside a `.git`
+    directory, each symbolic link resolved. A broken or looping link fails the whole listing
+    (ListingError naming it, as the reconciler's own listing fails): Config Sync then syncs nothing."""
+    found: list[str] = []
+    _walk(os.fspath(root), found)
+    return [Path(path) for path in found]
 
 
-def _walk(directory: Path, found: list[Path]) -> None:
+def _walk(directory: str, found: list[str]) -> None:
     with os.scandir(directory) as entries:
         ordered = sorted(entries, key=lambda entry: os.fsencode(entry.name))
     for entry in ordered:
-        path = Path(entry.path)
         if entry.is_dir(follow_symlinks=False):
             if entry.name != ".git":
-                _walk(path, found)
+                _walk(entry.path, found)
         elif entry.is_symlink():
             try:
-                found.append(path.resolve(strict=True))
+                found.append(os.fspath(Path(entry.path).resolve(strict=True)))
             except (OSError, RuntimeError) as error:
-                raise ListingError(f"listing files in the configs directory: {path}: {error}") from error
+                message = f"listing files in the configs directory: {entry.path}: {error}"
+                raise ListingError(message) from error
         else:
-            found.append(path)
+            found.append(entry.path)
 
 
 class ListingError(Exception):
     """The reconciler's listing of the commit fails (a broken or looping symbolic link)."""
 
 
-def read_by_reconciler(path: Path) -> bool:
+def read_by_reconciler(path: Path | str) -> bool:
     """Whether the reconciler parses this listed file (by its resolved path)."""
-    return path.name.endswith(SUFFIXES) and not _SKIPPED_ELEMENTS.intersection(path.parts)
+    text = os.fspath(path)
+    return text.endswith(SUFFIXES) and not _SKIPPED_ELEMENTS.intersection(text.split(os.sep))
 
 
 class CountCache:
@@ -130,51 +131,67 @@ class Unread(Exception):
     """A file we do not read (the reconciler might): its objects are unknown, not none."""
 
 
-def read_file(path: Path, commit: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of one manifest file. `Unread` for a symlink out of the commit, anything that is not a
-    regular file (a link to a FIFO would block, one to /dev/zero never ends) and a file over the cap;
-    opened without blocking and checked on the open descriptor, so it cannot be swapped in between."""
-    target = Path(os.path.realpath(path))
-    if target != commit and commit not in target.parents:
-        raise Unread(f"{name}: a symbolic link out of the commit ({target}): not read")
+def read_file(path: Path | str, commit: Path | str, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one listed (resolved) manifest file. `Unread` for a file out of the commit (a link
+    led there), anything that is not a regular file (a FIFO would block, a device never end) and a file
+    over the cap. Opened without following a link and without blocking, and checked on the open
+    descriptor, so nothing can be swapped in between."""
+    text, inside = os.fspath(path), os.fspath(commit)
+    if not text.startswith(inside.rstrip(os.sep) + os.sep):
+        raise Unread(f"{name}: a symbolic link out of the commit ({text}): not read")
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = os.open(text, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as error:
         raise Unread(f"{name}: cannot open: {error.strerror}") from error
     status = os.fstat(descriptor)
     if stat.S_ISDIR(status.st_mode):
         os.close(descriptor)
-        raise IsADirectoryError(f"{name}: read {target}: is a directory")
-    with os.fdopen(descriptor, "rb") as file:
+        raise IsADirectoryError(f"{name}: read {text}: is a directory")
+    try:
         if not stat.S_ISREG(status.st_mode):
             raise Unread(f"{name}: not a regular file (a FIFO, device or socket): not read")
         if status.st_size > max_bytes:
             raise Unread(f"{name}: {status.st_size} bytes, over the {max_bytes}-byte limit: not read")
-        data = file.read(max_bytes + 1)
+        data = _read_all(descriptor, status.st_size, max_bytes + 1)
+    finally:
+        os.close(descriptor)
     if len(data) > max_bytes:
         raise Unread(f"{name}: over the {max_bytes}-byte limit: not read")
+    return data
+
+
+def _read_all(descriptor: int, expected: int, limit: int) -> bytes:
+    """Up to `limit` bytes: one read when the file is no longer than it said, more if it grew."""
+    data = os.read(descriptor, min(expected + 1, limit))
+    while expected < len(data) < limit:
+        more = os.read(descriptor, limit - len(data))
+        if not more:
+            break
+        data += more
     return data
 
 
 def count_directory(
     root: Path, names_relative_to: Path | None = None, cache: CountCache | None = None
 ) -> SourceCount:
-    """Count every object under `root` (a resolved, immutable commit directory) as the reconciler reads
-    them. Files are named relative to `names_relative_to` (default: `root`), which is also the commit:
-    no file outside it is read."""
-    base = Path(os.path.realpath(names_relative_to or root))
+    """Count every object under `root` (an immutable commit directory) as the reconciler reads them.
+    Files are named relative to `names_relative_to` (default: `root`), which is also the commit: no
+    file outside it is read."""
+    base = os.path.realpath(names_relative_to or root)
     root = Path(os.path.realpath(root))
     kinds: KindCounter = Counter()
     rejected: list[Problem] = []
     unread: list[str] = []
     size = files = 0
     try:
-        listed = [path for path in listed_files(root) if read_by_reconciler(path)]
+        listed: list[str] = []
+        _walk(os.fspath(root), listed)
     except ListingError as error:
         return SourceCount(0, 0, root, rejected=(Problem(SYNTAX, str(error)),))
+    prefix = base.rstrip(os.sep) + os.sep
     with quiet_rapidyaml():
-        for path in listed:
-            name = _name(path, base)
+        for path in filter(read_by_reconciler, listed):
+            name = path.removeprefix(prefix)
             files += 1
             try:
                 data = read_file(path, base, name)
@@ -190,13 +207,6 @@ def count_directory(
             kinds.update(found.kinds)
             size += len(data) if found.kinds else 0
     return SourceCount(kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread))
-
-
-def _name(path: Path, base: Path) -> str:
-    try:
-        return str(path.relative_to(base))
-    except ValueError:
-        return str(path)
 
 
 _STDERR_LOCK = threading.Lock()

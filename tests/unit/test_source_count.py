@@ -68,6 +68,7 @@ def _relevant(value: Any) -> Any:
             keep[exact] = value[exact]
     metadata = value.get("metadata")
     if isinstance(metadata, dict):
+        metadata = {k: v for k, v in metadata.items() if k in ("name", "annotations", "labels")}
         keep["metadata"] = {
             **_shape(metadata),
             **{k: metadata[k] for k in ("name",) if isinstance(metadata.get(k), str)},
