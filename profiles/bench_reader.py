@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             f"source count against Config Sync {VERSION}'s reader, median of {args.repeat} whole reads each"
         )
         print(
-            "| directory | objects | MB | Config Sync's reader | ours | objects/s (theirs) | objects/s (ours) "
-            "| ours / theirs |"
+            "| directory | objects | MB | Config Sync's reader | ours "
+            "| objects/s (theirs) | objects/s (ours) | ours / theirs |"
         )
         print("|---|---|---|---|---|---|---|---|")
         slower = []
