@@ -19,6 +19,7 @@ zero.
 | `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
 | `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
 | `objcount.dev/calibration` | us | the model's factor learned from the reconciler's working set |
+| `objcount.dev/source-rejected` | us | why Config Sync syncs nothing of the newest source commit (sidecar) |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
 """
@@ -54,6 +55,7 @@ OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
 MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
 OOM_FLOOR_ANNOTATION = "objcount.dev/oom-floor"
 CALIBRATION_ANNOTATION = "objcount.dev/calibration"
+SOURCE_REJECTED_ANNOTATION = "objcount.dev/source-rejected"
 AUTOSCALE_ANNOTATION = "objcount.dev/autoscale"
 PLATFORM_ANNOTATION = "objcount.dev/platform"
 

@@ -34,6 +34,7 @@ from autoscaler.metrics import (
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
     RESTARTS_CAUSED,
+    SOURCE_REJECTED,
     WORKING_SET,
 )
 from autoscaler.oom import OomKill
@@ -125,6 +126,8 @@ class Executor:
             note = f"OOM-killed at its {kill.limit_mib} MiB limit ({kill.finished_at})"
             note += f": at least {floor.memory_mib} MiB from now on"
             self._event(key, rsync, "OomFloorRaised", note)
+        if plan.counts.source_rejected is not None:
+            self._event(key, rsync, "SourceRejected", plan.counts.source_rejected)
         if plan.calibrated is not None:
             before, after = plan.calibrated
             was = "1" if before is None else f"{float(before.factor):.4f}"
@@ -141,6 +144,7 @@ class Executor:
             if value is not None:
                 OBJECTS.labels(str(key), name).set(value)
         COUNT_UNKNOWN.labels(str(key)).set(0 if plan.counts.known else 1)
+        SOURCE_REJECTED.labels(str(key)).set(0 if plan.counts.source_rejected is None else 1)
         if plan.reverted_to is not None:
             self._reverted(key, plan)
         if plan.oom_raised is not None:
@@ -278,12 +282,13 @@ class Executor:
             )
 
     def _publish(self, key: RSyncKey, plan: Plan) -> None:
-        """Recommended and applied resources: metrics, and annotations on the RSync for `status`."""
+        """Recommended and applied resources: metrics, and annotations on the RSync for `status` (whatever
+        the outcome, the annotations the plan carries: a rejected commit is said without a target too)."""
         decision = plan.state.decision
-        if decision is None or plan.outcome in (Outcome.HANDS_OFF, Outcome.OPTED_OUT, Outcome.COUNTS_ONLY):
-            return
-        _set_gauges(RECOMMENDED, key, decision.recommended)
-        _set_gauges(APPLIED, key, decision.resources)
+        sized = plan.outcome not in (Outcome.HANDS_OFF, Outcome.OPTED_OUT, Outcome.COUNTS_ONLY)
+        if decision is not None and sized:
+            _set_gauges(RECOMMENDED, key, decision.recommended)
+            _set_gauges(APPLIED, key, decision.resources)
         if plan.publish:
             try:
                 self.cluster.publish(key, plan.publish)
@@ -303,7 +308,7 @@ class Executor:
         self.states.pop(key, None)
         with self._peaks_lock:
             self.peaks.pop(key, None)
-        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN):
+        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED):
             with contextlib.suppress(KeyError):
                 gauge.remove(str(key))
         for gauge, labels in (

@@ -62,3 +62,9 @@ COUNT_UNKNOWN = Gauge(
     "1 while a count of the RSync is unknown (its source or its inventory): no scale-down until both are.",
     ["rsync"],
 )
+SOURCE_REJECTED = Gauge(
+    "objcount_source_rejected",
+    "1 while Config Sync rejects the RSync's newest source commit (sidecar): it syncs none of it, and "
+    "nothing is sized for it or lowered.",
+    ["rsync"],
+)

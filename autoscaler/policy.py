@@ -497,6 +497,17 @@ def decide(
     )
 
 
+def _source_not_trusted(counts: ObjectCounts) -> str | None:
+    """Why the source count must not lower a size: Config Sync rejects the newest commit (it syncs
+    nothing of it, and what it will sync next is not known), or some of its files were not read (the
+    count is a lower bound)."""
+    if counts.source_rejected is not None:
+        return counts.source_rejected
+    if counts.source_partial:
+        return "some source files were not read (their objects are not counted)"
+    return None
+
+
 def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
     """Why a prune may still be running. The reconciler's own report decides; only when it has written
     none (no Config Sync status on the RSync) does an inventory larger than the source stand for one."""
@@ -531,6 +542,9 @@ def _scale_down(
     progress: SyncProgress,
 ) -> Decision:
     assert base.recommended is not None
+    distrust = _source_not_trusted(counts)
+    if distrust is not None:
+        return replace(base, outcome=Outcome.POSTPONED, reason=f"{distrust}: no scale-down")
     if not counts.known:
         return replace(base, outcome=Outcome.POSTPONED, reason="a count is unknown: no scale-down")
     pending = _prune_pending(counts, progress)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from autoscaler.annotations import (
     CALIBRATION_ANNOTATION,
     OOM_FLOOR_ANNOTATION,
+    SOURCE_REJECTED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
     autoscale_enabled,
     calibration_annotation,
@@ -141,6 +142,13 @@ def needs_current(state: RSyncState, config: StepConfig) -> bool:
 
 
 def step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
+    plan = _step(seen, state, config)
+    # Why Config Sync syncs nothing of the newest commit is said on the RSync whatever is decided.
+    rejected = changed(seen.rsync, {SOURCE_REJECTED_ANNOTATION: plan.counts.source_rejected})
+    return replace(plan, publish={**plan.publish, **rejected}) if rejected else plan
+
+
+def _step(seen: Seen, state: RSyncState, config: StepConfig) -> Plan:
     counts = seen.observed.over(restored_counts(seen.rsync))
     if not config.sizes:
         return Plan(Outcome.COUNTS_ONLY, "no target: counts recorded", state, counts)

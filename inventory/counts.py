@@ -39,10 +39,15 @@ class ObjectCounts:
     source_kib: int | None = None
     source_kinds: Kinds | None = None
     source_commit: str | None = None  # the commit those were read from (None: restored, or not read)
+    # Why Config Sync will sync nothing of the newest source commit (a file it rejects); the source
+    # counts above are then the last good commit's: nothing is sized for the rejected one.
+    source_rejected: str | None = None
+    # Files of the source we could not read (Config Sync may): its count is a lower bound.
+    source_partial: bool = False
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
-        """These counts where known, the stored ones where not (the source's KiB, kinds and commit go
-        with its count)."""
+        """These counts where known, the stored ones where not (the source's KiB, kinds, commit and
+        partiality go with its count; a rejection of the newest commit is this observation's)."""
         source = self if self.source is not None else stored
         return ObjectCounts(
             source.source,
@@ -50,6 +55,8 @@ class ObjectCounts:
             source.source_kib,
             source.source_kinds,
             source.source_commit,
+            self.source_rejected,
+            source.source_partial,
         )
 
     def covering(self, synced: ObjectCounts | None) -> ObjectCounts:

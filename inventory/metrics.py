@@ -18,7 +18,9 @@ MALFORMED_INVENTORIES = Counter(
 )
 SOURCE_ERRORS = Counter(
     "objcount_source_errors_total",
-    "Source counts that failed (invalid YAML or JSON, unreadable directory); the last good count is kept.",
+    "Source commits not fully counted: rejected (Config Sync rejects a file and syncs none of the "
+    "commit: the last good count is kept), unread (files we did not read: a lower bound, nothing is "
+    "lowered), unreadable (the directory: the last good count is kept), crashed.",
     ["reason"],
 )
 STATUS_WRITES = Counter(

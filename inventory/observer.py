@@ -181,11 +181,15 @@ class Observer:
 
     def _on_source(self, count: SourceCount) -> None:
         assert self.scope.rsync is not None
+        if count.rejected:
+            self._on_rejected_source(count)
+            return
         source = ObjectCounts(
             count.objects,
             source_kib=kib_of(count.bytes),
             source_kinds=kinds_of(count.kinds),
             source_commit=count.commit or None,
+            source_partial=bool(count.unread),
         )
         with self._lock:
             self._source = source
@@ -198,3 +202,22 @@ class Observer:
             describe_kinds(count.kinds, most=10),
         )
         self._on_change(self.scope.rsync)
+
+    def _on_rejected_source(self, count: SourceCount) -> None:
+        """Config Sync syncs nothing of this commit: the last good source count stands, marked with why."""
+        assert self.scope.rsync is not None
+        reason = rejection(count)
+        with self._lock:
+            self._source = replace(self._source or ObjectCounts(), source_rejected=reason)
+        self._on_change(self.scope.rsync)
+
+
+MAX_REASON = 1024  # what is kept of a rejection's reason (an annotation, an Event's note)
+
+
+def rejection(count: SourceCount) -> str:
+    """Why Config Sync syncs nothing of the commit: its first error, and how many more."""
+    first = count.rejected[0]
+    more = f" (and {len(count.rejected) - 1} more)" if len(count.rejected) > 1 else ""
+    commit = f"commit {count.commit[:12]}" if count.commit else "the source"
+    return f"Config Sync rejects {commit}: {first.code} {first.message}{more}"[:MAX_REASON]

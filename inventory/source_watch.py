@@ -116,15 +116,35 @@ class SourceWatcher:
         try:
             result = count_source(self.layout, cache=self.cache)
         except SourceError as error:
-            reason = "invalid" if "invalid" in str(error) or "not UTF-8" in str(error) else "unreadable"
             if str(error) != self.last_error:
-                SOURCE_ERRORS.labels(reason).inc()
+                SOURCE_ERRORS.labels("unreadable").inc()
                 log.error("source count failed, keeping the last good count: %s", error)
             self.last_error = str(error)
             return target
         self.last_error = None
+        self._report(result)
         self.on_count(result)
         return target
+
+    def _report(self, count: SourceCount) -> None:
+        """Say once per commit what Config Sync rejects, and what we could not read."""
+        if count.rejected:
+            SOURCE_ERRORS.labels("rejected").inc()
+            for problem in count.rejected[:10]:
+                log.error(
+                    "commit %s: Config Sync rejects it, and syncs none of it: %s %s",
+                    count.commit,
+                    problem.code,
+                    problem.message,
+                )
+        if count.unread:
+            SOURCE_ERRORS.labels("unread").inc()
+            for reason in count.unread[:10]:
+                log.warning(
+                    "commit %s: not read (its objects are not counted, nothing is lowered): %s",
+                    count.commit,
+                    reason,
+                )
 
     def run(self) -> None:
         previous: str | None = None

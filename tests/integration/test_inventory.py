@@ -18,6 +18,7 @@ from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commi
 from inventory import kubeapi
 from inventory.counts import ObjectCounts
 from inventory.ids import RSyncKey, own_inventory_selector
+from inventory.objects import annotations_of
 from inventory.source_watch import SourceLayout
 from inventory.watch import InventoryCodec, Reflector, WatchSettings
 from tests.helpers import Sampler, kib, wait_for
@@ -115,10 +116,13 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 250))
     wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 250), what="sync count update")
 
-    write_commit(repo, "c2", {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5)})
-    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(70, 250), what="source count update")
-    # The source's KiB goes with its count: the visible file's, not the hidden one's.
-    assert _recorded(api, key) == ObjectCounts(70, 250, kib(configmaps_yaml(70)), (("ConfigMap", 70),))
+    files = {"a.yaml": configmaps_yaml(70), ".hidden/x.yaml": configmaps_yaml(5, prefix="h")}
+    write_commit(repo, "c2", files)
+    # Hidden files are read, as the reconciler reads them (only `.git` folders are skipped).
+    wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(75, 250), what="source count update")
+    # The source's KiB goes with its count.
+    kib_of_files = kib("".join(files.values()))
+    assert _recorded(api, key) == ObjectCounts(75, 250, kib_of_files, (("ConfigMap", 75),))
 
 
 def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
@@ -233,26 +237,32 @@ def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored
     assert read_counts(api, key) == C1_COUNTS
 
 
-def test_malformed_inventory_and_invalid_yaml_keep_the_last_good_counts(
+def test_malformed_inventory_and_a_rejected_commit_keep_the_last_good_counts(
     api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     controller = _start(api, key, repo, controllers)
     wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(42, 100), what="initial counts")
     malformed = _metric("objcount_malformed_inventories_total")
-    invalid = _metric("objcount_source_errors_total", reason="invalid")
+    rejected = _metric("objcount_source_errors_total", reason="rejected")
 
     entries = [{"group": "", "kind": "", "namespace": "apps", "name": "no-kind"}] * 3
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, {"spec": {"resources": entries}})
     wait_for(lambda: _metric("objcount_malformed_inventories_total") > malformed, what="malformed metric")
     write_commit(repo, "c2", {"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n"})
     wait_for(
-        lambda: _metric("objcount_source_errors_total", reason="invalid") > invalid, what="invalid metric"
+        lambda: _metric("objcount_source_errors_total", reason="rejected") > rejected, what="rejected metric"
     )
-    assert controller.source_watcher is not None
-    assert "config/a.yaml" in (controller.source_watcher.last_error or "")
     controller.reconcile(key)
     assert _recorded_counts(api, key) == ObjectCounts(42, 100)
+    why = annotations_of(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)).get(
+        "objcount.dev/source-rejected"
+    )
+    assert why is not None
+    assert (
+        why
+        == "Config Sync rejects commit c2: KNV2001 config/a.yaml: yaml: line 4: did not find expected ',' or ']'"
+    )
 
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 7))
     write_commit(repo, "c3", {"a.yaml": configmaps_yaml(9)})

@@ -552,3 +552,61 @@ def test_objects_still_to_prune_are_sized_as_what_the_last_finished_commit_held(
         again.reconcile(KEY, reporting("b", "b", recorded), configmaps(200, 201, "b")) == Outcome.SCALED_DOWN
     )
     assert [r.memory_request_mib for r in cluster.applied] == [81, 21]
+
+
+# ----- a source commit Config Sync rejects, and one we could not read in full ----------------------------
+REJECTED = 'Config Sync rejects commit 0123456789ab: KNV2010 b.yaml: missing field "metadata.name"'
+
+
+def test_a_rejected_commit_lowers_nothing_and_says_why_until_a_good_commit_comes() -> None:
+    r = rig(FakeCluster(size=AT_5000))
+    # The last good commit had 5,000 objects; the newest is rejected: the observer keeps the good count.
+    rejected = ObjectCounts(5000, 5000, source_rejected=REJECTED)
+    assert r.reconcile(rejected) == Outcome.UNCHANGED
+    assert r.cluster.published[-1]["objcount.dev/source-rejected"] == REJECTED
+    assert metric("objcount_source_rejected", rsync=str(KEY)) == 1
+    # The inventory shrinks meanwhile (another sync of the RSync's own objects, a manual delete): the
+    # size stays, whatever the delay, while the newest commit is rejected.
+    smaller = ObjectCounts(100, 100, source_rejected=REJECTED)
+    assert r.reconcile(smaller) == Outcome.POSTPONED
+    r.clock.now += 10 * DELAY
+    assert r.reconcile(smaller) == Outcome.POSTPONED
+    assert r.cluster.applied == []
+    assert r.executor.states[KEY].decision is not None
+    assert REJECTED in r.executor.states[KEY].decision.reason
+    # A good commit: the annotation goes, and the usual scale-down delay starts.
+    holding = annotated({"objcount.dev/source-rejected": REJECTED})
+    assert r.reconcile(ObjectCounts(100, 100), holding) == Outcome.POSTPONED
+    assert r.cluster.published[-1]["objcount.dev/source-rejected"] is None
+    assert metric("objcount_source_rejected", rsync=str(KEY)) == 0
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+
+
+def test_a_rejected_commit_does_not_hold_a_scale_up_the_counts_call_for() -> None:
+    # An OOM floor or a bigger inventory still raises the size: only lowering is held.
+    r = rig(FakeCluster(size=AT_100))
+    assert r.reconcile(ObjectCounts(100, 5000, source_rejected=REJECTED)) == Outcome.SCALED_UP
+    assert r.cluster.applied == [AT_5000]
+
+
+def test_a_partly_read_source_raises_but_never_lowers() -> None:
+    r = rig(FakeCluster(size=AT_1000))
+    assert r.reconcile(ObjectCounts(5000, 100, source_partial=True)) == Outcome.SCALED_UP
+    r2 = rig(FakeCluster(size=AT_5000))
+    assert r2.reconcile(ObjectCounts(100, 100, source_partial=True)) == Outcome.POSTPONED
+    r2.clock.now += 10 * DELAY
+    assert r2.reconcile(ObjectCounts(100, 100, source_partial=True)) == Outcome.POSTPONED
+    assert r2.cluster.applied == []
+    decision = r2.executor.states[KEY].decision
+    assert decision is not None
+    assert "some source files were not read" in decision.reason
+
+
+def test_a_rejection_is_an_event_on_the_rsync() -> None:
+    r = rig(FakeCluster(size=AT_5000))
+    events: list[object] = []
+    r.executor.events = events.append
+    rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}
+    r.reconcile(ObjectCounts(5000, 5000, source_rejected=REJECTED), rsync)
+    assert [(e.reason, e.type, e.note) for e in events] == [("SourceRejected", "Warning", REJECTED)]  # type: ignore[attr-defined]
