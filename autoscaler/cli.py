@@ -48,8 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument(
         "--api-resources",
         type=int,
-        help="resource types the cluster serves (`kubectl api-resources | wc -l`, less one); size-aware "
-        "presets only; default: the preset's assumption",
+        help="resource types the cluster serves (`kubectl api-resources --no-headers | wc -l`); size-aware "
+        "presets only; default: read from the cluster's discovery where a kubeconfig is found, else the "
+        "preset's assumption",
+    )
+    recommend.add_argument(
+        "--kubeconfig", help="the cluster whose API surface to read (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    recommend.add_argument("--context", help="kubeconfig context")
+    recommend.add_argument(
+        "--offline", action="store_true", help="contact no cluster: assume the preset's API surface"
     )
     commands.add_parser(
         "stress",
@@ -144,7 +152,11 @@ def run_recommend(args: argparse.Namespace) -> int:
         print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     settings = Settings(mode="cluster", platform=args.profile, preset=args.preset)
-    profile = replace(settings.profile(), api_resources=args.api_resources)
+    profile = settings.profile()
+    surface = args.api_resources
+    if surface is None and profile.sizing.mib_per_api_resource and not args.offline:
+        surface = _served_api_resources(args.kubeconfig, args.context, profile.sizing.assumed_api_resources)
+    profile = replace(profile, api_resources=surface)
     try:
         if args.source is None:
             print(explain(args.objects, profile))
@@ -158,6 +170,35 @@ def run_recommend(args: argparse.Namespace) -> int:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _served_api_resources(kubeconfig: str | None, context: str | None, assumed: int) -> int | None:
+    """The resource types the cluster of the kubeconfig serves, from its discovery (what the service
+    reads); None, said on stderr with what to pass instead, when there is no kubeconfig or no answer."""
+    import os
+    from pathlib import Path
+
+    from inventory import kubeapi
+
+    advice = (
+        f"the preset assumes {assumed}; pass --api-resources N (`kubectl api-resources --no-headers | wc -l`)"
+    )
+    default = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+    in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
+    if kubeconfig is None and not default.is_file() and not in_cluster:
+        print(f"API surface: no kubeconfig found ({default}); {advice}", file=sys.stderr)
+        return None
+    try:
+        api = kubeapi.KubeApi.connect(kubeconfig, context=context)
+        try:
+            served = api.api_resource_types()
+        finally:
+            api.close()
+    except kubeapi.ApiError as error:
+        print(f"API surface: cannot read the cluster's discovery ({error}); {advice}", file=sys.stderr)
+        return None
+    print(f"API surface: {served} resource types, from the discovery of {api.server}")
+    return served
 
 
 class SourceUnreadable(Exception):

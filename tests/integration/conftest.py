@@ -15,8 +15,10 @@ from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync import (
     RSYNC_CRD_FILES,
     ConfigSyncBuild,
+    NodeConfigSync,
     build_configsync,
     install_rsync_crds,
+    uninstall_webhook,
 )
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory import kubeapi
@@ -133,3 +135,12 @@ def services() -> Iterator[list[Service]]:
     yield started
     for service in started:
         service.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def node_sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterator[None]:
+    """Our sidecar installed as the README says on the real node, its scale-down delay 10 s."""
+    config_sync_on_node.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
+    yield
+    assert config_sync_on_node.api is not None
+    uninstall_webhook(config_sync_on_node.api)

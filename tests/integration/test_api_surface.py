@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
+from autoscaler.cli import main
 from autoscaler.cluster import KubeCluster
 from autoscaler.targets import RecommendTarget
+from controlplane import LocalControlPlane
 from controlplane.seed import install_crds
 from inventory import kubeapi
 from tests.helpers import legacy_count
@@ -75,3 +78,29 @@ def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
     clock.now = 600.0
     assert cluster.api_resources() == first
     assert REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) == errors + 1
+
+
+def test_recommend_reads_the_api_surface_from_the_kubeconfigs_cluster(
+    api: kubeapi.KubeApi, control_plane: LocalControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served = legacy_count(api)
+    assert main(["recommend", "--objects", "1000", "--kubeconfig", str(control_plane.kubeconfig)]) == 0
+    first, *sized = capsys.readouterr().out.splitlines()
+    assert first == f"API surface: {served} resource types, from the discovery of {api.server}"
+    # The same arithmetic as with the count given by hand.
+    assert main(["recommend", "--objects", "1000", "--api-resources", str(served)]) == 0
+    assert sized == capsys.readouterr().out.splitlines()
+
+
+def test_recommend_with_an_unreachable_cluster_says_so_and_assumes(
+    tmp_path: Path, control_plane: LocalControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A kubeconfig naming a server nothing listens on (a closed port on loopback).
+    kubeconfig = tmp_path / "kubeconfig"
+    text = control_plane.kubeconfig.read_text()
+    kubeconfig.write_text(text.replace(control_plane.server, "https://127.0.0.1:9"))
+    assert main(["recommend", "--objects", "1000", "--kubeconfig", str(kubeconfig)]) == 0
+    captured = capsys.readouterr()
+    assert "API surface: cannot read the cluster's discovery" in captured.err
+    assert "pass --api-resources N" in captured.err
+    assert "x 427 API resources beyond 73 (assumed)" in captured.out

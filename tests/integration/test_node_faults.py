@@ -11,7 +11,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -25,7 +24,6 @@ from controlplane.configsync import (
     NodeConfigSync,
     pod_ready,
     running_config_sync_on_node,
-    uninstall_webhook,
 )
 from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
@@ -46,14 +44,6 @@ from tests.integration.on_node import (
 
 SYNC_TIMEOUT = 300.0
 WEBHOOK = f"app.kubernetes.io/name={WEBHOOK_NAME}"
-
-
-@pytest.fixture
-def sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterator[None]:
-    config_sync_on_node.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
-    yield
-    assert config_sync_on_node.api is not None
-    uninstall_webhook(config_sync_on_node.api)
 
 
 def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) -> tuple[RSyncKey, str, JSON]:
@@ -108,7 +98,7 @@ def a_new_commit_is_counted_and_sized(cs: NodeConfigSync, key: RSyncKey, apps: s
 
 @pytest.mark.parametrize("component", ["kubelet", "containerd"])
 def test_a_restart_of_the_kubelet_or_containerd_keeps_every_container_and_the_sizing_going(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None, component: str
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None, component: str
 ) -> None:
     cs = config_sync_on_node
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
@@ -134,7 +124,7 @@ def test_a_restart_of_the_kubelet_or_containerd_keeps_every_container_and_the_si
 
 
 def test_our_sidecar_killed_is_restarted_by_the_kubelet_and_keeps_the_size_from_the_rsync(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
@@ -169,7 +159,7 @@ def changed_configmaps(count: int, namespace: str) -> str:
 
 
 def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_holds(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
@@ -211,7 +201,7 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
 
 
 def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_sidecar_and_gets_it_back(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], sidecar: None
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)

@@ -112,10 +112,17 @@ def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_cli_recommend_defaults_to_size_aware_on_an_assumed_api_surface(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["recommend", "--objects", "0"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert (
+        f"API surface: no kubeconfig found ({tmp_path / 'no-kubeconfig'}); the preset assumes 500"
+        in captured.err
+    )
     # 96 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 319.6 -> 320 MiB on the 32 MiB grid;
     # CPU 320 x 1000 / 1024 = 312.5 -> 313m.
     assert "reconciler: requests 313m/320Mi, limits 313m/320Mi" in out
