@@ -42,7 +42,8 @@ BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 # A documentation-range address (RFC 5737): kube-apiserver refuses to start without a default route
 # unless it is told what to advertise, and nothing ever connects to this address.
 ADVERTISE_ADDRESS = "192.0.2.1"
-SERVICE_CIDR = "10.0.0.0/24"
+# 4,094 ClusterIPs: real repositories replicated into tenants declare hundreds of Services.
+SERVICE_CIDR = "10.96.0.0/20"
 # Inside a sandbox (the real node's namespaces) every address is the stack's own: fixed ports do not
 # collide with another stack's.
 SANDBOX_APISERVER_PORT = 6443

@@ -63,7 +63,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -311,6 +311,7 @@ class Point:
     namespaces: int = 1  # the objects' namespaces (besides those a platform repository declares)
     cgroup_peak_mib: float | None = None  # the container cgroup's peak at the end: page cache included
     point_seconds: float | None = None  # the point's cost: from the RootSync's creation to its deletion
+    run: int = 1  # the same point measured again (a fresh RootSync and reconciler each time)
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -330,8 +331,8 @@ class Where(Protocol):
 
     def rootsync(self, key: RSyncKey) -> JSON: ...
 
-    def commit(self, key: RSyncKey, text: str) -> str:
-        """The source of `key` is now `text`: its commit."""
+    def commit(self, key: RSyncKey, files: Mapping[str, str | None]) -> str:
+        """The source of `key` is now these files (None: removed): its commit."""
 
     def wait_synced(self, key: RSyncKey, commit: str) -> None: ...
 
@@ -365,8 +366,8 @@ class LocalStack:
     def rootsync(self, key: RSyncKey) -> JSON:
         return self.config_sync.rsync(key)
 
-    def commit(self, key: RSyncKey, text: str) -> str:
-        return self.config_sync.commit(key, {"objects.yaml": text})
+    def commit(self, key: RSyncKey, files: Mapping[str, str | None]) -> str:
+        return self.config_sync.commit(key, files)
 
     def wait_synced(self, key: RSyncKey, commit: str) -> None:
         api = self.api
@@ -432,14 +433,16 @@ class Cluster:
         self.peaks[key.name] = 0.0
         return body
 
-    def commit(self, key: RSyncKey, text: str) -> str:
-        path = self.clone / key.name / "objects.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        _git(self.clone, "add", "--", key.name)
-        _git(
-            self.clone, "commit", "--quiet", "--allow-empty", "-m", f"{key.name}: {text.count('---')} objects"
-        )
+    def commit(self, key: RSyncKey, files: Mapping[str, str | None]) -> str:
+        for name, text in files.items():
+            path = self.clone / key.name / name
+            if text is None:
+                path.unlink(missing_ok=True)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        _git(self.clone, "add", "--all", "--", key.name)
+        _git(self.clone, "commit", "--quiet", "--allow-empty", "-m", f"{key.name}: {len(files)} files")
         _git(self.clone, "push", "--quiet", "origin", f"HEAD:{self.branch}")
         return _git(self.clone, "rev-parse", "HEAD").strip()
 
@@ -467,17 +470,49 @@ def _git(clone: Path, *args: str) -> str:
     return result.stdout
 
 
+@dataclass(frozen=True)
+class Source:
+    """What a point syncs: its files (a shape's one file, or a repository's tree), and the commit its
+    prune goes to (one small object left)."""
+
+    shape: str
+    objects: int
+    files: Mapping[str, str]
+    namespaces: int = 1
+
+    @classmethod
+    def of_shape(cls, shape: str, count: int, namespace: str, namespaces: int = 1) -> Source:
+        return cls(shape, count, {"objects.yaml": manifests(shape, count, namespace, namespaces)}, namespaces)
+
+    def pruned(self, namespace: str) -> dict[str, str | None]:
+        """The commit that prunes all but one object: every file removed, one object of the shape left
+        (a ConfigMap for a repository)."""
+        shape = self.shape if self.shape in SHAPES else "configmaps"
+        return {**dict.fromkeys(self.files), "objects.yaml": manifests(shape, 1, namespace)}
+
+    @property
+    def bytes(self) -> int:
+        return sum(len(text.encode()) for text in self.files.values())
+
+
 def measure(where: Where, shape: str, count: int, extra_crds: int, namespaces: int = 1) -> Point:
-    api = where.api
     spread = f"-ns{namespaces}" if namespaces > 1 else ""
-    key = RSyncKey("RootSync", NAMESPACE, f"mem-{shape}-{count}-{extra_crds}{spread}")
-    text = manifests(shape, count, key.name, namespaces)
-    commit = where.commit(key, text)
+    name = f"mem-{shape}-{count}-{extra_crds}{spread}"
+    return measure_source(where, Source.of_shape(shape, count, name, namespaces), name, extra_crds)
+
+
+def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0, run: int = 1) -> Point:
+    """One point: a fresh RootSync `name` syncs `source`, then prunes all but one object; the peaks of
+    its reconciler over both, and their times."""
+    api = where.api
+    key = RSyncKey("RootSync", NAMESPACE, name)
+    commit = where.commit(key, source.files)
     body = where.rootsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": LIMIT, "memoryLimit": LIMIT}]
     }
+    surface = api.api_resource_types()  # what the service reads before the apply (without the source's CRDs)
     began = time.monotonic()
     api.create(kubeapi.ROOTSYNC, key.namespace, body)
     where.wait_synced(key, commit)
@@ -485,7 +520,7 @@ def measure(where: Where, shape: str, count: int, extra_crds: int, namespaces: i
     peak = where.peak_mib(key)
     entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
     pruning = time.monotonic()
-    commit = where.commit(key, manifests(shape, 1, key.name))
+    commit = where.commit(key, source.pruned(key.name))
     where.wait_synced(key, commit)
     prune_seconds = time.monotonic() - pruning
     peak_with_prune = where.peak_mib(key)
@@ -494,24 +529,25 @@ def measure(where: Where, shape: str, count: int, extra_crds: int, namespaces: i
     api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
     _wait(lambda: rsync_gone(api, key), SYNC_TIMEOUT, key)
     return Point(
-        shape,
-        count,
-        len(text.encode()),
+        source.shape,
+        source.objects,
+        source.bytes,
         len(entries or []),
         peak,
         round(seconds, 1),
         peak_with_prune,
         round(prune_seconds, 1),
         _crds(api),
-        api.api_resource_types(),
+        surface,
         extra_crds,
         where.version,
         datetime.now(UTC).date().isoformat(),
         where.machine,
         where.measured,
-        namespaces,
+        source.namespaces,
         cgroup_peak,
         round(time.monotonic() - began, 1),
+        run,
     )
 
 
@@ -544,6 +580,7 @@ def read_points(path: Path) -> list[Point]:
         "str": str,
         "float | None": lambda v: float(v) if v else None,
     }
+    # Columns a CSV written before a field existed lacks take the field's default.
     return [Point(**{k: convert[kinds[k]](v) for k, v in row.items()}) for row in rows]
 
 

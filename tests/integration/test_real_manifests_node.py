@@ -8,6 +8,8 @@ from __future__ import annotations
 import tarfile
 from typing import cast
 
+import orjson
+
 from controlplane.configsync import NAMESPACE, NodeConfigSync
 from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
@@ -64,13 +66,13 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
     finally:
         seen = sampler.stop()
     assert why == (
-        f'Config Sync rejects commit {rejected[:12]}: KNV2010 nameless.yaml: missing field "metadata.name"'
+        f'Config Sync rejects commit {rejected[:12]}: KNV2010 config/nameless.yaml: missing field "metadata.name"'
     )
     assert seen
     assert all(entry == sized for entry in seen), "the size changed for a commit Config Sync rejects"
     assert (override(api, key), generation(api, key)) == (sized, rolled)
     assert counts(api, key) == ("30", "31"), "the last good commit's count stands"
-    events = api.list(kubeapi.EVENT, NAMESPACE).get("items") or []
+    events = orjson.loads(api.list_page(kubeapi.EVENT, NAMESPACE)).get("items") or []
     reasons = [e.get("reason") for e in events if (e.get("regarding") or {}).get("name") == key.name]
     assert "SourceRejected" in reasons
 

@@ -46,7 +46,7 @@ def test_each_commit_is_pushed_to_the_point_s_directory(clone: Path) -> None:
     remote = clone.parent / "remote.git"
     for count in (3, 1):  # the point's commit, then the one that prunes the rest
         text = manifests("configmaps", count, KEY.name)
-        commit = bench.commit(KEY, text)
+        commit = bench.commit(KEY, {"objects.yaml": text})
         assert git("rev-parse", "main", cwd=remote).strip() == commit
         assert git("show", f"main:{KEY.name}/objects.yaml", cwd=remote) == text
     assert git("rev-list", "--count", "main", cwd=remote).strip() == "2"
@@ -63,4 +63,4 @@ def test_the_rootsync_syncs_that_directory(clone: Path) -> None:
 def test_a_push_git_refuses_is_a_clear_error(clone: Path) -> None:
     git("remote", "set-url", "origin", str(clone.parent / "no-such-remote.git"), cwd=clone)
     with pytest.raises(RuntimeError, match="git push"):
-        cluster(clone).commit(KEY, manifests("configmaps", 1, KEY.name))
+        cluster(clone).commit(KEY, {"objects.yaml": manifests("configmaps", 1, KEY.name)})

@@ -1,0 +1,220 @@
+"""Measure the real reconciler on real repositories: the manifest corpus's directories that Config Sync
+syncs as they are, and mixes of them, each point measured several times (a fresh RootSync and
+reconciler each run: repeated points differ by up to a fifth).
+
+    python -m profiles.real_repositories [--repositories cert-manager-crds,...] [--runs 3]
+                                         [--out profiles/out/real-repositories] [--corpus ARCHIVE] [--resume]
+
+The repositories are built from `../shared/data/manifest-corpus` (public manifests, byte for byte at
+pinned commits; test input, never code of ours): a directory or file of one project's manifests as its
+project publishes them, or several in one RootSync; `*-tenants-N` replicates an application (the
+monitoring operator's example custom resources, Services and RBAC, its Deployments left out so no Pod
+runs) into N tenant namespaces, each with its Namespace, beside the operator's CRDs: the one change made
+to a manifest is its `metadata.namespace`. Each repository is checked first: every file as Config Sync's
+reader reads it (our counter, held to the reader by the differential tests), no object declared twice.
+
+On the local stack with a real node (Config Sync v1.24.3, its Pods run by the kubelet with containerd;
+PLAYED BY US: git-sync and the otel-agent, see controlplane.images), as `profiles.reconciler_memory`
+measures a shape: the peak of the reconciler process (VmHWM) and of its container's memory cgroup (what
+the kernel limits: page cache included) over the apply and over the prune down to one ConfigMap. The
+Service range of the local stack holds 4,094 ClusterIPs (a /20), enough for every Service here.
+
+Results: `<out>/real-repositories.csv` (the reconciler-memory columns, `shape` naming the repository)
+and `.md`; `--resume` keeps the points the CSV has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tarfile
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import yaml
+
+from controlplane.configsync import running_config_sync_on_node
+from inventory.go_decoding import decode_yaml
+from inventory.source_count import count_directory
+from profiles.reconciler_memory import (
+    LocalStack,
+    Point,
+    Source,
+    append,
+    markdown,
+    measure_source,
+    read_points,
+)
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/manifest-corpus/manifest-corpus-D.tar.xz"
+PROMETHEUS = "prometheus-operator-example"
+MONITORING_CRDS = f"{PROMETHEUS}/prometheus-operator-crd"
+# The monitoring operator's examples a tenant gets: custom resources of its CRDs, Services, RBAC.
+TENANT_APP = (f"{PROMETHEUS}/user-guides/alerting", f"{PROMETHEUS}/user-guides/getting-started")
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Namespace",
+    "StorageClass",
+}
+Files = dict[str, str]
+
+
+def tree(corpus: Path, *paths: str) -> Files:
+    """Every manifest under these corpus paths (files or directories), named as in the corpus."""
+    found: Files = {}
+    for path in paths:
+        root = corpus / path
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for file in files:
+            if file.suffix in (".yaml", ".yml", ".json"):
+                found[str(file.relative_to(corpus))] = file.read_text()
+    return found
+
+
+def documents(text: str) -> list[dict[str, object]]:
+    """The objects of a YAML file as Config Sync's reader decodes them (go-yaml's reading)."""
+    pieces = ("\n" + text).split("\n---")
+    return [d for d in (decode_yaml(p.encode()) for p in pieces if p.strip()) if isinstance(d, dict)]
+
+
+def identity(document: Mapping[str, object]) -> tuple[object, object, object]:
+    metadata = document.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return document.get("kind"), metadata.get("namespace"), metadata.get("name")
+
+
+def first_of_each(files: Files) -> Files:
+    """The files in order, less any that declares an object an earlier one declares (the examples of
+    one project are alternatives to each other: several declare the same Prometheus)."""
+    kept: Files = {}
+    seen: set[tuple[object, object, object]] = set()
+    for path, text in files.items():
+        declared = {identity(d) for d in documents(text)}
+        if not declared & seen:
+            kept[path] = text
+            seen |= declared
+    return kept
+
+
+def tenants(corpus: Path, count: int) -> Files:
+    """The monitoring CRDs, and the tenant application in `count` namespaces of its own."""
+    examples = [d for text in tree(corpus, *TENANT_APP).values() for d in documents(text)]
+    namespaced = [
+        d for d in examples if d.get("kind") not in CLUSTER_SCOPED and d.get("kind") != "Deployment"
+    ]
+    # One object of each kind and name (the examples are alternatives: several declare one Prometheus).
+    app = list({(d.get("kind"), identity(d)[2]): d for d in reversed(namespaced)}.values())[::-1]
+    files = tree(corpus, MONITORING_CRDS)
+    for i in range(count):
+        namespace = f"tenant-{i:04d}"
+        placed = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in app]  # type: ignore[dict-item]
+        head = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        files[f"tenants/{namespace}.yaml"] = yaml.safe_dump_all([head, *placed], sort_keys=False)
+    return files
+
+
+REPOSITORIES: dict[str, Callable[[Path], Files]] = {
+    "cert-manager-crds": lambda c: tree(c, "cert-manager-crds"),
+    "monitoring-crds": lambda c: tree(c, MONITORING_CRDS),
+    "argo-cd-install": lambda c: tree(c, "argo-cd-manifests/install.yaml"),
+    "ingress-nginx-cloud": lambda c: tree(c, "ingress-nginx-static/provider/cloud/deploy.yaml"),
+    "monitoring-stack": lambda c: first_of_each(
+        tree(
+            c,
+            MONITORING_CRDS,
+            f"{PROMETHEUS}/rbac/prometheus-operator",
+            f"{PROMETHEUS}/rbac/prometheus",
+            *TENANT_APP,
+        )
+    ),
+    "platform": lambda c: tree(
+        c,
+        "cert-manager-crds",
+        MONITORING_CRDS,
+        "argo-cd-manifests/install.yaml",
+        "ingress-nginx-static/provider/cloud/deploy.yaml",
+    ),
+    "monitoring-tenants-100": lambda c: tenants(c, 100),
+    "monitoring-tenants-300": lambda c: tenants(c, 300),
+    "platform-tenants-200": lambda c: {**REPOSITORIES["platform"](c), **tenants(c, 200)},
+}
+
+
+def checked(name: str, files: Files, scratch: Path) -> Source:
+    """The repository as a point's source, once Config Sync would sync it: every file read (none
+    rejected), no object declared twice."""
+    root = scratch / name
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    count = count_directory(root)
+    if count.rejected or count.unread:
+        raise SystemExit(f"{name}: Config Sync would not sync it: {count.rejected or count.unread}")
+    identities = Counter(identity(d) for text in files.values() for d in documents(text))
+    twice = [identity for identity, n in identities.items() if n > 1]
+    if twice:
+        raise SystemExit(f"{name}: objects declared twice: {twice[:5]}")
+    return Source(name, count.objects, files)
+
+
+def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> list[Point]:
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / "real-repositories.csv"
+    if not resume:
+        table.unlink(missing_ok=True)
+    done = {(p.shape, p.run) for p in read_points(table)}
+    with tempfile.TemporaryDirectory() as scratch:
+        sources = {name: checked(name, REPOSITORIES[name](corpus), Path(scratch)) for name in names}
+        for name, source in sources.items():
+            print(
+                f"{name}: {source.objects} objects, {source.bytes / 1e6:.1f} MB in {len(source.files)} files"
+            )
+        todo = [(name, r) for r in range(1, runs + 1) for name in names if (name, r) not in done]
+        if todo:
+            with running_config_sync_on_node() as config_sync:
+                stack = LocalStack(config_sync)
+                for name, r in todo:
+                    point = measure_source(stack, sources[name], f"repo-{name}-{r}"[:63], run=r)
+                    append(table, point)
+                    print(markdown([point]).splitlines()[-1], flush=True)
+    points = read_points(table)
+    (out / "real-repositories.md").write_text(markdown(points))
+    return points
+
+
+def extracted(archive: Path, into: Path) -> Path:
+    with tarfile.open(archive) as opened:
+        opened.extractall(into, filter="data")
+    return into / "corpus-D"
+
+
+def main(argv: list[str] | None = None) -> None:
+    # SIGTERM unwinds like Ctrl-C, so the local stack is stopped and its directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parser = argparse.ArgumentParser(
+        prog="python -m profiles.real_repositories", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--repositories", default=",".join(REPOSITORIES), help="of: " + ", ".join(REPOSITORIES)
+    )
+    parser.add_argument("--runs", type=int, default=3, help="measurements of each repository")
+    parser.add_argument("--out", type=Path, default=Path("profiles/out/real-repositories"))
+    parser.add_argument("--corpus", type=Path, default=ARCHIVE, help="the manifest corpus archive")
+    parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
+    args = parser.parse_args(argv)
+    names = [n for n in args.repositories.split(",") if n]
+    unknown = sorted(set(names) - set(REPOSITORIES))
+    if unknown:
+        parser.error(f"unknown repositories {unknown}")
+    with tempfile.TemporaryDirectory() as directory:
+        points = run(names, args.runs, args.out, extracted(args.corpus, Path(directory)), args.resume)
+    print(markdown(points))
+
+
+if __name__ == "__main__":
+    main()
