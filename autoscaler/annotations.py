@@ -11,6 +11,7 @@ zero.
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
 | `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
 | `objcount.dev/source-kinds` | us | its objects by kind, JSON `{"kind": count}` (the most common 50) |
+| `objcount.dev/source-crd-kib` | us | KiB of its CustomResourceDefinitions (size-aware sizing) |
 | `objcount.dev/synced-source` | us | counts, KiB, kinds of the commit last finished (kept through a prune) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
@@ -47,6 +48,7 @@ SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
+SOURCE_CRD_KIB_ANNOTATION = "objcount.dev/source-crd-kib"
 SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
@@ -106,6 +108,7 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         _count(annotations.get(SYNC_ANNOTATION)),
         _count(annotations.get(SOURCE_KIB_ANNOTATION)),
         parse_kinds(annotations.get(SOURCE_KINDS_ANNOTATION)),
+        source_crd_kib=_count(annotations.get(SOURCE_CRD_KIB_ANNOTATION)),
     )
 
 
@@ -142,6 +145,7 @@ def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         status_counts(rsync).over(in_annotations),
         source_kib=in_annotations.source_kib,
         source_kinds=in_annotations.source_kinds,
+        source_crd_kib=in_annotations.source_crd_kib,
     )
 
 
@@ -172,6 +176,8 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
         annotations[SOURCE_KIB_ANNOTATION] = str(counts.source_kib)
     if counts.source_kinds is not None:
         annotations[SOURCE_KINDS_ANNOTATION] = kinds_annotation(counts.source_kinds)
+    if counts.source_crd_kib is not None:
+        annotations[SOURCE_CRD_KIB_ANNOTATION] = str(counts.source_crd_kib)
     return annotations
 
 
@@ -180,7 +186,10 @@ def synced_source_annotation(counts: ObjectCounts) -> str | None:
     if counts.source is None:
         return None
     kinds = None if counts.source_kinds is None else dict(kinds_of(dict(counts.source_kinds)))
-    return orjson.dumps({"objects": counts.source, "kib": counts.source_kib, "kinds": kinds}).decode()
+    synced: dict[str, object] = {"objects": counts.source, "kib": counts.source_kib, "kinds": kinds}
+    if counts.source_crd_kib is not None:
+        synced["crd_kib"] = counts.source_crd_kib
+    return orjson.dumps(synced).decode()
 
 
 def parse_synced_source(text: object) -> ObjectCounts | None:
@@ -196,7 +205,10 @@ def parse_synced_source(text: object) -> ObjectCounts | None:
     if objects is None:
         return None
     return ObjectCounts(
-        objects, source_kib=_count(value.get("kib")), source_kinds=_kinds_of_json(value.get("kinds"))
+        objects,
+        source_kib=_count(value.get("kib")),
+        source_kinds=_kinds_of_json(value.get("kinds")),
+        source_crd_kib=_count(value.get("crd_kib")),
     )
 
 

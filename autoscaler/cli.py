@@ -161,8 +161,8 @@ def run_recommend(args: argparse.Namespace) -> int:
         if args.source is None:
             print(explain(args.objects, profile))
         else:
-            objects, kib, kinds = _read_source(args.source)
-            print(explain(objects, profile, kib, kinds))
+            objects, kib, kinds, crd_kib = _read_source(args.source)
+            print(explain(objects, profile, kib, kinds, crd_kib))
     except SourceUnreadable as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -205,8 +205,8 @@ class SourceUnreadable(Exception):
     """--source names no readable directory of manifests."""
 
 
-def _read_source(directory: str) -> tuple[int, int, Kinds]:
-    """(objects, KiB, kinds) of a directory of manifests, with its objects by kind printed."""
+def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
+    """(objects, KiB, kinds, KiB of CRDs) of a directory of manifests, with its objects by kind printed."""
     from pathlib import Path
 
     from inventory.counts import describe_kinds, kinds_of
@@ -229,7 +229,7 @@ def _read_source(directory: str) -> tuple[int, int, Kinds]:
     print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
     for reason in count.unread:
         print(f"not read (its objects are not counted: the count is a lower bound): {reason}")
-    return count.objects, kib_of(count.bytes), kinds_of(count.kinds)
+    return count.objects, kib_of(count.bytes), kinds_of(count.kinds), kib_of(count.crd_bytes)
 
 
 def run_stress(args: argparse.Namespace) -> int:

@@ -56,8 +56,12 @@ class CountWriter:
         if in_annotations or not self.in_status:
             return self._write_annotations(key, rsync, desired)
         # The status has no field for the source's KiB and kinds: they stay in annotations either way.
-        counts = replace(desired, source_kib=None, source_kinds=None)
-        kib_only = ObjectCounts(source_kib=desired.source_kib, source_kinds=desired.source_kinds)
+        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_kib=None)
+        kib_only = ObjectCounts(
+            source_kib=desired.source_kib,
+            source_kinds=desired.source_kinds,
+            source_crd_kib=desired.source_crd_kib,
+        )
         if not counts.differs_where_known(status_counts(rsync)):
             return self._write_annotations(key, rsync, kib_only)
         written = self._patch(key, status_patch(counts), subresource="status")

@@ -207,7 +207,9 @@ def _calibration(
         return known
     if not finished_in(usage.window, finished_commit(seen.rsync), sync_written_at(seen.rsync)):
         return known
-    predicted = profile.sizing.raw_mib(target, counts.target_kib, profile.api_resources, counts.source_kinds)
+    predicted = profile.sizing.raw_mib(
+        target, counts.target_kib, profile.api_resources, counts.source_kinds, counts.source_crd_kib
+    )
     lesson = learned(usage, predicted, margin, seen.wall)
     return known if same_lesson(known, lesson) else lesson
 
@@ -224,7 +226,12 @@ def _synced_source(seen: Seen, state: RSyncState, counts: ObjectCounts) -> Objec
     """The source counts of the commit the reconciler last finished: the counts of our source once the
     reconciler reports its commit finished, else the last ones we knew (after a restart, from the RSync)."""
     if counts.source_commit is not None and counts.source_commit == finished_commit(seen.rsync):
-        return ObjectCounts(counts.source, source_kib=counts.source_kib, source_kinds=counts.source_kinds)
+        return ObjectCounts(
+            counts.source,
+            source_kib=counts.source_kib,
+            source_kinds=counts.source_kinds,
+            source_crd_kib=counts.source_crd_kib,
+        )
     recorded = annotations_of(seen.rsync).get(SYNCED_SOURCE_ANNOTATION)
     return state.synced_source or parse_synced_source(recorded)
 

@@ -70,6 +70,9 @@ class FileRead:
     kinds: KindCounter
     rejected: tuple[Problem, ...] = ()
     unread: str | None = None
+    # The bytes of its CustomResourceDefinitions (their documents as written; a List's share by items):
+    # a CRD's schema costs the reconciler more than other bytes (it serves as a new type to watch).
+    crd_bytes: int = 0
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -86,22 +89,31 @@ def read_manifest(data: bytes, name: str) -> FileRead:
         return FileRead(Counter(), unread=f"{name}: {error}")
     kinds: KindCounter = Counter()
     problems: list[Problem] = []
-    for obj in objects:
+    crd_bytes = 0
+    for obj, size in objects:
         if not _local_config(obj):
-            _file_objects(obj, kinds, problems, name)
-    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds)
+            found: KindCounter = Counter()
+            _file_objects(obj, found, problems, name)
+            crd_bytes += size * found[CRD_KIND] // max(found.total(), 1)
+            kinds.update(found)
+    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_bytes=crd_bytes)
+
+
+CRD_KIND = "CustomResourceDefinition"
 
 
 # ----- decoding a file into objects ---------------------------------------------------------------------
-def _json_file(data: bytes) -> list[dict[str, Any]]:
+def _json_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
     """A `.json` file: Unstructured's own JSON decoding (no type check of `apiVersion` first)."""
     if not data:
         return []
-    return [_unstructured(_as_map(decode_json(data), "map[string]interface {}"))]
+    return [(_unstructured(_as_map(decode_json(data), "map[string]interface {}")), len(data))]
 
 
-def _yaml_file(data: bytes) -> list[dict[str, Any]]:
-    return [_decoded_piece(piece) for piece in (b"\n" + data).split(b"\n---") if not _blank(piece)]
+def _yaml_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
+    """Each piece's object, and the piece's bytes."""
+    pieces = (b"\n" + data).split(b"\n---")
+    return [(_decoded_piece(piece), len(piece)) for piece in pieces if not _blank(piece)]
 
 
 _CONTENT_LINE = re.compile(rb"(?m)^[ \t\v\f\r]*[^ \t\v\f\r#\n]")

@@ -25,7 +25,7 @@ from inventory.source_count import (
     read_file,
 )
 from inventory.source_watch import SourceLayout, SourceWatcher, count_source
-from tests.manifest_cases import CM, NAMED_CASES, fragment_files, yaml_files
+from tests.manifest_cases import CM, CRD_WITH_EQUALS, NAMED_CASES, fragment_files, yaml_files
 
 
 @pytest.mark.parametrize("name", sorted(NAMED_CASES))
@@ -327,3 +327,12 @@ def test_other_writes_to_stderr_during_a_parse_are_passed_through(capfd: pytest.
         os.write(2, b'{"message": "another thread logged this"}\n')
         os.write(2, b"line=2 col=1 (16B): ERROR: [parse] parse error: incorrect indentation?\n")
     assert capfd.readouterr().err == '{"message": "another thread logged this"}\n'
+
+
+def test_the_bytes_of_custom_resource_definitions_are_counted_apart() -> None:
+    read = read_manifest((CM + "---\n" + CRD_WITH_EQUALS).encode(), "a.yaml")
+    assert read.kinds == {"ConfigMap": 1, "CustomResourceDefinition": 1}
+    # The CRD's piece: its text and the line break after `---` (the split takes the one before).
+    assert read.crd_bytes == len(CRD_WITH_EQUALS.encode()) + 1
+    listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n"
+    assert read_manifest(listed.encode(), "l.yaml").crd_bytes == 0
