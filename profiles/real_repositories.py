@@ -32,13 +32,15 @@ import tarfile
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import yaml
 
 from controlplane.configsync import running_config_sync_on_node
 from inventory.go_decoding import decode_yaml
-from inventory.source_count import count_directory
+from inventory.source_count import count_directory, kib_of
 from profiles.reconciler_memory import (
     LocalStack,
     Point,
@@ -47,6 +49,7 @@ from profiles.reconciler_memory import (
     markdown,
     measure_source,
     read_points,
+    write_points,
 )
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/manifest-corpus/manifest-corpus-D.tar.xz"
@@ -159,7 +162,7 @@ def checked(name: str, files: Files, scratch: Path) -> Source:
     twice = [identity for identity, n in identities.items() if n > 1]
     if twice:
         raise SystemExit(f"{name}: objects declared twice: {twice[:5]}")
-    return Source(name, count.objects, files)
+    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_bytes=count.crd_bytes)
 
 
 def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> list[Point]:
@@ -182,9 +185,19 @@ def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> l
                     point = measure_source(stack, sources[name], f"repo-{name}-{r}"[:63], run=r)
                     append(table, point)
                     print(markdown([point]).splitlines()[-1], flush=True)
-    points = read_points(table)
+        points = [refilled(p, sources) for p in read_points(table)]
+    write_points(table, points)
     (out / "real-repositories.md").write_text(markdown(points))
     return points
+
+
+def refilled(point: Point, sources: Mapping[str, Source]) -> Point:
+    """A point with its repository's kinds and CRD KiB (points measured before they were recorded)."""
+    source = sources.get(point.shape)
+    if source is None or point.kinds:
+        return point
+    kinds = orjson.dumps(dict(sorted(source.kinds.items()))).decode()
+    return replace(point, kinds=kinds, crd_kib=kib_of(source.crd_bytes))
 
 
 def extracted(archive: Path, into: Path) -> Path:

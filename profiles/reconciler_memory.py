@@ -84,6 +84,7 @@ from controlplane.configsync import (
 from controlplane.seed import install_crds
 from inventory import kubeapi
 from inventory.ids import RSyncKey
+from inventory.source_count import kib_of
 from profiles import platform as platform_repository
 from profiles.bench_service import memory_mib
 from profiles.stress import reconciler_usage
@@ -312,6 +313,8 @@ class Point:
     cgroup_peak_mib: float | None = None  # the container cgroup's peak at the end: page cache included
     point_seconds: float | None = None  # the point's cost: from the RootSync's creation to its deletion
     run: int = 1  # the same point measured again (a fresh RootSync and reconciler each time)
+    kinds: str = ""  # a repository's objects by kind, JSON (a shape's follow from the shape)
+    crd_kib: int = 0  # KiB of the CustomResourceDefinitions the source declares
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -479,6 +482,8 @@ class Source:
     objects: int
     files: Mapping[str, str]
     namespaces: int = 1
+    kinds: Mapping[str, int] = field(default_factory=dict)  # a repository's (a shape's follow from it)
+    crd_bytes: int = 0
 
     @classmethod
     def of_shape(cls, shape: str, count: int, namespace: str, namespaces: int = 1) -> Source:
@@ -548,6 +553,8 @@ def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0,
         cgroup_peak,
         round(time.monotonic() - began, 1),
         run,
+        orjson.dumps(dict(sorted(source.kinds.items()))).decode() if source.kinds else "",
+        kib_of(source.crd_bytes),
     )
 
 
@@ -582,6 +589,12 @@ def read_points(path: Path) -> list[Point]:
     }
     # Columns a CSV written before a field existed lacks take the field's default.
     return [Point(**{k: convert[kinds[k]](v) for k, v in row.items()}) for row in rows]
+
+
+def write_points(path: Path, points: list[Point]) -> None:
+    path.unlink(missing_ok=True)
+    for point in points:
+        append(path, point)
 
 
 def append(path: Path, point: Point) -> None:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+import orjson
+
 from autoscaler.policy import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
 from inventory.counts import Kinds, kinds_of
 from inventory.manifest_reader import read_manifest
@@ -53,16 +55,22 @@ class Measured:
     kib: int  # of the commit's manifests, rounded up as the service records them
     api_resources: int  # resource types its discovery served
     extra_crds: int
-    peak_mib: float  # over the apply and the prune
+    peak_mib: float  # over the apply and the prune, the larger of VmHWM and the cgroup's peak
+    recorded_kinds: Kinds | None = None  # a repository's, as measured (a shape's follow from it)
+    crd_kib: int = 0  # of the CustomResourceDefinitions the source declares
+    run: int = 1
 
     @property
     def kinds(self) -> Kinds:
-        return shape_kinds(self.shape, self.objects)
+        return (
+            self.recorded_kinds if self.recorded_kinds is not None else shape_kinds(self.shape, self.objects)
+        )
 
     def features(self) -> dict[str, float]:
         return {
             "objects": self.objects,
             "kib": self.kib,
+            "crd_kib": self.crd_kib,
             "api_resources": self.api_resources,
             **{f"kind:{kind}": n for kind, n in self.kinds},
         }
@@ -84,7 +92,14 @@ def read_measured(path: Path) -> list[Measured]:
             kib_of(int(row["source_bytes"])),
             int(row["api_resources"]),
             int(row["extra_crds"]),
-            max(float(row["peak_rss_mib"]), float(row["peak_with_prune_mib"])),
+            max(
+                float(row[c])
+                for c in ("peak_rss_mib", "peak_with_prune_mib", "cgroup_peak_mib")
+                if row.get(c)
+            ),
+            kinds_of(orjson.loads(row["kinds"])) if row.get("kinds") else None,
+            int(row.get("crd_kib") or 0),
+            int(row.get("run") or 1),
         )
         for row in csv.DictReader(lines)
     ]
