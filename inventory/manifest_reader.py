@@ -70,9 +70,9 @@ class FileRead:
     kinds: KindCounter
     rejected: tuple[Problem, ...] = ()
     unread: str | None = None
-    # The bytes of its CustomResourceDefinitions (their documents as written; a List's share by items):
-    # a CRD's schema costs the reconciler more than other bytes (it serves as a new type to watch).
-    crd_bytes: int = 0
+    # The nodes (mapping entries and list items, as decoded) of its CustomResourceDefinitions (a List's
+    # share by items): a CRD's schema costs the reconciler by its structure (a new type, its schema).
+    crd_nodes: int = 0
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -89,14 +89,14 @@ def read_manifest(data: bytes, name: str) -> FileRead:
         return FileRead(Counter(), unread=f"{name}: {error}")
     kinds: KindCounter = Counter()
     problems: list[Problem] = []
-    crd_bytes = 0
-    for obj, size in objects:
+    crd_nodes = 0
+    for obj, nodes in objects:
         if not _local_config(obj):
             found: KindCounter = Counter()
             _file_objects(obj, found, problems, name)
-            crd_bytes += size * found[CRD_KIND] // max(found.total(), 1)
+            crd_nodes += nodes * found[CRD_KIND] // max(found.total(), 1)
             kinds.update(found)
-    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_bytes=crd_bytes)
+    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_nodes=crd_nodes)
 
 
 CRD_KIND = "CustomResourceDefinition"
@@ -107,13 +107,23 @@ def _json_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
     """A `.json` file: Unstructured's own JSON decoding (no type check of `apiVersion` first)."""
     if not data:
         return []
-    return [(_unstructured(_as_map(decode_json(data), "map[string]interface {}")), len(data))]
+    value = decode_json(data)
+    return [(_unstructured(_as_map(value, "map[string]interface {}")), nodes_of(value))]
 
 
 def _yaml_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
-    """Each piece's object, and the piece's bytes."""
-    pieces = (b"\n" + data).split(b"\n---")
-    return [(_decoded_piece(piece), len(piece)) for piece in pieces if not _blank(piece)]
+    """Each piece's object, and its nodes."""
+    return [_decoded_piece(piece) for piece in (b"\n" + data).split(b"\n---") if not _blank(piece)]
+
+
+def nodes_of(value: Any) -> int:
+    """The nodes of a decoded document: itself, and each mapping entry and list item within, as
+    rapidyaml counts its tree (which also counts a duplicate key the decoding keeps once)."""
+    if isinstance(value, dict):
+        return 1 + sum(nodes_of(item) for item in value.values())
+    if isinstance(value, list):
+        return 1 + sum(nodes_of(item) for item in value)
+    return 1
 
 
 _CONTENT_LINE = re.compile(rb"(?m)^[ \t\v\f\r]*[^ \t\v\f\r#\n]")
@@ -142,16 +152,16 @@ def _looks_like_json(piece: bytes) -> bool:
     return piece.decode("utf-8", "replace").lstrip("".join(GO_SPACES))[:1] == "{"
 
 
-def _decoded_piece(piece: bytes) -> dict[str, Any]:
+def _decoded_piece(piece: bytes) -> tuple[dict[str, Any], int]:
+    """The piece's object, as the reader reads it (the fields it checks, at least), and its nodes."""
     if _looks_like_json(piece):
         value = decode_json(piece)
-        _interpret(value)
-        return _unstructured(_as_map(value, "map[string]interface {}"))
-    value = _fast_yaml(piece)
-    if value is None:
-        value = decode_yaml(piece)
+        nodes = nodes_of(value)
+    else:
+        fast = _fast_yaml(piece)
+        value, nodes = fast if fast is not None else (full := decode_yaml(piece), nodes_of(full))
     _interpret(value)
-    return _unstructured(_as_map(value, "map[string]interface {}"))
+    return _unstructured(_as_map(value, "map[string]interface {}")), nodes
 
 
 def _as_map(value: Any, target: str) -> dict[str, Any] | None:
@@ -325,9 +335,9 @@ _PROPERTY_FLAGS = ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF | ryml
 _RELEVANT = frozenset((b"apiVersion", b"kind", b"metadata", b"status", b"items"))
 
 
-def _fast_yaml(piece: bytes) -> dict[str, Any] | None:
+def _fast_yaml(piece: bytes) -> tuple[dict[str, Any], int] | None:
     """The piece's top-level mapping with the fields the reader checks (others left out), as go-yaml
-    would decode them; None when only the full decoding can tell."""
+    would decode them, and its nodes; None when only the full decoding can tell."""
     if _needs_full_decoding(piece):
         return None
     try:
@@ -335,7 +345,7 @@ def _fast_yaml(piece: bytes) -> dict[str, Any] | None:
         null_keys = _may_have_null_keys(piece)
         if (null_keys or any(p in piece for p in _NODE_PROPERTIES)) and _needs_full_decode(tree, null_keys):
             return None
-        return _object_fields(tree, root)
+        return _object_fields(tree, root), int(tree.size())
     except _Undecided:
         return None
 

@@ -56,7 +56,7 @@ class SourceCount:
     commit: str = ""  # the directory `rev` points to, named by its commit (as Config Sync reads it)
     rejected: tuple[Problem, ...] = ()
     unread: tuple[str, ...] = ()
-    crd_bytes: int = 0  # of the CustomResourceDefinitions among them
+    crd_nodes: int = 0  # YAML nodes of the CustomResourceDefinitions among them
 
 
 # ----- listing, as the reconciler lists -------------------------------------------------------------------
@@ -183,7 +183,7 @@ def count_directory(
     kinds: KindCounter = Counter()
     rejected: list[Problem] = []
     unread: list[str] = []
-    size = files = crd_bytes = 0
+    size = files = crd_nodes = 0
     try:
         listed: list[str] = []
         _walk(os.fspath(root), listed)
@@ -207,9 +207,9 @@ def count_directory(
             unread.extend([found.unread] if found.unread else [])
             kinds.update(found.kinds)
             size += len(data) if found.kinds else 0
-            crd_bytes += found.crd_bytes
+            crd_nodes += found.crd_nodes
     return SourceCount(
-        kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread), crd_bytes
+        kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread), crd_nodes
     )
 
 

@@ -40,7 +40,7 @@ import yaml
 
 from controlplane.configsync import running_config_sync_on_node
 from inventory.go_decoding import decode_yaml
-from inventory.source_count import count_directory, kib_of
+from inventory.source_count import count_directory
 from profiles.reconciler_memory import (
     LocalStack,
     Point,
@@ -162,7 +162,7 @@ def checked(name: str, files: Files, scratch: Path) -> Source:
     twice = [identity for identity, n in identities.items() if n > 1]
     if twice:
         raise SystemExit(f"{name}: objects declared twice: {twice[:5]}")
-    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_bytes=count.crd_bytes)
+    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_nodes=count.crd_nodes)
 
 
 def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> list[Point]:
@@ -197,7 +197,7 @@ def refilled(point: Point, sources: Mapping[str, Source]) -> Point:
     if source is None or point.kinds:
         return point
     kinds = orjson.dumps(dict(sorted(source.kinds.items()))).decode()
-    return replace(point, kinds=kinds, crd_kib=kib_of(source.crd_bytes))
+    return replace(point, kinds=kinds, crd_nodes=source.crd_nodes)
 
 
 def extracted(archive: Path, into: Path) -> Path:

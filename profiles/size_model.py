@@ -57,7 +57,7 @@ class Measured:
     extra_crds: int
     peak_mib: float  # over the apply and the prune, the larger of VmHWM and the cgroup's peak
     recorded_kinds: Kinds | None = None  # a repository's, as measured (a shape's follow from it)
-    crd_kib: int = 0  # of the CustomResourceDefinitions the source declares
+    crd_nodes: int = 0  # YAML nodes of the CustomResourceDefinitions the source declares
     run: int = 1
 
     @property
@@ -70,7 +70,7 @@ class Measured:
         return {
             "objects": self.objects,
             "kib": self.kib,
-            "crd_kib": self.crd_kib,
+            "crd_nodes": self.crd_nodes,
             "api_resources": self.api_resources,
             **{f"kind:{kind}": n for kind, n in self.kinds},
         }
@@ -98,7 +98,7 @@ def read_measured(path: Path) -> list[Measured]:
                 if row.get(c)
             ),
             kinds_of(orjson.loads(row["kinds"])) if row.get("kinds") else None,
-            int(row.get("crd_kib") or 0),
+            int(row.get("crd_nodes") or 0),
             int(row.get("run") or 1),
         )
         for row in csv.DictReader(lines)

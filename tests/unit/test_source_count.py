@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from controlplane.seed import configmaps_yaml, write_commit
 from inventory.go_decoding import GoDecodeError, decode_yaml
-from inventory.manifest_reader import CRASH, _fast_yaml, read_manifest
+from inventory.manifest_reader import CRASH, _fast_yaml, nodes_of, read_manifest
 from inventory.source_count import (
     SourceError,
     Unread,
@@ -103,13 +103,15 @@ def _shape(value: Any) -> Any:
 def test_the_fast_path_agrees_with_the_full_decoding(data: bytes) -> None:
     for piece in (b"\n" + data).split(b"\n---"):
         with quiet_rapidyaml():
-            fast = _fast_yaml(piece)
-        if fast is None:
+            read = _fast_yaml(piece)
+        if read is None:
             continue
+        fast, nodes = read
         try:
             full = decode_yaml(piece)
         except GoDecodeError as error:
             raise AssertionError(f"the fast path read {piece!r}, which go-yaml rejects: {error}") from None
+        assert nodes >= nodes_of(full), "rapidyaml counts a duplicate key the decoding keeps once"
         fast_status = fast.pop("status", None)
         assert _relevant(fast) == {k: v for k, v in _relevant(full).items() if k != "status"}
         assert (bool(fast_status) if isinstance(fast_status, dict) else fast_status) == _relevant(full).get(
@@ -329,10 +331,14 @@ def test_other_writes_to_stderr_during_a_parse_are_passed_through(capfd: pytest.
     assert capfd.readouterr().err == '{"message": "another thread logged this"}\n'
 
 
-def test_the_bytes_of_custom_resource_definitions_are_counted_apart() -> None:
+def test_the_nodes_of_custom_resource_definitions_are_counted_apart() -> None:
     read = read_manifest((CM + "---\n" + CRD_WITH_EQUALS).encode(), "a.yaml")
     assert read.kinds == {"ConfigMap": 1, "CustomResourceDefinition": 1}
-    # The CRD's piece: its text and the line break after `---` (the split takes the one before).
-    assert read.crd_bytes == len(CRD_WITH_EQUALS.encode()) + 1
+    # Counted by hand: the document, apiVersion, kind, metadata, name, spec, versions, its one item,
+    # schema, openAPIV3Schema, properties, matchType, enum, its four items, type.
+    assert read.crd_nodes == 18
+    # The same document through the full decoding (an anchor sends it there) counts the same.
+    anchored = CRD_WITH_EQUALS.replace("type: string", "type: &t string")
+    assert read_manifest(anchored.encode(), "b.yaml").crd_nodes == 18
     listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n"
-    assert read_manifest(listed.encode(), "l.yaml").crd_bytes == 0
+    assert read_manifest(listed.encode(), "l.yaml").crd_nodes == 0
