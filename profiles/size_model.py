@@ -138,7 +138,13 @@ def base_features(points: list[Measured]) -> tuple[str, ...]:
 
 
 def local_surface(points: list[Measured]) -> list[Measured]:
-    return [p for p in points if p.extra_crds == 0]
+    """The shapes' points on the local stack's API surface: what the base plane is fitted on."""
+    return [p for p in points if p.extra_crds == 0 and p.recorded_kinds is None]
+
+
+def repositories(points: list[Measured]) -> list[Measured]:
+    """The points of real repositories (their kinds recorded, not a shape's)."""
+    return [p for p in points if p.recorded_kinds is not None]
 
 
 def _up(value: float, places: int) -> Fraction:
@@ -151,6 +157,29 @@ SHIPPED_KINDS = frozenset({"ConfigMap", "Deployment"})
 
 
 def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
+    """The shapes' plane, scaled and with its safety, the API surface's term; then the term real
+    repositories need beyond it: their CRDs (see `mib_per_crd_node`)."""
+    preset = _fit_shapes(points, step_mib=step_mib, safety=safety)
+    preset = replace(preset, mib_per_crd_node=_up(mib_per_crd_node(preset, points) * (1 + safety), 7))
+    under = [p for p in points if memory(preset, p) < p.peak_mib]
+    if under:  # the base plane covers the local points by construction; the other terms the rest
+        raise AssertionError(f"size-aware preset under measured points: {under}")
+    return preset
+
+
+def mib_per_crd_node(preset: Sizing, points: list[Measured]) -> float:
+    """What a node of a repository's CRDs costs beyond the shapes' plane: the steepest rise, over the
+    repositories that declare CRDs, of their peak above the plane per node of their CRDs (a secant, as
+    for the API surface: no measured repository is under-sized); 0 without such points."""
+    rises = [
+        (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds))) / p.crd_nodes
+        for p in repositories(points)
+        if p.crd_nodes
+    ]
+    return max([0.0, *rises])
+
+
+def _fit_shapes(points: list[Measured], *, step_mib: int, safety: float) -> Sizing:
     local = local_surface(points)
     coefficients = linear_fit(local, base_features(local))
     # No local point above the plane, scaled rather than lifted: a relative miss, like the bound.
@@ -189,14 +218,11 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
         step_mib=step_mib,
         min_mib=base,
     )
-    under = [p for p in points if memory(preset, p) < p.peak_mib]
-    if under:  # the base plane covers the local points by construction; the surface term must cover the rest
-        raise AssertionError(f"size-aware preset under measured points: {under}")
     return preset
 
 
 def memory(preset: Sizing, point: Measured) -> int:
-    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
+    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds, point.crd_nodes)
 
 
 def mib_per_api_resource(points: list[Measured]) -> float | None:
@@ -234,8 +260,9 @@ class HeldOut:
 
 def folds(points: list[Measured]) -> list[tuple[str, list[Measured], list[Measured]]]:
     """(name, fitted on, left out): each shape left out in turn, then each shape's largest count left out
-    at once. Points measured on a wider API surface carry the surface term only: they are fitted on with
-    the rest of their shape, and left out (not checked) with it."""
+    at once, then each real repository in turn (every run of it). Points measured on a wider API surface
+    carry the surface term only: they are fitted on with the rest of their shape, and left out (not
+    checked) with it."""
     local = local_surface(points)
     shapes = sorted({p.shape for p in local})
     out = [
@@ -245,6 +272,14 @@ def folds(points: list[Measured]) -> list[tuple[str, list[Measured], list[Measur
     counts = {s: sorted({p.objects for p in local if p.shape == s}) for s in shapes}
     top = [p for p in local if len(counts[p.shape]) > 1 and p.objects == counts[p.shape][-1]]
     out.append(("largest counts", [p for p in points if p not in top], top))
+    for name in sorted({p.shape for p in repositories(points)}):
+        out.append(
+            (
+                f"repository {name}",
+                [p for p in points if p.shape != name],
+                [p for p in points if p.shape == name],
+            )
+        )
     return out
 
 
