@@ -104,6 +104,16 @@ def first_of_each(files: Files) -> Files:
     return kept
 
 
+def without_crds(files: Files) -> Files:
+    """The files less their CustomResourceDefinitions (the other documents as they are)."""
+    kept: Files = {}
+    for path, text in files.items():
+        pieces = ("\n" + text).split("\n---")
+        rest = [p for p in pieces if p.strip() and "\nkind: CustomResourceDefinition\n" not in p + "\n"]
+        kept[path] = "\n---".join(rest).lstrip("\n")
+    return kept
+
+
 def tenants(corpus: Path, count: int) -> Files:
     """The monitoring CRDs, and the tenant application in `count` namespaces of its own."""
     examples = [d for text in tree(corpus, *TENANT_APP).values() for d in documents(text)]
@@ -125,6 +135,8 @@ REPOSITORIES: dict[str, Callable[[Path], Files]] = {
     "cert-manager-crds": lambda c: tree(c, "cert-manager-crds"),
     "monitoring-crds": lambda c: tree(c, MONITORING_CRDS),
     "argo-cd-install": lambda c: tree(c, "argo-cd-manifests/install.yaml"),
+    "argo-cd-crds": lambda c: tree(c, "argo-cd-manifests/crds"),
+    "argo-cd-without-crds": lambda c: without_crds(tree(c, "argo-cd-manifests/install.yaml")),
     "ingress-nginx-cloud": lambda c: tree(c, "ingress-nginx-static/provider/cloud/deploy.yaml"),
     "monitoring-stack": lambda c: first_of_each(
         tree(

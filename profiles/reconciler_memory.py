@@ -586,8 +586,9 @@ def read_points(path: Path) -> list[Point]:
         "str": str,
         "float | None": lambda v: float(v) if v else None,
     }
-    # Columns a CSV written before a field existed lacks take the field's default.
-    return [Point(**{k: convert[kinds[k]](v) for k, v in row.items()}) for row in rows]
+    # Columns a CSV written before a field existed lacks take the field's default; a column no field
+    # has now (renamed since) is left out.
+    return [Point(**{k: convert[kinds[k]](v) for k, v in row.items() if k in kinds}) for row in rows]
 
 
 def write_points(path: Path, points: list[Point]) -> None:
