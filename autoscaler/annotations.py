@@ -11,7 +11,7 @@ zero.
 | `objcount.dev/sync-object-count` | us | entries of the inventory (ResourceGroup) |
 | `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
 | `objcount.dev/source-kinds` | us | its objects by kind, JSON `{"kind": count}` (the most common 50) |
-| `objcount.dev/source-crd-nodes` | us | nodes of its CustomResourceDefinitions' YAML (size-aware sizing) |
+| `objcount.dev/source-crd-path-steps` | us | its CRDs' fields, each counted at its depth (size-aware) |
 | `objcount.dev/synced-source` | us | counts, KiB, kinds of the commit last finished (kept through a prune) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
@@ -48,7 +48,7 @@ SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
-SOURCE_CRD_NODES_ANNOTATION = "objcount.dev/source-crd-nodes"
+SOURCE_CRD_PATH_STEPS_ANNOTATION = "objcount.dev/source-crd-path-steps"
 SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
@@ -108,7 +108,7 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         _count(annotations.get(SYNC_ANNOTATION)),
         _count(annotations.get(SOURCE_KIB_ANNOTATION)),
         parse_kinds(annotations.get(SOURCE_KINDS_ANNOTATION)),
-        source_crd_nodes=_count(annotations.get(SOURCE_CRD_NODES_ANNOTATION)),
+        source_crd_path_steps=_count(annotations.get(SOURCE_CRD_PATH_STEPS_ANNOTATION)),
     )
 
 
@@ -145,7 +145,7 @@ def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         status_counts(rsync).over(in_annotations),
         source_kib=in_annotations.source_kib,
         source_kinds=in_annotations.source_kinds,
-        source_crd_nodes=in_annotations.source_crd_nodes,
+        source_crd_path_steps=in_annotations.source_crd_path_steps,
     )
 
 
@@ -176,8 +176,8 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
         annotations[SOURCE_KIB_ANNOTATION] = str(counts.source_kib)
     if counts.source_kinds is not None:
         annotations[SOURCE_KINDS_ANNOTATION] = kinds_annotation(counts.source_kinds)
-    if counts.source_crd_nodes is not None:
-        annotations[SOURCE_CRD_NODES_ANNOTATION] = str(counts.source_crd_nodes)
+    if counts.source_crd_path_steps is not None:
+        annotations[SOURCE_CRD_PATH_STEPS_ANNOTATION] = str(counts.source_crd_path_steps)
     return annotations
 
 
@@ -187,8 +187,8 @@ def synced_source_annotation(counts: ObjectCounts) -> str | None:
         return None
     kinds = None if counts.source_kinds is None else dict(kinds_of(dict(counts.source_kinds)))
     synced: dict[str, object] = {"objects": counts.source, "kib": counts.source_kib, "kinds": kinds}
-    if counts.source_crd_nodes is not None:
-        synced["crd_nodes"] = counts.source_crd_nodes
+    if counts.source_crd_path_steps is not None:
+        synced["crd_path_steps"] = counts.source_crd_path_steps
     return orjson.dumps(synced).decode()
 
 
@@ -208,7 +208,7 @@ def parse_synced_source(text: object) -> ObjectCounts | None:
         objects,
         source_kib=_count(value.get("kib")),
         source_kinds=_kinds_of_json(value.get("kinds")),
-        source_crd_nodes=_count(value.get("crd_nodes")),
+        source_crd_path_steps=_count(value.get("crd_path_steps")),
     )
 
 

@@ -161,8 +161,8 @@ def run_recommend(args: argparse.Namespace) -> int:
         if args.source is None:
             print(explain(args.objects, profile))
         else:
-            objects, kib, kinds, crd_nodes = _read_source(args.source)
-            print(explain(objects, profile, kib, kinds, crd_nodes))
+            objects, kib, kinds, crd_path_steps = _read_source(args.source)
+            print(explain(objects, profile, kib, kinds, crd_path_steps))
     except SourceUnreadable as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -206,7 +206,7 @@ class SourceUnreadable(Exception):
 
 
 def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
-    """(objects, KiB, kinds, nodes of CRDs) of a directory of manifests, with its objects by kind printed."""
+    """(objects, KiB, kinds, CRD path steps) of a directory of manifests, with its objects by kind printed."""
     from pathlib import Path
 
     from inventory.counts import describe_kinds, kinds_of
@@ -229,7 +229,7 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
     for reason in count.unread:
         print(f"not read (its objects are not counted: the count is a lower bound): {reason}")
-    return count.objects, kib_of(count.bytes), kinds_of(count.kinds), count.crd_nodes
+    return count.objects, kib_of(count.bytes), kinds_of(count.kinds), count.crd_path_steps
 
 
 def run_stress(args: argparse.Namespace) -> int:

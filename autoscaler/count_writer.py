@@ -56,11 +56,11 @@ class CountWriter:
         if in_annotations or not self.in_status:
             return self._write_annotations(key, rsync, desired)
         # The status has no field for the source's KiB and kinds: they stay in annotations either way.
-        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_nodes=None)
+        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
         kib_only = ObjectCounts(
             source_kib=desired.source_kib,
             source_kinds=desired.source_kinds,
-            source_crd_nodes=desired.source_crd_nodes,
+            source_crd_path_steps=desired.source_crd_path_steps,
         )
         if not counts.differs_where_known(status_counts(rsync)):
             return self._write_annotations(key, rsync, kib_only)

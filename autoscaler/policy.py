@@ -110,10 +110,10 @@ class Sizing:
     # the most expensive kind measured.
     mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
     mib_per_object_of_other_kind: Fraction | None = None
-    # MiB per node (mapping entry or list item) of the CustomResourceDefinitions the source declares,
-    # beyond the KiB term: each is a new type whose schema the reconciler takes in, and a schema costs by
-    # its structure more than by its bytes (long descriptions are cheap; deep properties are not).
-    mib_per_crd_node: Fraction = Fraction(0)
+    # MiB per step of the field paths of the CustomResourceDefinitions the source declares (each field
+    # counted at its depth), beyond the KiB term: the reconciler records every declared field's path, and
+    # a CRD's schema is thousands of fields deep (long descriptions are cheap; deep properties are not).
+    mib_per_crd_path_step: Fraction = Fraction(0)
     # What this RSync's reconciler was seen to use against the model on this cluster (autoscaler.calibration):
     # the model's memory is multiplied by it. 1 in every preset.
     calibration_factor: Fraction = Fraction(1)
@@ -124,12 +124,12 @@ class Sizing:
         kib: int | None = None,
         api_resources: int | None = None,
         kinds: Kinds | None = None,
-        crd_nodes: int | None = None,
+        crd_path_steps: int | None = None,
     ) -> int:
         """Memory for `objects` objects whose manifests hold `kib` KiB and are of `kinds` (where known),
-        `crd_nodes` the YAML nodes of the CRDs among them, on an API server serving `api_resources`
+        `crd_path_steps` the path steps of the CRDs among them, on an API server serving `api_resources`
         resource types (None: not known, assumed)."""
-        raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_nodes), self.step_mib)
+        raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_path_steps), self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
 
@@ -139,14 +139,14 @@ class Sizing:
         kib: int | None = None,
         api_resources: int | None = None,
         kinds: Kinds | None = None,
-        crd_nodes: int | None = None,
+        crd_path_steps: int | None = None,
     ) -> Fraction:
         known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
         return self.calibration_factor * (
             self.base_mib
             + self.objects_mib(objects, kinds)
             + self.mib_per_kib * known_kib
-            + self.mib_per_crd_node * (crd_nodes or 0)
+            + self.mib_per_crd_path_step * (crd_path_steps or 0)
             + self.mib_per_api_resource * self.extra_api_resources(api_resources)
         )
 
@@ -323,12 +323,12 @@ def size(
     profile: Profile,
     kib: int | None = None,
     kinds: Kinds | None = None,
-    crd_nodes: int | None = None,
+    crd_path_steps: int | None = None,
 ) -> Resources:
     """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, their CRDs
-    `crd_nodes` YAML nodes, and are of `kinds`, where known) under `profile`."""
+    `crd_path_steps` path steps, and are of `kinds`, where known) under `profile`."""
     sizing, platform = profile.sizing, profile.platform
-    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds, crd_nodes)
+    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds, crd_path_steps)
     cpu = sizing.cpu_m(memory)
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
@@ -380,22 +380,22 @@ def explain(
     profile: Profile,
     kib: int | None = None,
     kinds: Kinds | None = None,
-    crd_nodes: int | None = None,
+    crd_path_steps: int | None = None,
 ) -> str:
-    """The resources for `objects` (size-aware: with `kib`, `kinds` and `crd_nodes`) under `profile`,
+    """The resources for `objects` (size-aware: with `kib`, `kinds` and `crd_path_steps`) under `profile`,
     with the arithmetic."""
     sizing, platform = profile.sizing, profile.platform
     base, step = float(sizing.base_mib), sizing.step_mib
-    raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds, crd_nodes))
-    memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds, crd_nodes)
+    raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds, crd_path_steps))
+    memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds, crd_path_steps)
     cpu = sizing.cpu_m(memory)
-    result = size(objects, profile, kib, kinds, crd_nodes)
+    result = size(objects, profile, kib, kinds, crd_path_steps)
     terms = f"{base:g} + {_objects_terms(sizing, objects, kinds)}"
     if sizing.mib_per_kib:
         assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
         terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
-    if sizing.mib_per_crd_node and crd_nodes:
-        terms += f" + {float(sizing.mib_per_crd_node):g} x {crd_nodes} nodes of CRDs"
+    if sizing.mib_per_crd_path_step and crd_path_steps:
+        terms += f" + {float(sizing.mib_per_crd_path_step):g} x {crd_path_steps} path steps of CRD fields"
     if sizing.mib_per_api_resource:
         extra = sizing.extra_api_resources(profile.api_resources)
         served = "assumed" if profile.api_resources is None else "served"
@@ -498,7 +498,9 @@ def decide(
     if target is None:
         return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
     try:
-        recommended = size(target, profile, counts.target_kib, counts.source_kinds, counts.source_crd_nodes)
+        recommended = size(
+            target, profile, counts.target_kib, counts.source_kinds, counts.source_crd_path_steps
+        )
     except SizingError as error:
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
     current = last.resources

@@ -208,7 +208,7 @@ def _calibration(
     if not finished_in(usage.window, finished_commit(seen.rsync), sync_written_at(seen.rsync)):
         return known
     predicted = profile.sizing.raw_mib(
-        target, counts.target_kib, profile.api_resources, counts.source_kinds, counts.source_crd_nodes
+        target, counts.target_kib, profile.api_resources, counts.source_kinds, counts.source_crd_path_steps
     )
     lesson = learned(usage, predicted, margin, seen.wall)
     return known if same_lesson(known, lesson) else lesson
@@ -230,7 +230,7 @@ def _synced_source(seen: Seen, state: RSyncState, counts: ObjectCounts) -> Objec
             counts.source,
             source_kib=counts.source_kib,
             source_kinds=counts.source_kinds,
-            source_crd_nodes=counts.source_crd_nodes,
+            source_crd_path_steps=counts.source_crd_path_steps,
         )
     recorded = annotations_of(seen.rsync).get(SYNCED_SOURCE_ANNOTATION)
     return state.synced_source or parse_synced_source(recorded)

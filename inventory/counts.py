@@ -44,7 +44,7 @@ class ObjectCounts:
     source_rejected: str | None = None
     # Files of the source we could not read (Config Sync may): its count is a lower bound.
     source_partial: bool = False
-    source_crd_nodes: int | None = None  # YAML nodes of the source's CRDs (size-aware)
+    source_crd_path_steps: int | None = None  # its CRDs' fields, each at its depth (size-aware)
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
         """These counts where known, the stored ones where not (the source's KiB, kinds, commit and
@@ -58,7 +58,7 @@ class ObjectCounts:
             source.source_commit,
             self.source_rejected,
             source.source_partial,
-            source.source_crd_nodes,
+            source.source_crd_path_steps,
         )
 
     def covering(self, synced: ObjectCounts | None) -> ObjectCounts:
@@ -76,15 +76,15 @@ class ObjectCounts:
         kib = None
         if self.source_kib is not None and synced.source_kib is not None:
             kib = max(self.source_kib, synced.source_kib)
-        crd_nodes = None
-        if self.source_crd_nodes is not None and synced.source_crd_nodes is not None:
-            crd_nodes = max(self.source_crd_nodes, synced.source_crd_nodes)
+        crd_path_steps = None
+        if self.source_crd_path_steps is not None and synced.source_crd_path_steps is not None:
+            crd_path_steps = max(self.source_crd_path_steps, synced.source_crd_path_steps)
         return replace(
             self,
             source=max(self.source, synced.source),
             source_kib=kib,
             source_kinds=kinds,
-            source_crd_nodes=crd_nodes,
+            source_crd_path_steps=crd_path_steps,
         )
 
     @property
@@ -115,5 +115,8 @@ class ObjectCounts:
             or (self.sync is not None and self.sync != other.sync)
             or (self.source_kib is not None and self.source_kib != other.source_kib)
             or (self.source_kinds is not None and self.source_kinds != other.source_kinds)
-            or (self.source_crd_nodes is not None and self.source_crd_nodes != other.source_crd_nodes)
+            or (
+                self.source_crd_path_steps is not None
+                and self.source_crd_path_steps != other.source_crd_path_steps
+            )
         )

@@ -70,9 +70,10 @@ class FileRead:
     kinds: KindCounter
     rejected: tuple[Problem, ...] = ()
     unread: str | None = None
-    # The nodes (mapping entries and list items, as decoded) of its CustomResourceDefinitions (a List's
-    # share by items): a CRD's schema costs the reconciler by its structure (a new type, its schema).
-    crd_nodes: int = 0
+    # The steps of the field paths of its CustomResourceDefinitions' fields (each mapping entry and list
+    # item, as deep as it is nested; a List's share by items): what a CRD costs the reconciler follows
+    # its fields and their depth (it records every declared field's path), not its bytes.
+    crd_path_steps: int = 0
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -89,14 +90,16 @@ def read_manifest(data: bytes, name: str) -> FileRead:
         return FileRead(Counter(), unread=f"{name}: {error}")
     kinds: KindCounter = Counter()
     problems: list[Problem] = []
-    crd_nodes = 0
-    for obj, nodes in objects:
+    crd_path_steps = 0
+    for obj, steps in objects:
         if not _local_config(obj):
             found: KindCounter = Counter()
             _file_objects(obj, found, problems, name)
-            crd_nodes += nodes * found[CRD_KIND] // max(found.total(), 1)
+            crd_path_steps += steps * found[CRD_KIND] // max(found.total(), 1)
             kinds.update(found)
-    return FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_nodes=crd_nodes)
+    return (
+        FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_path_steps=crd_path_steps)
+    )
 
 
 CRD_KIND = "CustomResourceDefinition"
@@ -108,22 +111,37 @@ def _json_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
     if not data:
         return []
     value = decode_json(data)
-    return [(_unstructured(_as_map(value, "map[string]interface {}")), nodes_of(value))]
+    return [(_unstructured(_as_map(value, "map[string]interface {}")), path_steps_of(value))]
 
 
 def _yaml_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
-    """Each piece's object, and its nodes."""
+    """Each piece's object, and the steps of its fields' paths where it may hold a CRD (else 0)."""
     return [_decoded_piece(piece) for piece in (b"\n" + data).split(b"\n---") if not _blank(piece)]
 
 
-def nodes_of(value: Any) -> int:
-    """The nodes of a decoded document: itself, and each mapping entry and list item within, as
-    rapidyaml counts its tree (which also counts a duplicate key the decoding keeps once)."""
+def path_steps_of(value: Any, depth: int = 0) -> int:
+    """The steps of the paths of a decoded document's fields: each mapping entry and list item counts
+    its depth (the document is 0), as `_tree_path_steps` counts rapidyaml's tree (which also counts a
+    duplicate key the decoding keeps once)."""
     if isinstance(value, dict):
-        return 1 + sum(nodes_of(item) for item in value.values())
+        return depth + sum(path_steps_of(item, depth + 1) for item in value.values())
     if isinstance(value, list):
-        return 1 + sum(nodes_of(item) for item in value)
-    return 1
+        return depth + sum(path_steps_of(item, depth + 1) for item in value)
+    return depth
+
+
+def _tree_path_steps(tree: Any) -> int:
+    """`path_steps_of` on a freshly parsed rapidyaml tree (of one document): a node's parent comes
+    before it, so one pass gives every depth."""
+    parent, size = tree.parent, int(tree.size())
+    depths = [0] * size
+    for node in range(1, size):
+        depths[node] = depths[parent(node)] + 1
+    return sum(depths)
+
+
+def _may_hold_crds(fields: Mapping[str, Any]) -> bool:
+    return fields.get("kind") == CRD_KIND or isinstance(fields.get("items"), list)
 
 
 _CONTENT_LINE = re.compile(rb"(?m)^[ \t\v\f\r]*[^ \t\v\f\r#\n]")
@@ -153,15 +171,17 @@ def _looks_like_json(piece: bytes) -> bool:
 
 
 def _decoded_piece(piece: bytes) -> tuple[dict[str, Any], int]:
-    """The piece's object, as the reader reads it (the fields it checks, at least), and its nodes."""
-    if _looks_like_json(piece):
-        value = decode_json(piece)
-        nodes = nodes_of(value)
+    """The piece's object, as the reader reads it (the fields it checks, at least), and the steps of its
+    fields' paths where it may hold a CRD (0 for any other object: they are not priced so)."""
+    fast = None if _looks_like_json(piece) else _fast_yaml(piece)
+    if fast is not None:
+        value, tree = fast
+        steps = _tree_path_steps(tree) if _may_hold_crds(value) else 0
     else:
-        fast = _fast_yaml(piece)
-        value, nodes = fast if fast is not None else (full := decode_yaml(piece), nodes_of(full))
+        value = decode_json(piece) if _looks_like_json(piece) else decode_yaml(piece)
+        steps = path_steps_of(value) if isinstance(value, dict) and _may_hold_crds(value) else 0
     _interpret(value)
-    return _unstructured(_as_map(value, "map[string]interface {}")), nodes
+    return _unstructured(_as_map(value, "map[string]interface {}")), steps
 
 
 def _as_map(value: Any, target: str) -> dict[str, Any] | None:
@@ -335,9 +355,9 @@ _PROPERTY_FLAGS = ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF | ryml
 _RELEVANT = frozenset((b"apiVersion", b"kind", b"metadata", b"status", b"items"))
 
 
-def _fast_yaml(piece: bytes) -> tuple[dict[str, Any], int] | None:
+def _fast_yaml(piece: bytes) -> tuple[dict[str, Any], Any] | None:
     """The piece's top-level mapping with the fields the reader checks (others left out), as go-yaml
-    would decode them, and its nodes; None when only the full decoding can tell."""
+    would decode them, and rapidyaml's tree of it; None when only the full decoding can tell."""
     if _needs_full_decoding(piece):
         return None
     try:
@@ -345,7 +365,7 @@ def _fast_yaml(piece: bytes) -> tuple[dict[str, Any], int] | None:
         null_keys = _may_have_null_keys(piece)
         if (null_keys or any(p in piece for p in _NODE_PROPERTIES)) and _needs_full_decode(tree, null_keys):
             return None
-        return _object_fields(tree, root), int(tree.size())
+        return _object_fields(tree, root), tree
     except _Undecided:
         return None
 

@@ -190,7 +190,7 @@ class Observer:
             source_kinds=kinds_of(count.kinds),
             source_commit=count.commit or None,
             source_partial=bool(count.unread),
-            source_crd_nodes=count.crd_nodes,
+            source_crd_path_steps=count.crd_path_steps,
         )
         with self._lock:
             self._source = source

@@ -56,7 +56,7 @@ class SourceCount:
     commit: str = ""  # the directory `rev` points to, named by its commit (as Config Sync reads it)
     rejected: tuple[Problem, ...] = ()
     unread: tuple[str, ...] = ()
-    crd_nodes: int = 0  # YAML nodes of the CustomResourceDefinitions among them
+    crd_path_steps: int = 0  # its CRDs' fields, each counted at its depth
 
 
 # ----- listing, as the reconciler lists -------------------------------------------------------------------
@@ -183,7 +183,7 @@ def count_directory(
     kinds: KindCounter = Counter()
     rejected: list[Problem] = []
     unread: list[str] = []
-    size = files = crd_nodes = 0
+    size = files = crd_path_steps = 0
     try:
         listed: list[str] = []
         _walk(os.fspath(root), listed)
@@ -207,9 +207,9 @@ def count_directory(
             unread.extend([found.unread] if found.unread else [])
             kinds.update(found.kinds)
             size += len(data) if found.kinds else 0
-            crd_nodes += found.crd_nodes
+            crd_path_steps += found.crd_path_steps
     return SourceCount(
-        kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread), crd_nodes
+        kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread), crd_path_steps
     )
 
 

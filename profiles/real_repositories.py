@@ -174,7 +174,7 @@ def checked(name: str, files: Files, scratch: Path) -> Source:
     twice = [identity for identity, n in identities.items() if n > 1]
     if twice:
         raise SystemExit(f"{name}: objects declared twice: {twice[:5]}")
-    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_nodes=count.crd_nodes)
+    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_path_steps=count.crd_path_steps)
 
 
 def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> list[Point]:
@@ -209,7 +209,7 @@ def refilled(point: Point, sources: Mapping[str, Source]) -> Point:
     if source is None or point.kinds:
         return point
     kinds = orjson.dumps(dict(sorted(source.kinds.items()))).decode()
-    return replace(point, kinds=kinds, crd_nodes=source.crd_nodes)
+    return replace(point, kinds=kinds, crd_path_steps=source.crd_path_steps)
 
 
 def extracted(archive: Path, into: Path) -> Path:

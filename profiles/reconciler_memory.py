@@ -313,7 +313,7 @@ class Point:
     point_seconds: float | None = None  # the point's cost: from the RootSync's creation to its deletion
     run: int = 1  # the same point measured again (a fresh RootSync and reconciler each time)
     kinds: str = ""  # a repository's objects by kind, JSON (a shape's follow from the shape)
-    crd_nodes: int = 0  # YAML nodes of the CustomResourceDefinitions the source declares
+    crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -482,7 +482,7 @@ class Source:
     files: Mapping[str, str]
     namespaces: int = 1
     kinds: Mapping[str, int] = field(default_factory=dict)  # a repository's (a shape's follow from it)
-    crd_nodes: int = 0
+    crd_path_steps: int = 0
 
     @classmethod
     def of_shape(cls, shape: str, count: int, namespace: str, namespaces: int = 1) -> Source:
@@ -553,7 +553,7 @@ def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0,
         round(time.monotonic() - began, 1),
         run,
         orjson.dumps(dict(sorted(source.kinds.items()))).decode() if source.kinds else "",
-        source.crd_nodes,
+        source.crd_path_steps,
     )
 
 

@@ -57,7 +57,7 @@ class Measured:
     extra_crds: int
     peak_mib: float  # over the apply and the prune, the larger of VmHWM and the cgroup's peak
     recorded_kinds: Kinds | None = None  # a repository's, as measured (a shape's follow from it)
-    crd_nodes: int = 0  # YAML nodes of the CustomResourceDefinitions the source declares
+    crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
     run: int = 1
 
     @property
@@ -70,7 +70,7 @@ class Measured:
         return {
             "objects": self.objects,
             "kib": self.kib,
-            "crd_nodes": self.crd_nodes,
+            "crd_path_steps": self.crd_path_steps,
             "api_resources": self.api_resources,
             **{f"kind:{kind}": n for kind, n in self.kinds},
         }
@@ -98,7 +98,7 @@ def read_measured(path: Path) -> list[Measured]:
                 if row.get(c)
             ),
             kinds_of(orjson.loads(row["kinds"])) if row.get("kinds") else None,
-            int(row.get("crd_nodes") or 0),
+            int(row.get("crd_path_steps") or 0),
             int(row.get("run") or 1),
         )
         for row in csv.DictReader(lines)
@@ -158,23 +158,25 @@ SHIPPED_KINDS = frozenset({"ConfigMap", "Deployment"})
 
 def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float = 0.10) -> Sizing:
     """The shapes' plane, scaled and with its safety, the API surface's term; then the term real
-    repositories need beyond it: their CRDs (see `mib_per_crd_node`)."""
+    repositories need beyond it: their CRDs (see `mib_per_crd_path_step`)."""
     preset = _fit_shapes(points, step_mib=step_mib, safety=safety)
-    preset = replace(preset, mib_per_crd_node=_up(mib_per_crd_node(preset, points) * (1 + safety), 7))
+    preset = replace(
+        preset, mib_per_crd_path_step=_up(mib_per_crd_path_step(preset, points) * (1 + safety), 7)
+    )
     under = [p for p in points if memory(preset, p) < p.peak_mib]
     if under:  # the base plane covers the local points by construction; the other terms the rest
         raise AssertionError(f"size-aware preset under measured points: {under}")
     return preset
 
 
-def mib_per_crd_node(preset: Sizing, points: list[Measured]) -> float:
-    """What a node of a repository's CRDs costs beyond the shapes' plane: the steepest rise, over the
-    repositories that declare CRDs, of their peak above the plane per node of their CRDs (a secant, as
+def mib_per_crd_path_step(preset: Sizing, points: list[Measured]) -> float:
+    """What a step of a repository's CRD field paths costs beyond the shapes' plane: the steepest rise,
+    over the repositories that declare CRDs, of their peak above the plane per step (a secant, as
     for the API surface: no measured repository is under-sized); 0 without such points."""
     rises = [
-        (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds))) / p.crd_nodes
+        (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds))) / p.crd_path_steps
         for p in repositories(points)
-        if p.crd_nodes
+        if p.crd_path_steps
     ]
     return max([0.0, *rises])
 
@@ -222,7 +224,7 @@ def _fit_shapes(points: list[Measured], *, step_mib: int, safety: float) -> Sizi
 
 
 def memory(preset: Sizing, point: Measured) -> int:
-    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds, point.crd_nodes)
+    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds, point.crd_path_steps)
 
 
 def mib_per_api_resource(points: list[Measured]) -> float | None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from controlplane.seed import configmaps_yaml, write_commit
 from inventory.go_decoding import GoDecodeError, decode_yaml
-from inventory.manifest_reader import CRASH, _fast_yaml, nodes_of, read_manifest
+from inventory.manifest_reader import CRASH, _fast_yaml, _tree_path_steps, path_steps_of, read_manifest
 from inventory.source_count import (
     SourceError,
     Unread,
@@ -106,12 +106,13 @@ def test_the_fast_path_agrees_with_the_full_decoding(data: bytes) -> None:
             read = _fast_yaml(piece)
         if read is None:
             continue
-        fast, nodes = read
+        fast, tree = read
         try:
             full = decode_yaml(piece)
         except GoDecodeError as error:
             raise AssertionError(f"the fast path read {piece!r}, which go-yaml rejects: {error}") from None
-        assert nodes >= nodes_of(full), "rapidyaml counts a duplicate key the decoding keeps once"
+        steps = _tree_path_steps(tree)
+        assert steps >= path_steps_of(full), "rapidyaml counts a duplicate key the decoding keeps once"
         fast_status = fast.pop("status", None)
         assert _relevant(fast) == {k: v for k, v in _relevant(full).items() if k != "status"}
         assert (bool(fast_status) if isinstance(fast_status, dict) else fast_status) == _relevant(full).get(
@@ -331,14 +332,15 @@ def test_other_writes_to_stderr_during_a_parse_are_passed_through(capfd: pytest.
     assert capfd.readouterr().err == '{"message": "another thread logged this"}\n'
 
 
-def test_the_nodes_of_custom_resource_definitions_are_counted_apart() -> None:
+def test_the_path_steps_of_custom_resource_definitions_are_counted_apart() -> None:
     read = read_manifest((CM + "---\n" + CRD_WITH_EQUALS).encode(), "a.yaml")
     assert read.kinds == {"ConfigMap": 1, "CustomResourceDefinition": 1}
-    # Counted by hand: the document, apiVersion, kind, metadata, name, spec, versions, its one item,
-    # schema, openAPIV3Schema, properties, matchType, enum, its four items, type.
-    assert read.crd_nodes == 18
+    # Counted by hand, each field at its depth: apiVersion, kind, metadata, spec 1 each; name, versions
+    # 2; the versions item 3; schema 4; openAPIV3Schema 5; properties 6; matchType 7; enum, type 8 each;
+    # enum's four items 9 each: 4 + 4 + 3 + 4 + 5 + 6 + 7 + 16 + 36 = 85.
+    assert read.crd_path_steps == 85
     # The same document through the full decoding (an anchor sends it there) counts the same.
     anchored = CRD_WITH_EQUALS.replace("type: string", "type: &t string")
-    assert read_manifest(anchored.encode(), "b.yaml").crd_nodes == 18
+    assert read_manifest(anchored.encode(), "b.yaml").crd_path_steps == 85
     listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n"
-    assert read_manifest(listed.encode(), "l.yaml").crd_nodes == 0
+    assert read_manifest(listed.encode(), "l.yaml").crd_path_steps == 0
