@@ -86,9 +86,12 @@ def documents(text: str) -> list[dict[str, object]]:
 
 
 def identity(document: Mapping[str, object]) -> tuple[object, object, object]:
+    """(kind, namespace, name): a RootSync puts a namespaced object that names none in `default`."""
     metadata = document.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    return document.get("kind"), metadata.get("namespace"), metadata.get("name")
+    kind = document.get("kind")
+    namespace = metadata.get("namespace") or (None if kind in CLUSTER_SCOPED else "default")
+    return kind, namespace, metadata.get("name")
 
 
 def first_of_each(files: Files) -> Files:
@@ -114,11 +117,22 @@ def without_crds(files: Files) -> Files:
     return kept
 
 
+def _fixed_node_port(document: Mapping[str, object]) -> bool:
+    """A Service that asks for a fixed node port: it can be in one namespace only."""
+    spec = document.get("spec")
+    ports = spec.get("ports") if isinstance(spec, dict) else None
+    return document.get("kind") == "Service" and any(
+        isinstance(p, dict) and "nodePort" in p for p in ports or []
+    )
+
+
 def tenants(corpus: Path, count: int) -> Files:
     """The monitoring CRDs, and the tenant application in `count` namespaces of its own."""
     examples = [d for text in tree(corpus, *TENANT_APP).values() for d in documents(text)]
     namespaced = [
-        d for d in examples if d.get("kind") not in CLUSTER_SCOPED and d.get("kind") != "Deployment"
+        d
+        for d in examples
+        if d.get("kind") not in CLUSTER_SCOPED and d.get("kind") != "Deployment" and not _fixed_node_port(d)
     ]
     # One object of each kind and name (the examples are alternatives: several declare one Prometheus).
     app = list({(d.get("kind"), identity(d)[2]): d for d in reversed(namespaced)}.values())[::-1]
