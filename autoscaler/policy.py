@@ -223,6 +223,7 @@ SIZE_AWARE = Sizing(
     mib_per_api_resource=Fraction(5237, 10000),
     fit_api_resources=73,
     assumed_api_resources=500,
+    mib_per_crd_path_step=Fraction(1242, 10**7),
     min_mib=96,
 )
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}

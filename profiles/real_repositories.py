@@ -161,7 +161,7 @@ REPOSITORIES: dict[str, Callable[[Path], Files]] = {
             *TENANT_APP,
         )
     ),
-    "platform": lambda c: tree(
+    "corpus-platform": lambda c: tree(
         c,
         "cert-manager-crds",
         MONITORING_CRDS,
@@ -170,7 +170,7 @@ REPOSITORIES: dict[str, Callable[[Path], Files]] = {
     ),
     "monitoring-tenants-100": lambda c: tenants(c, 100),
     "monitoring-tenants-300": lambda c: tenants(c, 300),
-    "platform-tenants-200": lambda c: {**REPOSITORIES["platform"](c), **tenants(c, 200)},
+    "corpus-platform-tenants-200": lambda c: {**REPOSITORIES["corpus-platform"](c), **tenants(c, 200)},
 }
 
 

@@ -59,6 +59,7 @@ class Measured:
     recorded_kinds: Kinds | None = None  # a repository's, as measured (a shape's follow from it)
     crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
     run: int = 1
+    cgroup_peak_mib: float | None = None  # the container cgroup's peak alone (what the kernel limits)
 
     @property
     def kinds(self) -> Kinds:
@@ -100,6 +101,7 @@ def read_measured(path: Path) -> list[Measured]:
             kinds_of(orjson.loads(row["kinds"])) if row.get("kinds") else None,
             int(row.get("crd_path_steps") or 0),
             int(row.get("run") or 1),
+            float(row["cgroup_peak_mib"]) if row.get("cgroup_peak_mib") else None,
         )
         for row in csv.DictReader(lines)
     ]
@@ -348,7 +350,8 @@ def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) 
     ]
     for p in sorted(points, key=lambda p: (p.extra_crds, p.shape, p.objects)):
         wider = max(0, p.api_resources - preset.fit_api_resources)
-        fitted = predict(coefficients, p) + surface * wider
+        crds = float(preset.mib_per_crd_path_step) / (1 + 0.10) * p.crd_path_steps
+        fitted = predict(coefficients, p) + surface * wider + crds
         mine = memory(preset, p)
         theirs = count_only.memory_mib(p.objects)
         lines.append(
@@ -393,6 +396,8 @@ def main() -> None:
             f"# API surface: {surface:.4f} MiB per resource type served beyond the "
             f"{preset.fit_api_resources} measured on"
         )
+    if preset.mib_per_crd_path_step:
+        print(f"# CRDs: {float(preset.mib_per_crd_path_step):.7f} MiB per step of their fields' paths")
     reference = fit.read_points(REFERENCE)
     deployments = [p for p in points if p.shape == "deployments"]
     kib_each = sum(p.kib for p in deployments) / sum(p.objects for p in deployments) if deployments else None

@@ -15,6 +15,7 @@ from profiles.size_model import (
     folds,
     linear_fit,
     local_surface,
+    memory,
     mib_per_api_resource,
     read_measured,
 )
@@ -25,7 +26,9 @@ DATA = Path(__file__).resolve().parents[2] / "profiles" / "data" / "reconciler-m
 POINTS = read_measured(DATA)
 LOCAL = local_surface(POINTS)
 REAL_NODE = read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node.csv")
-ALL_POINTS = POINTS + REAL_NODE
+# Issue 33: Config Sync v1.24.3's reconciler on real repositories (the manifest corpus's, and mixes).
+REPOSITORIES = read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-repositories.csv")
+ALL_POINTS = POINTS + REAL_NODE + REPOSITORIES
 
 
 def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
@@ -37,16 +40,48 @@ def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
         "mib_per_object_of_kind",
         "mib_per_object_of_other_kind",
         "mib_per_api_resource",
+        "mib_per_crd_path_step",
         "fit_api_resources",
         "step_mib",
     )
     assert {f: getattr(derived, f) for f in fields} == {f: getattr(SIZE_AWARE, f) for f in fields}
 
 
-@pytest.mark.parametrize("point", ALL_POINTS, ids=lambda p: f"{p.shape}-{p.objects}-{p.api_resources}")
+@pytest.mark.parametrize(
+    "point", ALL_POINTS, ids=lambda p: f"{p.shape}-{p.objects}-{p.api_resources}-{p.run}"
+)
 def test_no_measured_peak_is_above_its_memory(point: Measured) -> None:
     # The peak over the apply and the prune down to one object, on the surface it was measured on.
-    assert SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds) >= point.peak_mib
+    assert memory(SIZE_AWARE, point) >= point.peak_mib
+
+
+@pytest.mark.parametrize("point", REPOSITORIES, ids=lambda p: f"{p.shape}-{p.run}")
+def test_every_run_on_a_real_repository_is_within_the_bound(point: Measured) -> None:
+    # Issue 33: at or above the larger of the reconciler's VmHWM and its cgroup's peak over the apply
+    # and the prune, at most 1.5 times it plus one step.
+    assert point.peak_mib <= memory(SIZE_AWARE, point) <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
+
+
+def test_each_real_repository_left_out_is_within_the_bound_but_argo_cd_s_install() -> None:
+    # Issue 33: the preset fitted without each repository (every run of it), against it. One run is not:
+    # argo-cd's install left out gets 192 MiB, 4 MiB under its VmHWM (195.9) and 36 MiB over its
+    # cgroup's peak (156.2), what the kernel limits: its CRDs are priced from argo-cd's CRDs alone, which
+    # peaked 16 MiB lower (BENCHMARKS.md).
+    checks = [c for c in cross_validate(ALL_POINTS) if c.fold.startswith("repository ")]
+    assert {c.fold.removeprefix("repository ") for c in checks} == {p.shape for p in REPOSITORIES}
+    outside = [c for c in checks if not c.within(SIZE_AWARE.step_mib)]
+    assert [(c.point.shape, c.memory_mib) for c in outside] == [("argo-cd-install", 192)]
+    assert outside[0].point.cgroup_peak_mib is not None
+    assert outside[0].point.cgroup_peak_mib < outside[0].memory_mib < outside[0].point.peak_mib
+
+
+def test_the_repositories_declaring_crds_are_what_prices_them() -> None:
+    assert SIZE_AWARE.mib_per_crd_path_step > 0
+    assert {p.shape for p in REPOSITORIES if p.crd_path_steps} >= {
+        "cert-manager-crds",
+        "monitoring-crds",
+        "argo-cd-crds",
+    }
 
 
 @pytest.mark.parametrize(
@@ -137,7 +172,7 @@ def test_every_left_out_point_is_within_the_bound() -> None:
     # above every left-out peak and at most 1.5 times it plus one step: Deployments left out are priced
     # from StatefulSets and CronJobs, CronJobs from Deployments and StatefulSets, 5,000 large custom
     # resources from 1,000 at most.
-    checks = cross_validate(ALL_POINTS)
+    checks = [c for c in cross_validate(ALL_POINTS) if not c.fold.startswith("repository ")]
     assert len(checks) == 38
     assert {c.fold for c in checks} >= {
         "shape deployments",
