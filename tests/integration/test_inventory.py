@@ -27,8 +27,8 @@ FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0
 
 
 def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
-    """The recorded object counts (the source's KiB is checked where a test is about it)."""
-    return replace(_recorded(api, key), source_kib=None, source_kinds=None)
+    """The recorded object counts (the source's KiB, kinds and CRDs are checked where a test is about them)."""
+    return replace(_recorded(api, key), source_kib=None, source_kinds=None, source_crd_path_steps=None)
 
 
 def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
@@ -36,7 +36,7 @@ def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
 
 
 C1 = {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)}
-C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()), (("ConfigMap", 42),))
+C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()), (("ConfigMap", 42),), source_crd_path_steps=0)
 
 
 def _metric(name: str, **labels: str) -> float:
@@ -122,7 +122,9 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
     wait_for(lambda: _recorded_counts(api, key) == ObjectCounts(75, 250), what="source count update")
     # The source's KiB goes with its count.
     kib_of_files = kib("".join(files.values()))
-    assert _recorded(api, key) == ObjectCounts(75, 250, kib_of_files, (("ConfigMap", 75),))
+    assert _recorded(api, key) == ObjectCounts(
+        75, 250, kib_of_files, (("ConfigMap", 75),), source_crd_path_steps=0
+    )
 
 
 def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
@@ -211,7 +213,7 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
     )
     # The status has no field for the source's KiB: only that is in the annotations.
     assert annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == ObjectCounts(
-        source_kib=C1_COUNTS.source_kib, source_kinds=C1_COUNTS.source_kinds
+        source_kib=C1_COUNTS.source_kib, source_kinds=C1_COUNTS.source_kinds, source_crd_path_steps=0
     )
     assert read_counts(api, key) == C1_COUNTS, "a restarted service restores the counts and the KiB"
 
