@@ -76,8 +76,7 @@ class FileRead:
     crd_path_steps: int = 0
 
 
-YAML_SUFFIXES = (".yaml", ".yml")
-SUFFIXES = (*YAML_SUFFIXES, ".json")
+SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def read_manifest(data: bytes, name: str) -> FileRead:
@@ -111,7 +110,7 @@ def _json_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
     if not data:
         return []
     value = decode_json(data)
-    return [(_unstructured(_as_map(value, "map[string]interface {}")), path_steps_of(value))]
+    return [(_unstructured(_as_map(value, "map[string]interface {}")), _decoded_steps(value))]
 
 
 def _yaml_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
@@ -144,6 +143,13 @@ def _may_hold_crds(fields: Mapping[str, Any]) -> bool:
     return fields.get("kind") == CRD_KIND or isinstance(fields.get("items"), list)
 
 
+def _decoded_steps(value: Any) -> int:
+    """The path steps of a fully decoded document where it may hold a CRD (0 for any other object: they
+    are not priced so)."""
+    return path_steps_of(value) if isinstance(value, dict) and _may_hold_crds(value) else 0
+
+
+_GO_SPACES = "".join(GO_SPACES)  # for str.lstrip
 _CONTENT_LINE = re.compile(rb"(?m)^[ \t\v\f\r]*[^ \t\v\f\r#\n]")
 
 
@@ -154,10 +160,8 @@ def _blank(piece: bytes) -> bool:
         return True
     if piece[found.end() - 1] < 0x80:
         return False
-    lines = piece.decode("utf-8", "replace").split("\n")
-    return all(
-        not line.lstrip("".join(GO_SPACES)) or line.lstrip("".join(GO_SPACES))[0] == "#" for line in lines
-    )
+    lines = (line.lstrip(_GO_SPACES) for line in piece.decode("utf-8", "replace").split("\n"))
+    return all(not line or line[0] == "#" for line in lines)
 
 
 def _looks_like_json(piece: bytes) -> bool:
@@ -167,19 +171,20 @@ def _looks_like_json(piece: bytes) -> bool:
         return True
     if not rest or rest[0] < 0x80:
         return False
-    return piece.decode("utf-8", "replace").lstrip("".join(GO_SPACES))[:1] == "{"
+    return piece.decode("utf-8", "replace").lstrip(_GO_SPACES)[:1] == "{"
 
 
 def _decoded_piece(piece: bytes) -> tuple[dict[str, Any], int]:
     """The piece's object, as the reader reads it (the fields it checks, at least), and the steps of its
     fields' paths where it may hold a CRD (0 for any other object: they are not priced so)."""
-    fast = None if _looks_like_json(piece) else _fast_yaml(piece)
+    json = _looks_like_json(piece)
+    fast = None if json else _fast_yaml(piece)
     if fast is not None:
         value, tree = fast
         steps = _tree_path_steps(tree) if _may_hold_crds(value) else 0
     else:
-        value = decode_json(piece) if _looks_like_json(piece) else decode_yaml(piece)
-        steps = path_steps_of(value) if isinstance(value, dict) and _may_hold_crds(value) else 0
+        value = decode_json(piece) if json else decode_yaml(piece)
+        steps = _decoded_steps(value)
     _interpret(value)
     return _unstructured(_as_map(value, "map[string]interface {}")), steps
 

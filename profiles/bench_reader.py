@@ -16,15 +16,13 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 from controlplane.configsync import VERSION, build_configsync
 from inventory.source_count import count_directory
-
-DEFAULT_ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/manifest-corpus/manifest-corpus-D.tar.xz"
+from profiles.real_repositories import ARCHIVE, extracted
 
 
 def ours_seconds(directory: Path, repeat: int) -> tuple[int, float]:
@@ -88,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         corpus = args.corpus
         if corpus is None:
-            with tarfile.open(DEFAULT_ARCHIVE) as archive:
-                archive.extractall(scratch, filter="data")
-            corpus = Path(scratch) / "corpus-D"
+            corpus = extracted(ARCHIVE, Path(scratch))
         print(
             f"source count against Config Sync {VERSION}'s reader, median of {args.repeat} whole reads each"
         )

@@ -348,10 +348,10 @@ def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) 
         f"| size-aware / peak | {count_only.name} count-only (MiB) | {count_only.name} / peak |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    per_step = mib_per_crd_path_step(preset, points)
     for p in sorted(points, key=lambda p: (p.extra_crds, p.shape, p.objects)):
         wider = max(0, p.api_resources - preset.fit_api_resources)
-        crds = float(preset.mib_per_crd_path_step) / (1 + 0.10) * p.crd_path_steps
-        fitted = predict(coefficients, p) + surface * wider + crds
+        fitted = predict(coefficients, p) + surface * wider + per_step * p.crd_path_steps
         mine = memory(preset, p)
         theirs = count_only.memory_mib(p.objects)
         lines.append(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -406,10 +405,6 @@ class Scratch:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         return directory
-
-
-def corpus_directories(corpus: Path) -> Iterator[Path]:
-    yield from sorted(p for p in corpus.iterdir() if p.is_dir())
 
 
 # ----- named cases: each corner case with what Config Sync v1.24.3 makes of it, written out by hand ----------

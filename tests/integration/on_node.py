@@ -61,7 +61,12 @@ def counts(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[str | None, str | None]
 
 def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
     """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
-    entries = (rsync_of(api, key)["spec"].get("override") or {}).get("resources") or []
+    return override_of(rsync_of(api, key))
+
+
+def override_of(rsync: JSON) -> JSON:
+    """`override` of an RSync body already read."""
+    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
     return next((e for e in entries if e.get("containerName") == "reconciler"), {})
 
 

@@ -15,7 +15,7 @@ from controlplane.seed import configmaps_yaml
 from inventory import kubeapi
 from inventory.ids import RSyncKey
 from tests.helpers import Sampler, wait_for
-from tests.integration.on_node import JSON, counts, finished, generation, override, rsync_of
+from tests.integration.on_node import JSON, counts, finished, generation, override, override_of, rsync_of
 from tests.integration.test_config_sync_reader import corpus_archive
 from tests.integration.test_node_faults import containers_of, live, sized_rootsync
 
@@ -127,8 +127,3 @@ def test_a_commit_with_the_equals_crd_is_counted_and_sized_before_the_reconciler
     assert "objcount.dev/source-rejected" not in (rsync_of(api, key)["metadata"].get("annotations") or {})
     assert source_errors(rsync_of(api, key)) == []
     assert counts(api, key) == ("1501", "1502")
-
-
-def override_of(rsync: JSON) -> JSON:
-    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
-    return next((e for e in entries if e.get("containerName") == "reconciler"), {})
