@@ -283,7 +283,7 @@ def _distroless_rootfs(directory: Path) -> None:
     os.chown(directory / "home" / "nonroot", DISTROLESS_UID, DISTROLESS_UID)
 
 
-def _static_binary_image(name: str, binary: Path, user: str) -> Image:
+def static_binary_image(name: str, binary: Path, user: str) -> Image:
     """A static binary as `/<its name>`, the entrypoint, on the distroless stand-in, run as `user`."""
     began = time.monotonic()
     with _cached(name, _key(binary, Path(__file__))) as (archive, build):
@@ -304,7 +304,7 @@ def configsync_images(bin_dir: Path, version: str) -> list[Image]:
     """`reconciler` and `reconciler-manager` from the built binaries, named as the release names them."""
     user = f"{DISTROLESS_UID}:{DISTROLESS_UID}"
     return [
-        _static_binary_image(f"{CONFIGSYNC_REGISTRY}/{binary}:{version}", bin_dir / binary, user)
+        static_binary_image(f"{CONFIGSYNC_REGISTRY}/{binary}:{version}", bin_dir / binary, user)
         for binary in ("reconciler", "reconciler-manager")
     ]
 
@@ -313,7 +313,7 @@ def configsync_images(bin_dir: Path, version: str) -> list[Image]:
 def metrics_server_image(bin_dir: Path) -> Image:
     """metrics-server as its release image is made (distroless/static, `USER 65534`, the static binary as
     `/metrics-server`), with the binary built here (`bin_dir/metrics-server`) on the distroless stand-in."""
-    return _static_binary_image(METRICS_SERVER_IMAGE, bin_dir / "metrics-server", "65534")
+    return static_binary_image(METRICS_SERVER_IMAGE, bin_dir / "metrics-server", "65534")
 
 
 def otel_image() -> Image:
