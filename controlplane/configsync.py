@@ -43,6 +43,7 @@ from inventory.objects import Pod, RSync, block_of
 from inventory.sync_progress import sync_progress
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
+GIT_SYNC_BUILD_SCRIPT = Path(__file__).with_name("build_gitsync.sh")
 PINS = Path(__file__).with_name("configsync-pins")
 SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
 NAMESPACE = "config-management-system"
@@ -159,6 +160,12 @@ def build_configsync(version: str = VERSION) -> ConfigSyncBuild:
         return ConfigSyncBuild(Path(cached))
     hint = " The source comes from the archives in OBJCOUNT_CONFIGSYNC_ARCHIVES, else from git."
     return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {version}", hint, version))
+
+
+def build_git_sync() -> Path:
+    """Build or reuse the pinned git-sync (`gitsync-pin`); the directory holding `git-sync`."""
+    hint = " The source comes from the archive in OBJCOUNT_GITSYNC_ARCHIVES, else from git."
+    return run_build_script(GIT_SYNC_BUILD_SCRIPT, "git-sync", hint)
 
 
 def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:
@@ -326,7 +333,7 @@ def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
     collector's stand-ins (PLAYED BY US; see controlplane.images)."""
     return [
         *images.configsync_images(build.root / "bin", build.version),
-        images.git_sync_image(),
+        images.git_sync_image(build_git_sync()),
         images.otel_image(),
     ]
 

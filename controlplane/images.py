@@ -17,9 +17,9 @@ uses (`Image.name`), with `imagePullPolicy: IfNotPresent` (a tag that is not `la
   gives it): the real binary built from its Go module (`controlplane/build_metrics_server.sh`) on the same
   distroless stand-in, `USER 65534` and `/metrics-server` as its entrypoint, like upstream's Dockerfile.
   Only tests that ask for it run it (`controlplane.metrics_server`).
-- `git-sync`: the release names git-sync v4.4.2, whose Go module the module proxy here refuses (403), so
-  the image is a STAND-IN (PLAYED BY US): `controlplane/git-sync.sh` with Debian's real `git`, keeping
-  git-sync's layout (`.worktrees/<commit>`, the `rev` link swapped atomically, the error file).
+- `git-sync` (`registry.k8s.io/git-sync/git-sync:v4.4.2`): the release both pinned Config Sync versions
+  run, built from its source archive with its vendor/ (`controlplane/build_gitsync.sh`; the module proxy
+  refuses k8s.io/git-sync), on Debian with `git` as upstream's image is made.
 - `otel-agent`: a STAND-IN (`otel-standin.c`) that answers the health check Config Sync probes and collects
   nothing.
 - the Pod sandbox (`pause`): `build/pause/linux/pause.c` of the pinned `k8s.io/kubernetes` module.
@@ -56,7 +56,8 @@ DISTROLESS_UID = 65532
 CONFIGSYNC_REGISTRY = "gcr.io/config-management-release"
 # Upstream's name for the release's image: its manifests ask for exactly this.
 METRICS_SERVER_IMAGE = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
-GIT_SYNC_IMAGE = "localhost/objcount-standin/git-sync:v4.4.2"
+# Upstream's name for the release's image (Config Sync names its own rebuild, v4.4.2-gke.N, of the same tag).
+GIT_SYNC_IMAGE = "registry.k8s.io/git-sync/git-sync:v4.4.2"
 OTEL_IMAGE = "localhost/objcount-standin/otelcontribcol:v0.118.0-gke.10"
 # pip, setuptools and wheel as the base image ships them (python:3.11-slim has all three).
 BASE_PIP = ("pip==24.0", "setuptools==79.0.1", "wheel==0.45.1")
@@ -181,7 +182,7 @@ def pause_image() -> Image:
     return Image(PAUSE_IMAGE, archive, time.monotonic() - began)
 
 
-# ----- Debian-based stand-ins -----------------------------------------------------------------------------
+# ----- Debian-based images --------------------------------------------------------------------------------
 def _mmdebstrap(target: Path, packages: Sequence[str], *hooks: str) -> None:
     _require("mmdebstrap")
     argv = [
@@ -246,25 +247,40 @@ def base_image() -> Image:
     return Image(BASE_IMAGE, archive, time.monotonic() - began)
 
 
-def _git_image_rootfs(tar: Path) -> None:
-    script = HERE / "git-sync.sh"
-    _mmdebstrap(
-        tar,
-        ["git", "ca-certificates"],
-        f'install -m 0755 {script} "$1/git-sync"',
-        'mkdir -p "$1/tmp" && chmod 1777 "$1/tmp"',
-    )
-
-
-def git_sync_image() -> Image:
+def git_sync_image(bin_dir: Path) -> Image:
+    """git-sync as its release image is made (upstream's `Dockerfile.in`): Debian with bash, coreutils,
+    git, openssh-client and ca-certificates, the user git-sync (65533) with HOME=/tmp, `/git` as its root,
+    and the static binary (`bin_dir/git-sync`, built from the pinned source) as `/git-sync`."""
+    binary = bin_dir / "git-sync"
     began = time.monotonic()
-    with _cached(GIT_SYNC_IMAGE, _key(Path(__file__), HERE / "git-sync.sh")) as (archive, build):
+    with _cached(GIT_SYNC_IMAGE, _key(Path(__file__), binary)) as (archive, build):
         if build:
             _require("buildah", "mmdebstrap")
             with tempfile.TemporaryDirectory(prefix="objcount-gitsync-") as tmp:
                 tar = Path(tmp) / "rootfs.tar"
-                _git_image_rootfs(tar)
-                _from_rootfs(GIT_SYNC_IMAGE, tar, "--entrypoint", '["/git-sync"]', "--user", "65533:65533")
+                _mmdebstrap(
+                    tar,
+                    ["bash", "coreutils", "git", "openssh-client", "ca-certificates"],
+                    f'install -m 0755 {binary} "$1/git-sync"',
+                    'echo "git-sync:x:65533:65533::/tmp:/sbin/nologin" >> "$1/etc/passwd"',
+                    'echo "git-sync:x:65533:git-sync" >> "$1/etc/group"',
+                    'mkdir -m 02775 "$1/git" && chown 65533:65533 "$1/git"',
+                    'chmod 1777 "$1/tmp"',
+                )
+                _from_rootfs(
+                    GIT_SYNC_IMAGE,
+                    tar,
+                    "--entrypoint",
+                    '["/git-sync"]',
+                    "--user",
+                    "65533:65533",
+                    "--env",
+                    "HOME=/tmp",
+                    "--env",
+                    "GITSYNC_ROOT=/git",
+                    "--workingdir",
+                    "/tmp",
+                )
             _push(GIT_SYNC_IMAGE, GIT_SYNC_IMAGE, archive)
     return Image(GIT_SYNC_IMAGE, archive, time.monotonic() - began)
 
