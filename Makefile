@@ -20,14 +20,16 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync (every pinned release), git-sync and metrics-server, built once and cached; promtool
-## (it tests the alert rules) from Debian's package
+## Config Sync (every pinned release), git-sync, the OpenTelemetry Collector, metrics-server and VPA,
+## built once and cached; promtool (it tests the alert rules) from Debian's package
 binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
 	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/configsync-pins); do \
 	  bash controlplane/build_configsync.sh $$version >/dev/null || exit 1; done
 	@bash controlplane/build_gitsync.sh >/dev/null
+	@bash controlplane/build_otelcol.sh >/dev/null
 	@bash controlplane/build_metrics_server.sh >/dev/null
+	@bash controlplane/build_vpa.sh >/dev/null
 	@bash controlplane/build_promtool.sh >/dev/null
 
 ## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)

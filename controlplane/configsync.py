@@ -44,6 +44,7 @@ from inventory.sync_progress import sync_progress
 
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
 GIT_SYNC_BUILD_SCRIPT = Path(__file__).with_name("build_gitsync.sh")
+OTELCOL_BUILD_SCRIPT = Path(__file__).with_name("build_otelcol.sh")
 PINS = Path(__file__).with_name("configsync-pins")
 SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
 NAMESPACE = "config-management-system"
@@ -166,6 +167,12 @@ def build_git_sync() -> Path:
     """Build or reuse the pinned git-sync (`gitsync-pin`); the directory holding `git-sync`."""
     hint = " The source comes from the archive in OBJCOUNT_GITSYNC_ARCHIVES, else from git."
     return run_build_script(GIT_SYNC_BUILD_SCRIPT, "git-sync", hint)
+
+
+def build_otelcol() -> Path:
+    """Build or reuse the OpenTelemetry Collector of Config Sync's Pods; the directory holding
+    `otelcontribcol`."""
+    return run_build_script(OTELCOL_BUILD_SCRIPT, "the OpenTelemetry Collector")
 
 
 def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:
@@ -329,12 +336,12 @@ def create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
 
 
 def configsync_node_images(build: ConfigSyncBuild) -> list[images.Image]:
-    """Config Sync's images for the real node: its own from the pinned source, git-sync's and the otel
-    collector's stand-ins (PLAYED BY US; see controlplane.images)."""
+    """Config Sync's images for the real node: its own from the pinned source, git-sync and the
+    OpenTelemetry Collector each from its pinned release (see controlplane.images)."""
     return [
         *images.configsync_images(build.root / "bin", build.version),
         images.git_sync_image(build_git_sync()),
-        images.otel_image(),
+        images.otel_image(build_otelcol()),
     ]
 
 

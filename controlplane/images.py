@@ -20,8 +20,10 @@ uses (`Image.name`), with `imagePullPolicy: IfNotPresent` (a tag that is not `la
 - `git-sync` (`registry.k8s.io/git-sync/git-sync:v4.4.2`): the release both pinned Config Sync versions
   run, built from its source archive with its vendor/ (`controlplane/build_gitsync.sh`; the module proxy
   refuses k8s.io/git-sync), on Debian with `git` as upstream's image is made.
-- `otel-agent`: a STAND-IN (`otel-standin.c`) that answers the health check Config Sync probes and collects
-  nothing.
+- `otelcontribcol` (`localhost/objcount/otelcontribcol:v0.118.0`): the OpenTelemetry Collector v0.118.0
+  (the release Config Sync v1.24.3's image is built from) built from its Go modules with the components
+  Config Sync's configurations name (`controlplane/build_otelcol.sh`); it runs Config Sync's `otel-agent`
+  and `otel-collector` with their ConfigMaps unchanged.
 - the Pod sandbox (`pause`): `build/pause/linux/pause.c` of the pinned `k8s.io/kubernetes` module.
 
 Each image is written once as a docker-archive under the cache, keyed by what it is built from, and
@@ -58,7 +60,9 @@ CONFIGSYNC_REGISTRY = "gcr.io/config-management-release"
 METRICS_SERVER_IMAGE = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
 # Upstream's name for the release's image (Config Sync names its own rebuild, v4.4.2-gke.N, of the same tag).
 GIT_SYNC_IMAGE = "registry.k8s.io/git-sync/git-sync:v4.4.2"
-OTEL_IMAGE = "localhost/objcount-standin/otelcontribcol:v0.118.0-gke.10"
+# Config Sync v1.24.3 names Google's rebuild, otelcontribcol:v0.118.0-gke.10; this one is built here from
+# the same upstream release's modules, so it carries a name of ours.
+OTEL_IMAGE = "localhost/objcount/otelcontribcol:v0.118.0"
 # pip, setuptools and wheel as the base image ships them (python:3.11-slim has all three).
 BASE_PIP = ("pip==24.0", "setuptools==79.0.1", "wheel==0.45.1")
 DEBIAN_SUITE = "bookworm"
@@ -332,21 +336,12 @@ def metrics_server_image(bin_dir: Path) -> Image:
     return static_binary_image(METRICS_SERVER_IMAGE, bin_dir / "metrics-server", "65534")
 
 
-def otel_image() -> Image:
-    """A STAND-IN for the otel collector (PLAYED BY US): `otel-standin.c`, which answers the health check
-    Config Sync's manifests probe (port 13133) and collects nothing."""
-    source = Path(__file__).with_name("otel-standin.c")
-    began = time.monotonic()
-    with _cached(OTEL_IMAGE, _key(source, "otel-1")) as (archive, build):
-        if build:
-            _require("gcc", "buildah")
-            with tempfile.TemporaryDirectory(prefix="objcount-otel-") as tmp:
-                _run(["gcc", "-Os", "-static", "-o", str(Path(tmp) / "otelcontribcol"), str(source)])
-                tar = Path(tmp) / "rootfs.tar"
-                _run(["tar", "-C", tmp, "-cf", str(tar), "otelcontribcol"])
-                _from_rootfs(OTEL_IMAGE, tar, "--entrypoint", '["/otelcontribcol"]', "--user", "65534:65534")
-            _push(OTEL_IMAGE, OTEL_IMAGE, archive)
-    return Image(OTEL_IMAGE, archive, time.monotonic() - began)
+def otel_image(bin_dir: Path) -> Image:
+    """The OpenTelemetry Collector that runs as Config Sync's `otel-agent` (in each reconciler Pod) and
+    `otel-collector` (in config-management-monitoring): `bin_dir/otelcontribcol`, built from the collector's
+    Go modules with the components Config Sync's configurations name (`controlplane/build_otelcol.sh`), as
+    `/otelcontribcol` (the command Config Sync's manifests run), user 10001 as upstream's contrib image."""
+    return static_binary_image(OTEL_IMAGE, bin_dir / "otelcontribcol", "10001")
 
 
 # ----- ours -------------------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """Config Sync v1.24.3 (and v1.22.0 for the tests marked both_versions) on the real node: its
 reconciler-manager and reconcilers are Pods the kubelet runs from images built here; a commit travels the
 real path (git daemon on the node's network, git-sync in the reconciler Pod, the reconciler applies it).
-git-sync and the otel collector are stand-ins (see controlplane.images); everything else is Config Sync's."""
+Every container is the real component: Config Sync's own binaries, git-sync v4.4.2 and the OpenTelemetry
+Collector, each built from its pinned release (see controlplane.images)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import cast
@@ -16,6 +19,8 @@ import yaml
 from controlplane.configsync import (
     NAMESPACE,
     NodeConfigSync,
+    build_git_sync,
+    build_otelcol,
     grant_reposync,
     install_cluster,
     pod_ready,
@@ -24,7 +29,7 @@ from controlplane.configsync import (
     uninstall_cluster,
 )
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.seed import ensure_namespace
+from controlplane.seed import ensure_namespace, manifests_in
 from controlplane.stack import NodeStack
 from inventory import kubeapi
 from inventory.ids import RSyncKey
@@ -34,6 +39,7 @@ from tests.integration.on_node import (
     configmaps,
     container_log,
     counts,
+    main_pid,
     our_process,
     override,
     quantity_bytes,
@@ -70,8 +76,7 @@ def sandbox_pid(host_pid: int) -> int:
 # Where the pinned releases differ in a reconciler Pod we add a container to (read from their sources): the
 # otel-agent beside the reconciler. v1.22.0's takes OpenCensus on 55678 and is probed for readiness on its
 # health check (13133); v1.24.3's takes OTLP on 4317 (gRPC) and 4318 (HTTP), with no probe. Both export
-# metrics on 8888. (Our stand-in of it answers the probe and receives nothing: the reconciler's metric
-# exports fail and are logged, in both versions it goes on.)
+# metrics on 8888.
 OTEL_AGENT = {
     "v1.22.0": ({55678, 8888, 13133}, True),
     "v1.24.3": ({4317, 4318, 8888}, False),
@@ -254,3 +259,70 @@ CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
 
 def leader_log(cs: NodeConfigSync, pods: list[JSON]) -> str:
     return "\n".join(container_log(cs, pod, "autoscaler") for pod in pods)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def collector_metric(pid: int, receiver: str) -> float:
+    """The metric points the collector running as `pid` has accepted on `receiver`, from its own metrics
+    (served on the Pod's loopback, port 8888: read inside the Pod's network namespace)."""
+    script = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8888/metrics').read().decode())"
+    text = subprocess.run(
+        ["nsenter", f"--net=/proc/{pid}/ns/net", "python3", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    ).stdout
+    prefix = "otelcol_receiver_accepted_metric_points"
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(prefix) and f'receiver="{receiver}"' in line
+    )
+
+
+@pytest.mark.both_versions
+def test_every_container_of_the_reconciler_pod_is_the_real_component_of_its_pinned_release(
+    config_sync_on_node: NodeConfigSync, configsync_version: str, rsyncs: list[RSyncKey]
+) -> None:
+    """git-sync is v4.4.2 built from ../shared/gitsync (the binary the container runs is the one
+    build_gitsync.sh built from the checked archive); the otel-agent is the OpenTelemetry Collector built
+    from its modules, reading Config Sync's own ConfigMap unchanged and accepting the metrics the reconciler
+    exports to it; its `gcp` resource detector's request to the metadata server has no route out of the
+    suite's network namespace, so it fails there and goes nowhere."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    key = RSyncKey("RootSync", NAMESPACE, "real-parts")
+    commit = cs.commit(key, configmaps(5, namespace="real-parts-apps"))
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+    rsyncs.append(key)
+    wait_for(lambda: synced(rsync_of(api, key), commit), timeout=180, what="the RootSync to sync")
+    pod = cast(JSON, cs.reconciler_pod(key))
+    statuses = {s["name"]: s for s in pod["status"]["containerStatuses"]}
+    git_sync = main_pid(cs.stack, statuses["git-sync"]["containerID"])
+    otel = main_pid(cs.stack, statuses["otel-agent"]["containerID"])
+
+    assert sha256_of(Path(f"/proc/{git_sync}/exe")) == sha256_of(build_git_sync() / "git-sync")
+    assert '"msg":"starting up","version":"v4.4.2"' in container_log(cs, pod, "git-sync", tail=0)
+
+    assert sha256_of(Path(f"/proc/{otel}/exe")) == sha256_of(build_otelcol() / "otelcontribcol")
+    argv = Path(f"/proc/{otel}/cmdline").read_bytes().decode().split("\0")
+    assert argv[:2] == ["/otelcontribcol", "--config=/conf/otel-agent-reconciler-config.yaml"]
+    (released,) = manifests_in(cs.build.manifests / "otel-agent-reconciler-cm.yaml")
+    read = Path(f"/proc/{otel}/root/conf/otel-agent-reconciler-config.yaml").read_text()
+    assert read == released["data"]["otel-agent-reconciler-config.yaml"]
+    receiver = "opencensus" if configsync_version == "v1.22.0" else "otlp"
+    # The reconciler exports every 60 s (its periodic reader's default).
+    wait_for(
+        lambda: collector_metric(otel, receiver) > 0, timeout=180, what="the reconciler's metrics accepted"
+    )
+
+    log = container_log(cs, pod, "otel-agent", tail=0)
+    assert "detected resource information" in log
+    route = cs.stack.sandbox.run(["ip", "route", "get", "169.254.169.254"], check=False)
+    assert route.returncode != 0
+    assert "unreachable" in route.stderr.lower()
