@@ -1,39 +1,49 @@
-"""Sizing policies side by side on the real reconciler: the same timeline under each policy, one after
-another.
+"""Sizing policies side by side on the real reconciler, in one run: every policy on its own RootSync, all
+at the same time, so they share one timeline and one machine.
 
-    python -m profiles.policies_real [--shapes configmaps,deployments] [--policies ...]
-                                     [--out profiles/out/policies-real] [--hold 30] [--settle 60]
-                                     [--phase-timeout 900] [--resume]
+    python -m profiles.policies_real [--policies ours-sidecar,...] [--scale 1] [--hold-scale 1]
+                                     [--out profiles/out/policies-real] [--phase-timeout 1200]
 
-On the local stack with a real node (Config Sync built from the pinned source: v1.24.3, or v1.22.0 with
-OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0; its Pods run by the
-kubelet with containerd; PLAYED BY US: git-sync, see controlplane.images), each (shape, policy) gets a
-RootSync of its own, so a fresh reconciler, and plays one timeline:
-grow (two commits), a big commit, then a prune to a few objects, with a restart of the policy's
-controller (our service, or the prototype's counter) once the reconciler has started that prune. After
-each commit is synced (or after `--phase-timeout`), `--hold` seconds pass before the next; `--settle`
-after the last. A sampler reads the reconciler Pod every second: its memory request and limit, the
-working set of the reconciler container's memory cgroup (usage less inactive file pages, as the kubelet
-computes it), container restarts and the OOM kills the kubelet reports (`OOMKilled` terminations).
+On the local stack with a real node: Config Sync v1.24.3 built from its pinned source, every container of
+its reconciler Pods real (the reconciler, git-sync v4.4.2, the otel-agent), run by the kubelet with
+containerd; the real metrics-server; the real VPA v1.8.1 (`controlplane.vpa`). Each policy gets a
+RootSync of its own repository; the same commits go to each at the same moment (each repository's
+objects in namespaces of their own, so the RootSyncs never manage the same object). The timeline
+(`PHASES`): an empty commit, two commits that grow (500 ConfigMaps; 1,000 and 250 Deployments), a big
+commit (2,000 ConfigMaps, 1,000 Deployments, 1,000 objects of the platform mix), a prune (100
+ConfigMaps); each followed by a hold long enough for VPA's recommender and updater (each loops every
+minute) to learn and act, the last longer than our scale-down delay (10 minutes). `--scale` multiplies
+the counts, `--hold-scale` the holds.
 
-Policies (the rivals' rules are in `profiles.rivals`, shared with the simulator):
-- ours (default): our sidecar as the README installs it (our webhook's Pods inject it into the reconciler
-  Pod), with its shipped settings, target `rsync-override`; its restart is a SIGTERM to its process,
-  after which the kubelet starts the container again;
-- ours count-only: the same with `OBJCOUNT_PRESET=fitted` (objects only, the previous default);
-- prototype, no persistence: 128 MiB + 0.2 MiB per object on max(source, synced) with request = limit,
-  its synced count lost when it restarts;
-- static Standard: no override, Config Sync's template (200Mi request, no memory limit);
-- static Autopilot: request = limit = 512Mi;
-- VPA-like: 90th percentile of the last 10 min's RSS + 15 %, every 30 s, applied when it moves more than
-  10 %, +20 % after a kill; starts at 200Mi; request = limit. (VPA keeps its history in checkpoints: the
-  restart mid-prune loses nothing.)
-Every size is written to the RSync's `spec.override.resources`, so each change rolls the reconciler out,
-as Config Sync does for any override.
+Policies (`POLICIES`), each installed as a user would:
+- ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod), its
+  shipped settings (target `rsync-override`); the webhook's `objectSelector` narrowed to this policy's
+  RootSync (as a user trying it on one RSync does), so the others' Pods run without it;
+- ours, cluster mode: the README's cluster install (the controller's Deployment, two replicas, one
+  acting), `OBJCOUNT_INVENTORY_SELECTOR` naming this policy's inventory;
+- ours, in place: a second controller (one replica, no Lease) with `OBJCOUNT_TARGET=in-place`: the
+  running Pod is resized through `pods/resize`;
+- VPA as deployed: VPA's `deploy/` manifests as released (recommender, updater, admission-controller with
+  their flags), and a VerticalPodAutoscaler as a user writes it for Config Sync: the reconciler
+  Deployment as its target, `InPlaceOrRecreate`, the reconciler container controlled, the others off;
+- VPA tuned: the same VPA object with what a user tuning it for a one-replica reconciler sets: its
+  `updatePolicy.minReplicas: 1` (the updater leaves workloads of fewer than `--min-replicas`, 2, alone),
+  a second recommender (`--recommender-name=tuned`, named in the object's `spec.recommenders`) with the
+  flags of `TUNED_RECOMMENDER` (a lower starting minimum, histories that decay in an hour, not a day),
+  and the updater's flag `TUNED_UPDATER` (apply a recommendation within the bounds after 2 minutes, not
+  12 hours), which leaves "VPA as deployed" as the released flags do (see `TUNED_UPDATER`);
+- static Standard: Config Sync's template (200Mi request, no memory limit);
+- static Autopilot: request = limit = 512Mi (its override).
 
-Results in `--out`: `policies-real.csv` (one row per shape and policy; `--resume` keeps the rows there),
-`traces/<shape>-<policy>.csv` (the samples), `policies-real.md` and `policies-real.png`. Memory reserved
-is the integral of the Pod's memory limit over the run (its request where it sets no limit), MiB-hours.
+A sampler lists the reconciler Pods every second: each reconciler container's memory request and limit
+(as the kubelet applied them, `status.containerStatuses[].resources`, else the spec), its working set
+(the kubelet's cgroup, read on the node), restarts, OOM kills, the Pod's resize conditions. Every 10 s the
+kubelet's summary API gives the working set of each policy's own components (ours: the sidecar, the
+webhook, the controllers; VPA's recommenders, updater and admission-controller); their requests come from
+their Pods.
+
+Results in `--out`: `policies-real.csv` (one row per policy), `own-components.csv`, `traces/<slug>.csv`
+(the per-second samples), `policies-real.md` and `policies-real.png`, `run.json` (provenance).
 """
 
 from __future__ import annotations
@@ -42,64 +52,159 @@ import argparse
 import contextlib
 import csv
 import itertools
-import math
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
-from tqdm import tqdm
+import orjson
 
 from autoscaler import quantity
-from autoscaler.policy import PROTOTYPE
+from controlplane import vpa
 from controlplane.configsync import (
+    CLUSTER_MANIFESTS,
     NAMESPACE,
     SIDECAR_CONTAINER,
     VERSION,
+    WEBHOOK_CONFIGURATION,
     NodeConfigSync,
-    rsync_gone,
+    create_or_replace,
+    kustomization_objects,
     running_config_sync_on_node,
     synced,
-    uninstall_webhook,
 )
+from controlplane.kubelet import NODE_NAME
+from controlplane.metrics_server import install_metrics_server
 from controlplane.seed import install_crds
 from inventory import kubeapi
-from inventory.ids import RSyncKey
-from profiles.own_cost import RSYNCS, shipped
+from inventory.ids import INVENTORY_ID_LABEL, RSyncKey, reconciler_name
 from profiles.reconciler_memory import WIDGET_CRD, manifests
-from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static, VpaLike, prototype_memory_mib
 
 JSON = dict[str, Any]
 MiB = 1 << 20
 
-# Per shape: grow (two commits), the big commit, the prune. Deployments are applied ~4x slower than
-# ConfigMaps here (BENCHMARKS.md), so their timeline is smaller to keep a run under an hour.
-TIMELINES: dict[str, tuple[int, int, int, int]] = {
-    "configmaps": (250, 500, 2000, 100),
-    "deployments": (100, 250, 800, 50),
-    "small-crs": (250, 500, 2000, 100),
-    "large-crs": (50, 100, 400, 20),
-    "mix": (250, 500, 1500, 100),
+
+# ----- the timeline -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    objects: dict[str, int]  # per shape (profiles.reconciler_memory), in the commit
+    hold_s: float  # after every RootSync has synced it (or the phase timed out)
+
+    def files(self, prefix: str, scale: float) -> dict[str, str]:
+        """The commit's files: one per shape, its objects in namespaces named after `prefix`."""
+        return {
+            f"{shape}.yaml": manifests(shape, max(1, round(count * scale)), f"{prefix}-{shape}")
+            for shape, count in self.objects.items()
+        }
+
+
+# ConfigMaps, then Deployments beside them, then a big commit with the platform mix (Namespaces, RBAC,
+# Services, ...; profiles.platform) too, then a prune. The holds leave VPA's recommender and updater (each
+# loops every minute) several loops after each commit; the last is longer than our scale-down delay.
+PHASES = (
+    Phase("start", {}, 300),
+    Phase("grow 1", {"configmaps": 500}, 300),
+    Phase("grow 2", {"configmaps": 1000, "deployments": 250}, 300),
+    Phase("big commit", {"configmaps": 2000, "deployments": 1000, "mix": 1000}, 600),
+    Phase("prune", {"configmaps": 100}, 900),
+)
+
+
+# ----- the policies -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    slug: str  # the RootSync's name and the objects' namespace prefix
+    override: JSON | None = None  # the RootSync's spec.override at creation
+    vpa_recommender: str | None = None  # a VPA object naming this recommender ("default": none named)
+
+
+TUNED = "tuned"
+# The recommender flags a user tuning VPA for Config Sync's reconciler would set (read from v1.8.1's
+# `pkg/recommender/main.go` and `logic/`): start from 64 MiB rather than 250 (the reconciler of a small
+# repository uses less), and let memory peaks and CPU usage decay in an hour rather than a day, so a prune
+# is followed within the hour (the "hours compressed" only by flags a user could set). Everything else as
+# released.
+TUNED_RECOMMENDER = (
+    f"--recommender-name={TUNED}",
+    "--pod-recommendation-min-memory-mb=64",
+    "--memory-histogram-decay-half-life=1h",
+    "--cpu-histogram-decay-half-life=1h",
+    "--memory-aggregation-interval=1h",
+)
+# The updater is one for the cluster, so its flag is set for both VPA policies: it lets the updater apply
+# a recommendation the Pod's request is within the bounds of (by more than 10 %) once the Pod has lived 2
+# minutes, not 12 hours: resizing in place costs no restart. It changes nothing for "VPA as deployed",
+# whose object leaves `minReplicas` to the updater's `--min-replicas` (2): the updater never acts on its
+# one-replica reconciler, as with the released flags.
+TUNED_UPDATER = ("--in-recommendation-bounds-eviction-lifetime-threshold=2m",)
+AUTOPILOT_OVERRIDE = {
+    "resources": [{"containerName": "reconciler", "memoryRequest": "512Mi", "memoryLimit": "512Mi"}]
 }
-PHASES = ("grow 1", "grow 2", "big commit", "prune")
+POLICIES: dict[str, Policy] = {
+    "ours, sidecar": Policy("ours-sidecar"),
+    "ours, cluster mode": Policy("ours-cluster"),
+    "ours, in place": Policy("ours-inplace"),
+    "VPA as deployed": Policy("vpa", vpa_recommender="default"),
+    "VPA tuned": Policy("vpa-tuned", vpa_recommender=TUNED),
+    "static Standard": Policy("standard"),
+    "static Autopilot": Policy("autopilot", override=AUTOPILOT_OVERRIDE),
+}
+INPLACE_CONTROLLER = "objcount-autoscaler-inplace"
+WEBHOOKS = kubeapi.Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"
+)
 
 
-# ----- what is measured (pure) -----------------------------------------------------------------------
+def key_of(policy: Policy) -> RSyncKey:
+    return RSyncKey("RootSync", NAMESPACE, f"sbs-{policy.slug}")
+
+
+def vpa_object(policy: Policy) -> JSON:
+    """The VerticalPodAutoscaler a user writes for a Config Sync reconciler: aimed at its Deployment,
+    in place where the kubelet can, the reconciler container only."""
+    name = reconciler_name(key_of(policy))
+    spec: JSON = {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "updatePolicy": {"updateMode": "InPlaceOrRecreate"},
+        "resourcePolicy": {
+            "containerPolicies": [
+                {"containerName": "reconciler", "controlledResources": ["cpu", "memory"]},
+                {"containerName": "*", "mode": "Off"},
+            ]
+        },
+    }
+    if policy.vpa_recommender == TUNED:
+        spec["updatePolicy"]["minReplicas"] = 1
+        spec["recommenders"] = [{"name": TUNED}]
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+# ----- what is measured (pure) --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Sample:
-    t: float  # seconds since the RootSync was created
-    pod: str  # "" while there is no reconciler Pod
-    rss_mib: float | None  # the reconciler container's working set
-    request_mib: float | None
+    t: float  # seconds since the timeline began
+    pod: str  # the reconciler Pod's name; "" while there is none
+    container: str  # the reconciler container's ID; "" while it has none
+    working_set_mib: float | None
+    request_mib: float | None  # as the kubelet applied it (status), else as specified
     limit_mib: float | None
     restarts: int  # the reconciler container's restartCount in this Pod
-    oom_kills: int  # the OOM kills of the reconciler container in this Pod (the kubelet's reports)
+    oom_kills: int  # OOM kills of the reconciler container seen in this Pod so far
+    resize: str  # the Pod's resize condition: "", "Deferred", "Infeasible", "InProgress"
 
     @property
     def reserved_mib(self) -> float:
@@ -107,443 +212,490 @@ class Sample:
         return self.limit_mib or self.request_mib or 0.0
 
 
-def mib_hours(samples: Sequence[Sample]) -> float:
-    """The reserved memory integrated over time, each sample's value held until the next sample."""
-    return sum(a.reserved_mib * (b.t - a.t) for a, b in itertools.pairwise(samples)) / 3600
+def integral_mib_hours(samples: Sequence[Sample], value: Callable[[Sample], float]) -> float:
+    """`value` integrated over time, each sample's value held until the next sample."""
+    return sum(value(a) * (b.t - a.t) for a, b in itertools.pairwise(samples)) / 3600
+
+
+def new_pods(samples: Sequence[Sample]) -> int:
+    """Reconciler Pods after the first (rollouts and evictions)."""
+    return max(len({s.pod for s in samples if s.pod}) - 1, 0)
 
 
 def restarts_and_kills(samples: Sequence[Sample]) -> tuple[int, int]:
-    """Reconciler restarts (each new Pod after the first, and each container restart in a Pod) and OOM
-    kills, from the highest values seen per Pod."""
+    """Container restarts and OOM kills, from the highest values seen per Pod."""
     restarts: dict[str, int] = {}
     kills: dict[str, int] = {}
     for s in samples:
         if s.pod:
             restarts[s.pod] = max(restarts.get(s.pod, 0), s.restarts)
             kills[s.pod] = max(kills.get(s.pod, 0), s.oom_kills)
-    return max(len(restarts) - 1, 0) + sum(restarts.values()), sum(kills.values())
+    return sum(restarts.values()), sum(kills.values())
+
+
+def in_place_resizes(samples: Sequence[Sample]) -> int:
+    """Changes of the applied request or limit of one running container (same Pod, same container)."""
+    running = [s for s in samples if s.container and s.request_mib is not None]
+    return sum(
+        1
+        for a, b in itertools.pairwise(running)
+        if a.container == b.container and (a.request_mib, a.limit_mib) != (b.request_mib, b.limit_mib)
+    )
+
+
+def resize_episodes(samples: Sequence[Sample], state: str) -> int:
+    """How often the Pod's resize condition entered `state` (Deferred, Infeasible)."""
+    return sum(1 for a, b in itertools.pairwise(samples) if b.resize == state and a.resize != state)
 
 
 def peak_above_request(samples: Sequence[Sample]) -> float:
-    """How far the process went above its request (what a policy without a limit lets it take); 0 when
-    it never did."""
+    """How far the working set went above the request (what a policy without a limit lets it take)."""
     above = [
-        s.rss_mib - s.request_mib for s in samples if s.rss_mib is not None and s.request_mib is not None
+        s.working_set_mib - s.request_mib
+        for s in samples
+        if s.working_set_mib is not None and s.request_mib is not None
     ]
     return max([0.0, *above])
 
 
 @dataclass
 class Result:
-    shape: str
     policy: str
     oom_kills: int
     restarts: int
-    seconds_to_synced: list[float | None]  # per phase; None: not synced within the timeout
-    mib_hours: float
-    peak_rss_mib: float
+    new_pods: int
+    in_place_resizes: int
+    deferred: int
+    infeasible: int
+    reserved_mib_h: float
+    requested_mib_h: float
+    peak_working_set_mib: float
     peak_above_request_mib: float
-    largest_limit_mib: float | None
+    largest_reserved_mib: float
+    seconds_to_synced: list[float | None]  # per phase; None: not synced within the phase timeout
+    own_requested_mib_h: float  # the policy's own components (shared ones counted whole)
+    own_working_set_mib_h: float
     duration_s: float
-    version: str = VERSION
-    date: str = ""
-    machine: str = ""
 
 
-def result_of(shape: str, policy: str, samples: Sequence[Sample], phases: list[float | None]) -> Result:
+def result_of(
+    policy: str, samples: Sequence[Sample], seconds: list[float | None], own: tuple[float, float]
+) -> Result:
     restarts, kills = restarts_and_kills(samples)
-    limits = [s.limit_mib for s in samples if s.limit_mib is not None]
     return Result(
-        shape,
         policy,
         kills,
         restarts,
-        phases,
-        round(mib_hours(samples), 2),
-        round(max((s.rss_mib or 0.0 for s in samples), default=0.0), 1),
+        new_pods(samples),
+        in_place_resizes(samples),
+        resize_episodes(samples, "Deferred"),
+        resize_episodes(samples, "Infeasible"),
+        round(integral_mib_hours(samples, lambda s: s.reserved_mib), 2),
+        round(integral_mib_hours(samples, lambda s: s.request_mib or 0.0), 2),
+        round(max((s.working_set_mib or 0.0 for s in samples), default=0.0), 1),
         round(peak_above_request(samples), 1),
-        max(limits, default=None),
-        round(samples[-1].t if samples else 0.0, 1),
-        date=datetime.now(UTC).date().isoformat(),
-        machine=f"{os.uname().machine}, {os.cpu_count()} cores",
+        max((s.reserved_mib for s in samples), default=0.0),
+        seconds,
+        round(own[0], 2),
+        round(own[1], 2),
+        round(samples[-1].t - samples[0].t if samples else 0.0, 1),
     )
 
 
-# ----- the policies -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Seen:
-    """What a policy's controller may know at a tick."""
-
-    now: float
-    rss_mib: float | None
-    source: int  # objects of the commit being synced (the benchmark wrote it)
-    synced: int  # entries of the inventory
-    commit_synced: bool  # the reconciler reports the current commit synced
-    oom_kills: int
-
-
-def override(memory_mib: int | None, cpu_m: int | None = None) -> JSON:
-    """The RSync override for the reconciler: request = limit."""
-    entry: JSON = {"containerName": "reconciler"}
-    if memory_mib is not None:
-        entry |= {"memoryRequest": f"{memory_mib}Mi", "memoryLimit": f"{memory_mib}Mi"}
-    if cpu_m is not None:
-        entry |= {"cpuRequest": f"{cpu_m}m", "cpuLimit": f"{cpu_m}m"}
-    return {"resources": [entry]}
-
-
-class Policy(Protocol):
-    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
-        """Starts its controller; the RSync's initial override (None: none)."""
-
-    def tick(self, seen: Seen) -> JSON | None:
-        """A new override to write, if any."""
-
-    def restart(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-@dataclass
-class StaticPolicy:
-    rule: Static
-
-    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
-        if self.rule == STATIC_STANDARD:
-            return None  # Config Sync's own template
-        assert self.rule.limit_mib == self.rule.request_mib
-        return override(self.rule.request_mib)
-
-    def tick(self, seen: Seen) -> JSON | None:
-        return None
-
-    def restart(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclass
-class PrototypePolicy:
-    memory_mib: int = 0
-    synced_since_restart: bool = False
-
-    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
-        return None  # its first tick sizes it, as the prototype did once the reconciler reported
-
-    def tick(self, seen: Seen) -> JSON | None:
-        self.synced_since_restart = self.synced_since_restart or seen.commit_synced
-        memory = prototype_memory_mib(seen.source, seen.synced, self.synced_since_restart)
-        if memory == self.memory_mib:
-            return None
-        self.memory_mib = memory
-        return override(memory, PROTOTYPE.cpu_m(memory))
-
-    def restart(self) -> None:
-        self.synced_since_restart = False  # its counts were in memory
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclass
-class VpaLikePolicy:
-    vpa: VpaLike = field(default_factory=lambda: VpaLike(every_s=30, window_s=600))
-
-    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
-        return override(math.ceil(self.vpa.request_mib))
-
-    def tick(self, seen: Seen) -> JSON | None:
-        change = self.vpa.observe(seen.now, seen.rss_mib, seen.oom_kills)
-        return None if change is None else override(math.ceil(self.vpa.request_mib))
-
-    def restart(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclass
-class ServicePolicy:
-    """Our sidecar, installed as the README says with these settings in its template."""
-
-    env: dict[str, str]
-    config_sync: NodeConfigSync | None = None
-    key: RSyncKey | None = None
-    log: Path | None = None
-
-    def start(self, stack: NodeConfigSync, key: RSyncKey, log_dir: Path) -> JSON | None:
-        self.config_sync, self.key, self.log = stack, key, log_dir / f"service-{key.name}.log"
-        stack.install_sidecar(log_dir / "certs", self.env)
-        return None
-
-    def tick(self, seen: Seen) -> JSON | None:
-        return None
-
-    def restart(self) -> None:
-        """SIGTERM to the sidecar's process; the kubelet starts the container again in the same Pod."""
-        assert self.config_sync is not None
-        assert self.key is not None
-        pod = self.config_sync.reconciler_pod(self.key)
-        statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
-        ours = next((s for s in cast(list[JSON], statuses) if s["name"] == SIDECAR_CONTAINER), {})
-        if "running" not in (ours.get("state") or {}):
-            print(f"{self.key.name}: no sidecar running to restart", file=sys.stderr)
-            return
-        stack = self.config_sync.stack
-        pid = int((stack.container_cgroup(ours["containerID"]) / "cgroup.procs").read_text().split()[0])
-        os.kill(pid, signal.SIGTERM)
-
-    def stop(self) -> None:
-        """The sidecar's log is kept; the webhook configuration is removed, so the next policy's Pods run
-        without the sidecar."""
-        if self.config_sync is None or self.key is None or self.config_sync.api is None:
-            return
-        pod = self.config_sync.reconciler_pod(self.key)
-        if pod is not None and self.log is not None:
-            name = pod["metadata"]["name"]
-            logs = self.config_sync.stack.kubectl(
-                "logs", "-n", NAMESPACE, name, "-c", SIDECAR_CONTAINER, check=False
-            )
-            self.log.write_text(logs.stdout + logs.stderr)
-        uninstall_webhook(self.config_sync.api)
-
-
-POLICIES: dict[str, Callable[[], Policy]] = {
-    "ours (default)": lambda: ServicePolicy({}),
-    "ours count-only": lambda: ServicePolicy({"OBJCOUNT_PRESET": "fitted"}),
-    "prototype (no persistence)": PrototypePolicy,
-    "static Standard": lambda: StaticPolicy(STATIC_STANDARD),
-    "static Autopilot": lambda: StaticPolicy(STATIC_AUTOPILOT),
-    "VPA-like": VpaLikePolicy,
+# ----- our own components and VPA's, per policy -------------------------------------------------------
+# Which policy a component of ours or of VPA's serves, by its Pod's name prefix (and for our sidecar, its
+# container in the reconciler Pod). VPA's updater and admission-controller serve both VPA policies, and
+# the default recommender only the deployed one: shared components are listed under each policy they
+# serve, whole (a cluster runs them once however many RSyncs they serve).
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "objcount-webhook-": ("ours, sidecar",),
+    f"{INPLACE_CONTROLLER}-": ("ours, in place",),
+    "objcount-autoscaler-": ("ours, cluster mode",),
+    f"vpa-recommender-{TUNED}-": ("VPA tuned",),
+    "vpa-recommender-": ("VPA as deployed",),
+    "vpa-updater-": ("VPA as deployed", "VPA tuned"),
+    "vpa-admission-controller-": ("VPA as deployed", "VPA tuned"),
 }
-# Short names for RootSyncs (Config Sync allows 38 characters) and files.
-SLUGS = dict(zip(POLICIES, ["ours", "count-only", "prototype", "standard", "autopilot", "vpa"], strict=True))
+
+
+def component_of(pod: str, container: str) -> str | None:
+    """The component a container is, by the longest Pod name prefix that matches; our sidecar by its
+    container's name."""
+    if container == SIDECAR_CONTAINER:
+        return "objcount sidecar"
+    matches = [prefix for prefix in COMPONENTS if pod.startswith(prefix)]
+    return max(matches, key=len).rstrip("-") if matches else None
+
+
+def policies_served(component: str) -> tuple[str, ...]:
+    if component == "objcount sidecar":
+        return ("ours, sidecar",)
+    return COMPONENTS[f"{component}-"]
+
+
+@dataclass
+class OwnSample:
+    t: float
+    component: str
+    pod: str
+    working_set_mib: float
+    request_mib: float
+
+
+def own_costs(samples: Sequence[OwnSample]) -> dict[str, tuple[float, float]]:
+    """Per component: its requests and its working set integrated over the run (MiB-h), summed over its
+    Pods (each Pod's value held until its next sample)."""
+    by_pod: dict[tuple[str, str], list[OwnSample]] = {}
+    for s in samples:
+        by_pod.setdefault((s.component, s.pod), []).append(s)
+    costs: dict[str, tuple[float, float]] = {}
+    for (component, _), series in by_pod.items():
+        requested = sum(a.request_mib * (b.t - a.t) for a, b in itertools.pairwise(series)) / 3600
+        used = sum(a.working_set_mib * (b.t - a.t) for a, b in itertools.pairwise(series)) / 3600
+        before = costs.get(component, (0.0, 0.0))
+        costs[component] = (before[0] + requested, before[1] + used)
+    return costs
+
+
+def own_cost_of(policy: str, costs: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    served = [cost for component, cost in costs.items() if policy in policies_served(component)]
+    return sum(c[0] for c in served), sum(c[1] for c in served)
 
 
 # ----- the run against the stack ------------------------------------------------------------------------
-def _mib(value: str | None) -> float | None:
-    return None if not value else float(quantity.parse(value)) / MiB
+def _mib(value: object) -> float | None:
+    return None if not value else float(quantity.parse(str(value))) / MiB
 
 
-def sample(stack: NodeConfigSync, key: RSyncKey, t: float, killed: dict[str, set[str]]) -> Sample:
-    """The reconciler Pod now; `killed` keeps, per Pod, the containers the kubelet reported OOM-killed
-    (it reports only the last termination, which a sample every second cannot miss: a restart after a
-    kill waits at least 10 s)."""
-    found = stack.reconciler_pod(key)
-    if found is None:
-        return Sample(t, "", None, None, None, 0, 0)
-    pod: JSON = dict(found)
-    name = pod["metadata"]["name"]
-    container = next(c for c in pod["spec"]["containers"] if c["name"] == "reconciler")
-    resources = container.get("resources") or {}
-    statuses: list[JSON] = (pod.get("status") or {}).get("containerStatuses") or []
-    status: JSON = next((s for s in statuses if s["name"] == "reconciler"), {})
-    terminated = (status.get("lastState") or {}).get("terminated") or {}
-    kills = killed.setdefault(name, set())
-    if terminated.get("reason") == "OOMKilled":
-        kills.add(str(terminated.get("containerID")))
-    rss = None
-    if "running" in (status.get("state") or {}):
-        with contextlib.suppress(OSError, LookupError):
-            rss = stack.stack.container_memory(status["containerID"]).working_set / MiB
-    return Sample(
-        t,
-        name,
-        rss,
-        _mib((resources.get("requests") or {}).get("memory")),
-        _mib((resources.get("limits") or {}).get("memory")),
-        int(status.get("restartCount") or 0),
-        len(kills),
-    )
+def resize_state(pod: JSON) -> str:
+    """The Pod's resize condition as the kubelet reports it (v1.34: PodResizePending with reason Deferred
+    or Infeasible, PodResizeInProgress); "" when there is none."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "PodResizePending":
+            return str(condition.get("reason") or "Pending")
+        if condition.get("type") == "PodResizeInProgress":
+            return "InProgress"
+    return ""
 
 
 @dataclass
-class Timeline:
-    """Played against one RootSync; a sampler thread ticks the policy every second."""
+class Sampler:
+    """Every second, the reconciler Pod of each policy; every 10 s, the kubelet's summary of the rest."""
 
-    stack: NodeConfigSync
-    key: RSyncKey
-    policy: Policy
-    source: int = 0
-    commit: str = ""
-    samples: list[Sample] = field(default_factory=list)
-    killed: dict[str, set[str]] = field(default_factory=dict)
+    cs: NodeConfigSync
     began: float = field(default_factory=time.monotonic)
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    own: list[OwnSample] = field(default_factory=list)
+    killed: dict[str, set[str]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def api(self) -> kubeapi.KubeApi:
-        assert self.stack.api is not None
-        return self.stack.api
+        assert self.cs.api is not None
+        return self.cs.api
 
     def now(self) -> float:
         return time.monotonic() - self.began
 
-    def rsync(self) -> JSON:
-        return self.api.get(kubeapi.ROOTSYNC, self.key.namespace, self.key.name)
-
-    def inventory(self) -> int:
-        try:
-            group = self.api.get(kubeapi.RESOURCEGROUP, self.key.namespace, self.key.name)
-        except kubeapi.NotFound:
-            return 0
-        return len((group.get("spec") or {}).get("resources") or [])
-
-    def write(self, entry: JSON) -> None:
-        self.api.patch(kubeapi.ROOTSYNC, self.key.namespace, self.key.name, {"spec": {"override": entry}})
-
-    def sampler(self) -> None:
+    def run(self) -> None:
+        ticks = 0
         while not self.stopping.wait(1.0):
             try:
-                latest = sample(self.stack, self.key, self.now(), self.killed)
-                self.samples.append(latest)
-                kills = restarts_and_kills(self.samples)[1]
-                seen = Seen(latest.t, latest.rss_mib, self.source, self.inventory(), self.synced(), kills)
-                change = self.policy.tick(seen)
-                if change is not None:
-                    self.write(change)
-            except (kubeapi.ApiError, OSError, LookupError) as error:  # a benchmark: note it, sample again
-                print(f"{self.key.name}: sampling failed: {error}", file=sys.stderr)
+                pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE))["items"]
+                for name, samples in self.samples.items():
+                    samples.append(self.reconciler_sample(pods, key_of(POLICIES[name])))
+                if ticks % 10 == 0:
+                    self.own_sample(pods)
+            except (kubeapi.ApiError, OSError, LookupError, ValueError) as error:  # note it, sample again
+                print(f"sampling failed: {error}", file=sys.stderr)
+            ticks += 1
 
-    def synced(self) -> bool:
-        return bool(self.commit) and synced(self.rsync(), self.commit)
+    def reconciler_sample(self, pods: list[JSON], key: RSyncKey) -> Sample:
+        t = round(self.now(), 2)
+        deployment = reconciler_name(key)
+        live = [
+            p
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get("configsync.gke.io/deployment-name") == deployment
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        if not live:
+            return Sample(t, "", "", None, None, None, 0, 0, "")
+        pod = max(live, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        name = pod["metadata"]["name"]
+        spec = next(c for c in pod["spec"]["containers"] if c["name"] == "reconciler").get("resources") or {}
+        statuses: list[JSON] = (pod.get("status") or {}).get("containerStatuses") or []
+        status: JSON = next((s for s in statuses if s["name"] == "reconciler"), {})
+        applied = status.get("resources") or spec
+        terminated = (status.get("lastState") or {}).get("terminated") or {}
+        kills = self.killed.setdefault(name, set())
+        if terminated.get("reason") == "OOMKilled":
+            kills.add(str(terminated.get("containerID")))
+        working_set = None
+        container = ""
+        if "running" in (status.get("state") or {}):
+            container = str(status.get("containerID") or "")
+            with contextlib.suppress(OSError, LookupError):
+                working_set = self.cs.stack.container_memory(container).working_set / MiB
+        return Sample(
+            t,
+            name,
+            container,
+            working_set,
+            _mib((applied.get("requests") or {}).get("memory")),
+            _mib((applied.get("limits") or {}).get("memory")),
+            int(status.get("restartCount") or 0),
+            len(kills),
+            resize_state(pod),
+        )
 
-    def play(
-        self, shape: str, scale: float, hold: float, settle: float, timeout: float
-    ) -> list[float | None]:
-        phases: list[float | None] = []
-        for phase, full in zip(PHASES, TIMELINES[shape], strict=True):
-            count = max(1, round(full * scale))
-            self.source = count
-            self.commit = self.stack.commit(
-                self.key, {"objects.yaml": manifests(shape, count, self.key.name)}
-            )
-            committed = self.now()
-            if phase == "prune":
-                # The controller restarts once the reconciler works on the prune (has read its commit).
-                self._wait(
-                    lambda: (self.rsync().get("status") or {}).get("source", {}).get("commit") == self.commit,
-                    timeout,
-                )
-                self.policy.restart()
-            done = self._wait(self.synced, timeout)
-            phases.append(round(self.now() - committed, 1) if done else None)
-            self._pause(hold if phase != "prune" else settle)
-        return phases
+    def own_sample(self, pods: list[JSON]) -> None:
+        t = round(self.now(), 2)
+        requests: dict[tuple[str, str], float] = {}
+        for pod in pods + self.vpa_pods():
+            for container in pod["spec"]["containers"]:
+                memory = ((container.get("resources") or {}).get("requests") or {}).get("memory")
+                requests[(pod["metadata"]["name"], container["name"])] = _mib(memory) or 0.0
+        summary = self.api.request_json("GET", f"/api/v1/nodes/{NODE_NAME}/proxy/stats/summary")
+        for pod in summary.get("pods") or []:
+            for container in pod.get("containers") or []:
+                name = pod["podRef"]["name"]
+                component = component_of(name, container["name"])
+                working_set = (container.get("memory") or {}).get("workingSetBytes")
+                if component is None or working_set is None:
+                    continue
+                request = requests.get((name, container["name"]), 0.0)
+                self.own.append(OwnSample(t, component, name, working_set / MiB, request))
 
-    def _wait(self, condition: Callable[[], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(kubeapi.ApiError):
-                if condition():
-                    return True
-            time.sleep(1.0)
-        return False
-
-    def _pause(self, seconds: float) -> None:
-        self.stopping.wait(seconds)
+    def vpa_pods(self) -> list[JSON]:
+        items: list[JSON] = orjson.loads(self.api.list_page(kubeapi.POD, vpa.NAMESPACE))["items"]
+        return items
 
 
-def run_one(
-    stack: NodeConfigSync, shape: str, name: str, args: argparse.Namespace
-) -> tuple[Result, list[Sample]]:
-    api = stack.api
+def install_ours(cs: NodeConfigSync, out: Path) -> None:
+    """Ours in its three forms, as the README installs each (see the module's docstring)."""
+    api = cs.api
     assert api is not None
-    key = RSyncKey("RootSync", NAMESPACE, f"pol-{shape}-{SLUGS[name]}")
-    policy = POLICIES[name]()
-    body = stack.rsync(key)
-    body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
-    timeline = Timeline(stack, key, policy)
-    initial = policy.start(stack, key, args.out)
-    if initial is not None:
-        body["spec"]["override"] = initial
-    # An empty first commit, so the reconciler starts before the timeline does.
-    timeline.commit = stack.commit(key, {"objects.yaml": ""})
-    api.create(kubeapi.ROOTSYNC, key.namespace, body)
-    timeline.began = time.monotonic()
-    sampler = threading.Thread(target=timeline.sampler, daemon=True)
-    sampler.start()
-    try:
-        phases = timeline.play(shape, args.scale, args.hold, args.settle, args.phase_timeout)
-    finally:
-        timeline.stopping.set()
-        sampler.join(30)
-        policy.stop()
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
-        timeline._wait(lambda: rsync_gone(api, key), args.phase_timeout)
-    return result_of(shape, name, timeline.samples, phases), timeline.samples
+    cs.install_sidecar(out / "certs")
+    sidecar = key_of(POLICIES["ours, sidecar"]).name
+    only_ours = {"key": "configsync.gke.io/sync-name", "operator": "In", "values": [sidecar]}
+    api.patch(
+        WEBHOOKS,
+        None,
+        WEBHOOK_CONFIGURATION,
+        [{"op": "add", "path": "/webhooks/0/objectSelector/matchExpressions/-", "value": only_ours}],
+        patch_type="json",
+    )
+    for item in kustomization_objects(CLUSTER_MANIFESTS):
+        if item["kind"] == "Deployment":
+            create_or_replace(api, controller(item, POLICIES["ours, cluster mode"], {}))
+            create_or_replace(
+                api,
+                controller(
+                    item,
+                    POLICIES["ours, in place"],
+                    {"OBJCOUNT_TARGET": "in-place", "OBJCOUNT_LEADER_ELECTION": "false"},
+                    name=INPLACE_CONTROLLER,
+                ),
+            )
+        else:
+            create_or_replace(api, item)
+
+
+def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str = "") -> JSON:
+    """The shipped controller Deployment managing only `policy`'s inventory; with `name`, a copy of one
+    replica under that name and its own Pod labels (no Lease: one replica)."""
+    copy: JSON = json.loads(json.dumps(deployment))
+    selector = f"{INVENTORY_ID_LABEL}={NAMESPACE}_{key_of(policy).name}"
+    container = copy["spec"]["template"]["spec"]["containers"][0]
+    settings = {"OBJCOUNT_INVENTORY_SELECTOR": selector, **env}
+    container["env"] = [e for e in container["env"] if e["name"] not in settings] + [
+        {"name": k, "value": v} for k, v in settings.items()
+    ]
+    if name:
+        labels = {"app.kubernetes.io/name": name}
+        copy["metadata"]["name"] = name
+        copy["spec"]["replicas"] = 1
+        copy["spec"]["selector"] = {"matchLabels": labels}
+        copy["spec"]["template"]["metadata"]["labels"] = labels
+    return copy
+
+
+def start_rsyncs(cs: NodeConfigSync, policies: Sequence[str]) -> dict[str, str]:
+    """Each policy's RootSync on an empty first commit (so every reconciler starts before the timeline),
+    with its override or its VPA object; the commit of each."""
+    api = cs.api
+    assert api is not None
+    commits = {}
+    for name in policies:
+        policy = POLICIES[name]
+        key = key_of(policy)
+        commits[name] = cs.commit(key, {"start.yaml": ""})
+        body = cs.rsync(key)
+        if policy.override is not None:
+            body["spec"]["override"] = policy.override
+        api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
+        if policy.vpa_recommender is not None:
+            api.create(vpa.VPA, NAMESPACE, vpa_object(policy))
+    return commits
+
+
+def wait_all_synced(
+    cs: NodeConfigSync, commits: dict[str, str], timeout: float, began: float
+) -> dict[str, float | None]:
+    """Seconds from `began` until each policy's RootSync reports its commit synced (None: not in time)."""
+    api = cs.api
+    assert api is not None
+    seconds: dict[str, float | None] = dict.fromkeys(commits)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(v is None for v in seconds.values()):
+        for name, commit in commits.items():
+            if seconds[name] is not None:
+                continue
+            with contextlib.suppress(kubeapi.ApiError):
+                rsync = api.get(kubeapi.ROOTSYNC, NAMESPACE, key_of(POLICIES[name]).name)
+                if synced(rsync, commit):
+                    seconds[name] = round(time.monotonic() - began, 1)
+        time.sleep(1.0)
+    return seconds
+
+
+def play(
+    cs: NodeConfigSync, policies: Sequence[str], args: argparse.Namespace, sampler: Sampler
+) -> dict[str, list[float | None]]:
+    seconds: dict[str, list[float | None]] = {name: [] for name in policies}
+    written: set[str] = set()
+    for phase in PHASES[1:]:
+        began = time.monotonic()
+        commits = {}
+        for name in policies:
+            files: dict[str, str | None] = dict(phase.files(POLICIES[name].slug, args.scale))
+            commits[name] = cs.commit(key_of(POLICIES[name]), files | dict.fromkeys(written - set(files)))
+        written = set(files)
+        print(
+            f"{sampler.now():7.0f} s  {phase.name}: {phase.objects} x {args.scale} committed", file=sys.stderr
+        )
+        done = wait_all_synced(cs, commits, args.phase_timeout, began)
+        for name in policies:
+            seconds[name].append(done[name])
+        print(f"{sampler.now():7.0f} s  {phase.name}: synced {done}", file=sys.stderr)
+        sampler.stopping.wait(phase.hold_s * args.hold_scale)
+    return seconds
+
+
+def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    with running_config_sync_on_node() as cs:
+        api = cs.api
+        assert api is not None
+        install_crds(api, [WIDGET_CRD])
+        if any(POLICIES[p].vpa_recommender or p.startswith("ours") for p in policies):
+            install_metrics_server(cs.stack)  # VPA's recommender and our calibration read it
+        if any(POLICIES[p].vpa_recommender for p in policies):
+            tuned = any(POLICIES[p].vpa_recommender == TUNED for p in policies)
+            vpa.install_vpa(cs.stack, updater_args=TUNED_UPDATER if tuned else ())
+            if tuned:
+                vpa.add_recommender(cs.stack, TUNED, TUNED_RECOMMENDER)
+        if any(p.startswith("ours") for p in policies):
+            install_ours(cs, out)
+        first = start_rsyncs(cs, policies)
+        sampler = Sampler(cs, samples={name: [] for name in policies})
+        thread = threading.Thread(target=sampler.run, daemon=True)
+        thread.start()
+        started = wait_all_synced(cs, first, args.phase_timeout, time.monotonic())
+        print(f"{sampler.now():7.0f} s  start: synced {started}", file=sys.stderr)
+        sampler.stopping.wait(PHASES[0].hold_s * args.hold_scale)
+        try:
+            seconds = play(cs, policies, args, sampler)
+        finally:
+            sampler.stopping.set()
+            thread.join(30)
+            save_logs(cs, out)
+    costs = own_costs(sampler.own)
+    results = [
+        result_of(name, sampler.samples[name], seconds[name], own_cost_of(name, costs)) for name in policies
+    ]
+    for name in policies:
+        write_rows(out / "traces" / f"{POLICIES[name].slug}.csv", sampler.samples[name])
+    write_rows(out / "own-components.csv", sampler.own)
+    write_rows(out / "policies-real.csv", results)
+    (out / "run.json").write_text(json.dumps(provenance(args, policies), indent=2) + "\n")
+    (out / "policies-real.md").write_text(markdown(results) + "\n" + own_table(costs))
+    plot(out, policies)
+    return results
+
+
+def save_logs(cs: NodeConfigSync, out: Path) -> None:
+    """The log tails of ours and VPA's components, kept with the results (what they decided and why)."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for namespace, selector in (
+        (NAMESPACE, "app.kubernetes.io/name=objcount-autoscaler"),
+        (NAMESPACE, f"app.kubernetes.io/name={INPLACE_CONTROLLER}"),
+        (
+            vpa.NAMESPACE,
+            f"app in (vpa-recommender,vpa-recommender-{TUNED},vpa-updater,vpa-admission-controller)",
+        ),
+    ):
+        result = cs.stack.kubectl(
+            "logs", "-n", namespace, "-l", selector, "--all-containers", "--prefix", "--tail=-1", check=False
+        )
+        name = selector.split("=")[-1].split(" ")[0].strip("(")
+        (logs / f"{name}.log").write_text(result.stdout + result.stderr)
+
+
+def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit.stdout.strip(),
+        "machine": f"{os.uname().machine}, {os.cpu_count()} cores",
+        "config_sync": VERSION,
+        "vpa": vpa.VERSION,
+        "scale": args.scale,
+        "hold_scale": args.hold_scale,
+        "phases": [asdict(p) for p in PHASES],
+        "policies": {name: asdict(POLICIES[name]) for name in policies},
+        "tuned_recommender": TUNED_RECOMMENDER,
+        "tuned_updater": TUNED_UPDATER,
+    }
 
 
 # ----- results ------------------------------------------------------------------------------------------
-COLUMNS = [f.name for f in fields(Result)]
-
-
-def read_results(path: Path) -> list[Result]:
-    if not path.exists():
-        return []
-    with path.open() as file:
-        rows = list(csv.DictReader(file))
-    return [_result_of_row(row) for row in rows]
-
-
-def _result_of_row(row: dict[str, str]) -> Result:
-    def number(text: str) -> float | None:
-        return None if text in ("", "None") else float(text)
-
-    return Result(
-        row["shape"],
-        row["policy"],
-        int(row["oom_kills"]),
-        int(row["restarts"]),
-        [number(v) for v in row["seconds_to_synced"].split(";")],
-        float(row["mib_hours"]),
-        float(row["peak_rss_mib"]),
-        float(row["peak_above_request_mib"]),
-        number(row["largest_limit_mib"]),
-        float(row["duration_s"]),
-        row["version"],
-        row["date"],
-        row["machine"],
-    )
-
-
-def append(path: Path, result: Result) -> None:
-    new = not path.exists()
-    row = asdict(result) | {"seconds_to_synced": ";".join(str(v) for v in result.seconds_to_synced)}
-    with path.open("a", newline="") as file:
-        writer = csv.DictWriter(file, COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
-def write_trace(path: Path, samples: Sequence[Sample]) -> None:
+def write_rows(path: Path, rows: Sequence[object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, [f.name for f in fields(Sample)])
-        writer.writeheader()
-        for s in samples:
-            writer.writerow(asdict(s))
+        writer: csv.DictWriter[str] | None = None
+        for row in rows:
+            values = asdict(row)  # type: ignore[call-overload]
+            values = {k: ";".join(map(str, v)) if isinstance(v, list) else v for k, v in values.items()}
+            if writer is None:
+                writer = csv.DictWriter(file, list(values))
+                writer.writeheader()
+            writer.writerow(values)
 
 
 def read_trace(path: Path) -> list[Sample]:
     def number(text: str) -> float | None:
-        return None if text == "" else float(text)
+        return None if text in ("", "None") else float(text)
 
     with path.open() as file:
         return [
             Sample(
                 float(r["t"]),
                 r["pod"],
-                number(r["rss_mib"]),
+                r["container"],
+                number(r["working_set_mib"]),
                 number(r["request_mib"]),
                 number(r["limit_mib"]),
                 int(r["restarts"]),
                 int(r["oom_kills"]),
+                r["resize"],
             )
             for r in csv.DictReader(file)
         ]
@@ -553,146 +705,63 @@ def _seconds(value: float | None) -> str:
     return "not synced" if value is None else f"{value:.0f}"
 
 
-OURS = ("ours (default)", "ours count-only")
-
-
-def own_mib_hours(result: Result) -> dict[str, float]:
-    """What ours itself requests over the run, by mode, as `manifests/` ships it (`profiles.own_cost`, with
-    `RSYNCS` RSyncs sharing the webhook or the controller); nothing for the rivals (their own components are
-    not counted). Our service ran on the host in these runs, so this is added, not measured."""
-    if result.policy not in OURS:
-        return {}
-    return {mode: cost.per_rsync(RSYNCS) * result.duration_s / 3600 for mode, cost in shipped().items()}
-
-
-def _by_mode(own: dict[str, float], plus: float) -> str:
-    if not own:
-        return f"{plus:.2f}"
-    return " / ".join(f"{plus + own[mode]:.2f}" for mode in ("sidecar", "cluster"))
-
-
 def markdown(results: Sequence[Result]) -> str:
     lines = [
-        "| shape | policy | OOM kills | restarts | to synced, s (grow 1 / grow 2 / big / prune) | reserved "
-        "(MiB-h) | our own, sidecar / cluster mode (MiB-h) | reserved + our own (MiB-h) | largest limit "
-        "(MiB) | peak working set (MiB) | peak above request (MiB) | run (s) |",
+        "| policy | OOM kills | container restarts | new Pods | in-place resizes (Deferred / Infeasible) | "
+        "reserved (MiB-h) | requested (MiB-h) | largest reserved (MiB) | peak working set (MiB) | "
+        "peak above request (MiB) | to synced, s (" + " / ".join(p.name for p in PHASES[1:]) + ") | "
+        "own components: requested / working set (MiB-h) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        synced_cells = " / ".join(_seconds(v) for v in r.seconds_to_synced)
-        limit = "none" if r.largest_limit_mib is None else f"{r.largest_limit_mib:.0f}"
-        own = own_mib_hours(r)
         lines.append(
-            f"| {r.shape} | {r.policy} | {r.oom_kills} | {r.restarts} | {synced_cells} | {r.mib_hours:.2f} | "
-            f"{_by_mode(own, 0.0) if own else '-'} | {_by_mode(own, r.mib_hours)} | "
-            f"{limit} | {r.peak_rss_mib:.0f} | {r.peak_above_request_mib:.0f} | {r.duration_s:.0f} |"
+            f"| {r.policy} | {r.oom_kills} | {r.restarts} | {r.new_pods} | "
+            f"{r.in_place_resizes} ({r.deferred} / {r.infeasible}) | {r.reserved_mib_h:.2f} | "
+            f"{r.requested_mib_h:.2f} | {r.largest_reserved_mib:.0f} | {r.peak_working_set_mib:.0f} | "
+            f"{r.peak_above_request_mib:.0f} | {' / '.join(_seconds(v) for v in r.seconds_to_synced)} | "
+            f"{r.own_requested_mib_h:.2f} / {r.own_working_set_mib_h:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def net_savings(results: Sequence[Result]) -> str:
-    """Per shape: the static default's reserved MiB-h less ours with our own requests (> 0: ours reserves
-    less), in each mode. Ours ran with the Standard platform's rules, so it is set against both static
-    defaults as run; on Autopilot ours would be raised to the Pod's minimum (`profiles.own_cost` applies
-    the platform's rules)."""
+def own_table(costs: dict[str, tuple[float, float]]) -> str:
     lines = [
-        "| shape | vs static Standard 200Mi: sidecar / cluster mode (MiB-h) | vs static Autopilot 512Mi: "
-        "sidecar / cluster mode (MiB-h) |",
-        "|---|---|---|",
+        "| component | serves | requested (MiB-h) | working set (MiB-h) |",
+        "|---|---|---|---|",
     ]
-    for shape in dict.fromkeys(r.shape for r in results):
-        by_policy = {r.policy: r for r in results if r.shape == shape}
-        ours = by_policy.get("ours (default)")
-        if ours is None:
-            continue
-        own = own_mib_hours(ours)
-        cells = []
-        for static in ("static Standard", "static Autopilot"):
-            theirs = by_policy.get(static)
-            if theirs is None:
-                cells.append("not run")
-                continue
-            saved = (theirs.mib_hours - ours.mib_hours - own[mode] for mode in ("sidecar", "cluster"))
-            cells.append(" / ".join(f"{value:+.2f}" for value in saved))
-        lines.append(f"| {shape} | {' | '.join(cells)} |")
-    return "\n".join(lines) + "\n" if len(lines) > 2 else ""  # nothing to set ours against
+    for component, (requested, used) in sorted(costs.items()):
+        served = ", ".join(policies_served(component))
+        lines.append(f"| {component} | {served} | {requested:.2f} | {used:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
-def trace_path(out: Path, shape: str, policy: str) -> Path:
-    return out / "traces" / f"{shape}-{SLUGS[policy]}.csv"
-
-
-def plot(results: Sequence[Result], out: Path, path: Path) -> None:
+def plot(out: Path, policies: Sequence[str]) -> None:
     import matplotlib  # noqa: PLC0415 - slow to import, needed only here
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    shapes = list(dict.fromkeys(r.shape for r in results))
-    policies = list(dict.fromkeys(r.policy for r in results))
     figure, axes = plt.subplots(
-        len(policies),
-        len(shapes),
-        figsize=(6 * len(shapes), 2.0 * len(policies)),
-        sharex="col",
-        squeeze=False,
+        len(policies), 1, figsize=(10, 1.9 * len(policies)), sharex=True, squeeze=False
     )
-    for column, shape in enumerate(shapes):
-        for row, policy in enumerate(policies):
-            axis = axes[row][column]
-            found = [r for r in results if r.shape == shape and r.policy == policy]
-            if not found or not trace_path(out, shape, policy).exists():
-                axis.set_visible(False)
-                continue
-            trace = read_trace(trace_path(out, shape, policy))
-            minutes = [s.t / 60 for s in trace]
-            nan = float("nan")
-            axis.plot(
-                minutes,
-                [s.rss_mib if s.rss_mib is not None else nan for s in trace],
-                label="working set",
-                color="tab:blue",
-            )
-            axis.plot(minutes, [s.request_mib or nan for s in trace], label="request", color="tab:green")
-            axis.plot(
-                minutes, [s.limit_mib or nan for s in trace], label="limit", color="tab:red", linestyle="--"
-            )
-            r = found[0]
-            axis.set_title(
-                f"{shape}, {policy}: {r.oom_kills} OOM kills, {r.restarts} restarts, {r.mib_hours:.2f} MiB-h",
-                fontsize=8,
-            )
-            axis.set_ylabel("MiB", fontsize=8)
+    nan = float("nan")
+    for axis, name in zip((row[0] for row in axes), policies, strict=True):
+        trace = read_trace(out / "traces" / f"{POLICIES[name].slug}.csv")
+        minutes = [s.t / 60 for s in trace]
+        axis.plot(minutes, [s.working_set_mib or nan for s in trace], label="working set", color="tab:blue")
+        axis.plot(minutes, [s.request_mib or nan for s in trace], label="request", color="tab:green")
+        axis.plot(
+            minutes, [s.limit_mib or nan for s in trace], label="limit", color="tab:red", linestyle="--"
+        )
+        axis.set_title(name, fontsize=8)
+        axis.set_ylabel("MiB", fontsize=8)
     axes[0][0].legend(loc="upper left", fontsize=7)
-    for column in range(len(shapes)):
-        axes[-1][column].set_xlabel("minutes since the RootSync was created")
+    axes[-1][0].set_xlabel("minutes since the timeline began")
     figure.suptitle(
-        f"Config Sync {VERSION} reconciler under each policy (local stack, real node)", fontsize=9
+        f"Config Sync {VERSION} reconciler under each policy, one run (local stack, real node)", fontsize=9
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
-
-
-def run(shapes: list[str], policies: list[str], args: argparse.Namespace) -> list[Result]:
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    table = out / "policies-real.csv"
-    if not args.resume:
-        table.unlink(missing_ok=True)
-    done = {(r.shape, r.policy) for r in read_results(table)}
-    todo = [(s, p) for s in shapes for p in policies if (s, p) not in done]
-    with running_config_sync_on_node() as stack:
-        assert stack.api is not None
-        install_crds(stack.api, [WIDGET_CRD])
-        for shape, policy in tqdm(todo, desc="runs", unit="run"):
-            result, samples = run_one(stack, shape, policy, args)
-            write_trace(trace_path(out, shape, policy), samples)
-            append(table, result)
-    results = read_results(table)
-    savings = net_savings(results)
-    (out / "policies-real.md").write_text(markdown(results) + (f"\n{savings}" if savings else ""))
-    plot(results, out, out / "policies-real.png")
-    return results
+    figure.savefig(out / "policies-real.png", dpi=80)
 
 
 def main() -> None:
@@ -701,37 +770,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m profiles.policies_real", description=__doc__.split("\n")[0]
     )
+    slugs = [policy.slug for policy in POLICIES.values()]
     parser.add_argument(
-        "--shapes", default="configmaps,deployments", help="comma-separated, of: " + ", ".join(TIMELINES)
-    )
-    parser.add_argument(
-        "--policies", default=",".join(POLICIES), help="comma-separated, of: " + ", ".join(POLICIES)
+        "--policies", default=",".join(slugs), help="comma-separated, of: " + ", ".join(slugs)
     )
     parser.add_argument("--out", type=Path, default=Path("profiles/out/policies-real"))
-    parser.add_argument(
-        "--hold", type=float, default=30.0, help="seconds between a synced commit and the next"
-    )
-    parser.add_argument("--settle", type=float, default=60.0, help="seconds after the prune is synced")
-    parser.add_argument(
-        "--phase-timeout", type=float, default=900.0, help="seconds a commit may take to sync"
-    )
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the timeline's object counts")
-    parser.add_argument("--resume", action="store_true", help="keep the CSV's rows and run the rest")
+    parser.add_argument("--hold-scale", type=float, default=1.0, help="multiplies the holds after each phase")
     parser.add_argument(
-        "--table-only", action="store_true", help="print the tables of OUT's CSV (no run, no cluster)"
+        "--phase-timeout", type=float, default=1200.0, help="seconds a commit may take to sync"
     )
     args = parser.parse_args()
-    if args.table_only:
-        results = read_results(args.out / "policies-real.csv")
-        savings = net_savings(results)
-        print(markdown(results) + (f"\n{savings}" if savings else ""))
-        return
-    shapes = [s for s in args.shapes.split(",") if s]
-    policies = [p for p in args.policies.split(",") if p]
-    if unknown := sorted(set(shapes) - set(TIMELINES)) + sorted(set(policies) - set(POLICIES)):
-        parser.error(f"unknown: {unknown}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    print(markdown(run(shapes, policies, args)))
+    by_slug = {policy.slug: name for name, policy in POLICIES.items()}
+    slugs = [p for p in args.policies.split(",") if p]
+    if unknown := sorted(set(slugs) - set(by_slug)):
+        parser.error(f"unknown policies: {unknown}")
+    policies = [by_slug[slug] for slug in slugs]
+    print(markdown(run(policies, args)))
 
 
 if __name__ == "__main__":

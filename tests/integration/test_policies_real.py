@@ -1,10 +1,11 @@
-"""The side-by-side benchmark runs end to end on the local stack with a real node (Config Sync v1.24.3,
-its Pods run by the kubelet): a tiny timeline under two policies, one after the other, written as CSV,
-traces, table and plot."""
+"""The side-by-side run end to end on the local stack with a real node (Config Sync v1.24.3, every
+container of its Pods real): a tiny timeline under two policies at the same time, written as CSV, traces,
+tables and plot."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from tests.helpers import run_module
@@ -14,32 +15,35 @@ def test_policies_side_by_side_small_run_end_to_end(control_plane_bin_dir: Path,
     out = tmp_path / "out"
     run_module(
         "profiles.policies_real",
-        *("--shapes", "configmaps", "--policies", "static Autopilot,prototype (no persistence)"),
-        *("--scale", "0.02", "--hold", "1", "--settle", "1", "--phase-timeout", "240", "--out", str(out)),
+        *("--policies", "autopilot,standard", "--scale", "0.01"),
+        *("--hold-scale", "0", "--phase-timeout", "300", "--out", str(out)),
         bin_dir=control_plane_bin_dir,
         timeout=900,
     )
     with (out / "policies-real.csv").open() as handle:
         rows = {row["policy"]: row for row in csv.DictReader(handle)}
-    assert set(rows) == {"static Autopilot", "prototype (no persistence)"}
+    assert set(rows) == {"static Autopilot", "static Standard"}
     for row in rows.values():
-        # The timeline (5, 10, 40, then 2 ConfigMaps) was synced in every phase.
-        assert "None" not in row["seconds_to_synced"], row
-        assert len(row["seconds_to_synced"].split(";")) == 4
-        assert float(row["mib_hours"]) > 0
-        assert 30 < float(row["peak_rss_mib"]) < 512, "a real Go process, far under every limit here"
-        assert int(row["oom_kills"]) == 0
-    # Autopilot's default: request = limit = 512Mi from the start, never changed, so never restarted.
-    autopilot = rows["static Autopilot"]
-    assert (float(autopilot["largest_limit_mib"]), int(autopilot["restarts"])) == (512.0, 0)
-    # The prototype: 128 MiB for the empty first commit, then ceil((128 + 0.2 x 40) / 32) x 32 = 160 MiB
-    # (5 and 10 objects give 160 too): two writes of the override, each a rollout.
-    prototype = rows["prototype (no persistence)"]
-    assert float(prototype["largest_limit_mib"]) == 160.0
-    assert int(prototype["restarts"]) >= 1
-    with (out / "traces" / "configmaps-autopilot.csv").open() as handle:
-        limits = {row["limit_mib"] for row in csv.DictReader(handle) if row["pod"]}
-    assert limits == {"512.0"}
-    # A header, its rule and a row a policy; no net saving (ours was not run: nothing to set against).
-    assert (out / "policies-real.md").read_text().count("\n") == 2 + len(rows)
+        # The timeline (5 ConfigMaps; 10 and 2 Deployments; 20, 10 and 10 of the platform mix; 1
+        # ConfigMap) was synced in every phase, in one Pod each.
+        seconds = row["seconds_to_synced"].split(";")
+        assert len(seconds) == 4
+        assert "None" not in seconds, row
+        assert (int(row["oom_kills"]), int(row["restarts"]), int(row["new_pods"])) == (0, 0, 0)
+        assert int(row["in_place_resizes"]) == 0
+        assert 20 < float(row["peak_working_set_mib"]) < 512, "a real Go process, far under every limit here"
+        assert float(row["own_requested_mib_h"]) == 0.0, "no component of their own"
+    # Autopilot's default holds a 512Mi limit; Standard's a 200Mi request and no limit, the whole run.
+    autopilot, standard = rows["static Autopilot"], rows["static Standard"]
+    assert float(autopilot["largest_reserved_mib"]) == 512.0
+    assert float(standard["largest_reserved_mib"]) == 200.0
+    hours = float(autopilot["duration_s"]) / 3600
+    assert float(autopilot["reserved_mib_h"]) < 512 * hours * 1.01
+    with (out / "traces" / "standard.csv").open() as handle:
+        trace = [row for row in csv.DictReader(handle) if row["pod"]]
+    assert {row["request_mib"] for row in trace} == {"200.0"}
+    assert {row["limit_mib"] for row in trace} == {""}, "no limit"
+    assert json.loads((out / "run.json").read_text())["config_sync"] == "v1.24.3"
+    # A header, its rule and a row a policy.
+    assert (out / "policies-real.md").read_text().split("\n\n")[0].count("\n") == 2 + len(rows) - 1
     assert (out / "policies-real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
