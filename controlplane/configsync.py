@@ -5,9 +5,10 @@ What runs is unmodified Config Sync, the release pinned in `configsync-pins` (v1
 v1.22.0 too: `OBJCOUNT_CONFIGSYNC_VERSION` chooses): the objects of its `manifests/` (CRDs, ClusterRoles,
 the reconciler-manager's ServiceAccount and Deployment, `reconciler-manager-cm`) are created as they are,
 with the images built here where the release names its images; kube-controller-manager creates the
-Pods, kube-scheduler binds them, the kubelet runs them with containerd and runc. PLAYED BY US: git-sync
-and the otel collector (stand-in images, see controlplane.images); commits come from a git server on
-the node's network.
+Pods, kube-scheduler binds them, the kubelet runs them with containerd and runc. git-sync and the
+OpenTelemetry Collector (the otel-agent in each reconciler Pod, the otel-collector in
+config-management-monitoring) are their pinned releases built here (see controlplane.images); commits come
+from a git server on the node's network.
 One thing is set the way a user may set it: the reconciler-manager's optional `reconciler-manager`
 ConfigMap (its `envFrom`) shortens `RECONCILER_POLLING_PERIOD` so tests do not wait 15 s per commit.
 Not installed: the resource-group controller (nothing here reads its output). Off Google Cloud the
@@ -65,8 +66,8 @@ if VERSION not in VERSIONS:
         f"OBJCOUNT_CONFIGSYNC_VERSION={VERSION} is not pinned in {PINS} (pinned: {', '.join(VERSIONS)})"
     )
 # The objects of Config Sync's `manifests/` a release installs, in order (its base kustomization, less
-# the resource-group controller). The otel collector's Pod is created and never run: its Deployment must
-# exist or the reconciler-manager reports an error every few seconds.
+# the resource-group controller). The otel-collector Deployment (config-management-monitoring) runs the
+# same OpenTelemetry Collector as each reconciler Pod's otel-agent, which exports to it.
 # The CRDs of what we read and write (RootSync, RepoSync, ResourceGroup), first.
 RSYNC_CRD_FILES = ("rootsync-crd.yaml", "reposync-crd.yaml", "resourcegroup-crd.yaml")
 CRD_FILES = (

@@ -4,9 +4,8 @@ With no kubeconfig:
 1. the local stack in namespaces of its own (`controlplane.stack`): etcd, kube-apiserver,
    kube-controller-manager, kube-scheduler, a real kubelet with containerd and runc, kube-proxy;
 2. Config Sync as released (v1.24.3; OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0 for the other pinned release),
-   its images built from the pinned source; its git-sync and otel-agent
-   are stand-in images (PLAYED BY US: see `controlplane.images`), and a git server on the node's network
-   serves the sample repository;
+   its images built from the pinned source, git-sync and the OpenTelemetry Collector from theirs (see
+   `controlplane.images`), and a git server on the node's network serves the sample repository;
 3. our sidecar installed as the README says: the webhook runs as Pods of our image (built from this
    checkout's Dockerfile) behind its Service and adds the sidecar to each reconciler Pod; Config Sync is
    not changed;

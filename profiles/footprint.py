@@ -5,8 +5,8 @@
                                  [--rate 100] [--seconds 60]
 
 On the local stack with a real node (Config Sync v1.22.0's Pods and ours run by the kubelet with
-containerd, ours from the image built from this checkout; PLAYED BY US: git-sync, the otel-agent and the
-image's `python:3.11-slim` base, see controlplane.images). Every 2 s the kubelet's summary API
+containerd, ours from the image built from this checkout; PLAYED BY US: the image's `python:3.11-slim`
+base, see controlplane.images). Every 2 s the kubelet's summary API
 (`/api/v1/nodes/NODE/proxy/stats/summary`, through the API server) gives each of our containers' working
 set and CPU; at the end of each phase the peak is read from the memory cgroup the kubelet made for the
 container (`max_usage_in_bytes`: its largest usage since it started, page cache included, so the peak

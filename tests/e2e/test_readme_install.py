@@ -6,7 +6,7 @@ test following. The only change is the one a user makes: a RepoSync's namespace 
 grant-reposync NAMESPACE [NAME]`. Our image keeps the manifests' name (`objcount-autoscaler:0.1.0`), the
 name under which the suite loads the image it built from this checkout's Dockerfile.
 
-git-sync and the otel collector in Config Sync's Pods are stand-ins (see controlplane.images)."""
+Every container of Config Sync's Pods is the real component (see controlplane.images)."""
 
 from __future__ import annotations
 

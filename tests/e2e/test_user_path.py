@@ -1,7 +1,8 @@
 """The path a user sees, end to end on the local real node: our sidecar installed, a commit of 1,000
 objects through git, the size going up before the reconciler has applied them, a prune, the size coming
 down once the prune is done and the scale-down delay has passed, then `objcount status -A` and `kubectl
-describe` of the RSync. git-sync and the otel collector are stand-ins (see controlplane.images)."""
+describe` of the RSync. Every container of Config Sync's Pods is the real component (see
+controlplane.images)."""
 
 from __future__ import annotations
 

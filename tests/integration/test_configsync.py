@@ -2,7 +2,7 @@
 v1.22.0's for the tests marked both_versions), built from the pinned source, run by the kubelet with
 containerd and runc, the upstream CRDs unmodified; our
 sidecar and webhook run as Pods of our image (built from the Dockerfile), installed as the README says.
-A commit travels through git and git-sync (a stand-in, see controlplane.images) to the reconciler.
+A commit travels through git and git-sync (v4.4.2, built here: see controlplane.images) to the reconciler.
 
 Each test sets the sidecar's settings in the template ConfigMap, as a user does, and the webhook is
 restarted to read it. Memory limits are read from the cgroups the kubelet made; our metrics through the

@@ -2,7 +2,7 @@
 real node (kubelet, containerd, runc), our sidecar (added by our webhook's Pods through their Service)
 sizes the reconciler, and everything stops cleanly.
 
-Still PLAYED BY US here: git-sync and otel-agent (stand-in images) and the base image of ours."""
+Still PLAYED BY US here: the base image of ours (see controlplane.images)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 scale-down delay) and Config Sync v1.24.3: the kubelet restarted, containerd restarted, our sidecar
 killed, the reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is
 created. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
-(printed at the end of the run; BENCHMARKS.md). git-sync and the otel collector are stand-ins (see
-controlplane.images)."""
+(printed at the end of the run; BENCHMARKS.md). Every container of Config Sync's Pods is the real
+component (see controlplane.images)."""
 
 from __future__ import annotations
 

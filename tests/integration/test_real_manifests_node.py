@@ -1,7 +1,7 @@
 """Real manifests on the real node, our sidecar installed as the README says, Config Sync v1.24.3: a commit
 Config Sync rejects changes no size and says why; a commit holding a public CRD whose schema has a bare
 `=` (the monitoring operator's AlertmanagerConfig, from the manifest corpus) is counted and sized before
-the reconciler has synced it. git-sync and the otel collector are stand-ins (see controlplane.images)."""
+the reconciler has synced it. Every container of Config Sync's Pods is the real component (see controlplane.images)."""
 
 from __future__ import annotations
 
