@@ -15,10 +15,11 @@ Policies: ours (the service's `decide` with the count-only `fitted` preset on th
 platform);
 static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the
 prototype formula without count persistence (after a restart it reports the inventory as 0 until its
-first sync completes: the OOM loop of DESIGN.md 2.5); a VPA-like recommender (every minute, p90 of the
-last hour's usage + 15 %, evicting on a change of more than 10 %, +20 % after an OOM kill); and an
-addon-resizer-like poller (every 10 s, the fitted line on the inventory count only, restart on any
-change).
+first sync completes: the OOM loop of DESIGN.md 2.5); and an addon-resizer-like poller (every 10 s,
+the fitted line on the inventory count only, restart on any change). VPA is not modelled: a rule of
+ours standing in for it was removed when the real VPA was measured beside ours (BENCHMARKS.md,
+"Policies side by side on the real reconciler"), since a model can only be trusted as far as it was
+checked against the real thing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from autoscaler.settings import Settings
 from inventory.counts import ObjectCounts
 from profiles.fit import least_squares, read_points
 from profiles.own_cost import RSYNCS, shipped
-from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Change, Static, VpaLike, prototype_memory_mib
+from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static, prototype_memory_mib
 
 TICK = 10.0
 APPLY_RATE = 50.0  # objects per second
@@ -141,17 +142,6 @@ def prototype_without_persistence() -> Policy:
     return policy
 
 
-def vpa_like() -> Policy:
-    vpa = VpaLike(every_s=60, window_s=3600)
-
-    def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
-        # The kill restarted the reconciler already: only a new recommendation evicts.
-        evict = vpa.observe(now, usage, reconciler.ooms) == Change.RECOMMENDATION
-        return vpa.request_mib, vpa.request_mib, evict
-
-    return policy
-
-
 def addon_resizer_like() -> Policy:
     """Linear in what exists (the inventory), calibrated like ours, but it only sees objects once applied."""
     state = {"memory": 0.0, "next": 0.0}
@@ -174,7 +164,6 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "static Autopilot 512Mi": static(STATIC_AUTOPILOT),
     "static Standard 200Mi": static(STATIC_STANDARD),
     "prototype, no persistence": prototype_without_persistence,
-    "VPA-like": vpa_like,
     "addon-resizer-like": addon_resizer_like,
 }
 
@@ -262,7 +251,7 @@ def simulate(
 def own_mib(policy: str) -> dict[str, float]:
     """Ours per RSync as `manifests/` ships it, by mode (`profiles.own_cost`): in sidecar mode the sidecar's
     request in each reconciler Pod and the webhook's shared by `RSYNCS` RSyncs, in cluster mode the
-    controller's shared by them. The rivals: nothing counted (VPA's or addon-resizer's own Pods are not)."""
+    controller's shared by them. The rivals: nothing counted (addon-resizer's own Pods are not)."""
     if not policy.startswith("ours"):
         return {}
     return {mode: cost.per_rsync(RSYNCS) for mode, cost in shipped().items()}
