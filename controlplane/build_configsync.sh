@@ -29,8 +29,9 @@ read -r _ commit module repository archive sha256 < <(awk -v v="$version" '!/^#/
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}
 source "$here/cache_entry.sh"
+source "$here/pinned_source.sh"
 pin_hash=$(printf '%s %s\n' "$version" "$commit" \
-  | cat - "$0" "$here/cache_entry.sh" "$here/csreader/main.go" "$here/csreader/listfiles.go" | sha256sum | cut -c1-12)
+  | cat - "$0" "$here/cache_entry.sh" "$here/pinned_source.sh" "$here/csreader/main.go" "$here/csreader/listfiles.go" | sha256sum | cut -c1-12)
 out="$cache_root/configsync-$version-$pin_hash"
 archives=${OBJCOUNT_CONFIGSYNC_ARCHIVES:-}
 
@@ -43,27 +44,11 @@ command -v go >/dev/null 2>&1 || fail "the Go toolchain is required to build Con
 
 tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/src" "$tmp/bin"
+mkdir -p "$tmp/bin"
 start=$(date +%s)
 
-if [[ -z "$archives" ]]; then
-  command -v git >/dev/null 2>&1 || fail "git is required to fetch Config Sync $version (or set OBJCOUNT_CONFIGSYNC_ARCHIVES)"
-  echo "fetching Config Sync $version from $repository" >&2
-  git clone --quiet --depth 1 --branch "$version" "$repository" "$tmp/src" \
-    || fail "git clone of $repository at $version failed; set OBJCOUNT_CONFIGSYNC_ARCHIVES to a directory holding $archive"
-  got=$(git -C "$tmp/src" rev-parse HEAD)
-  [[ "$got" == "$commit" ]] || fail "tag $version is at $got, not the pinned $commit"
-else
-  source="$archives/$archive"
-  [[ -f "$source" ]] || fail "$source not found (OBJCOUNT_CONFIGSYNC_ARCHIVES=$archives)"
-  echo "$sha256  $source" | sha256sum --check --quiet - >&2 || fail "$source does not have the pinned sha256 $sha256"
-  tar -xaf "$source" -C "$tmp/src" || fail "cannot extract $source"
-  # Archives hold one top-level directory (configsync-1.22.0/); use it when it is there.
-  inner=$(find "$tmp/src" -mindepth 1 -maxdepth 1 -type d)
-  if [[ $(echo "$inner" | wc -l) == 1 && -f "$inner/go.mod" ]]; then
-    mv "$inner" "$tmp/src.inner" && rm -rf "$tmp/src" && mv "$tmp/src.inner" "$tmp/src"
-  fi
-fi
+fetch_pinned_source "Config Sync" "$version" "$commit" "$repository" "$archives" "$archive" "$sha256" \
+  "$tmp/src" OBJCOUNT_CONFIGSYNC_ARCHIVES
 grep -qx "module $module" "$tmp/src/go.mod" 2>/dev/null \
   || fail "the source has no go.mod of module $module (is it Config Sync $version's source?)"
 [[ -d "$tmp/src/vendor" ]] || fail "the source has no vendor/ directory: it cannot be built offline"

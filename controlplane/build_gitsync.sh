@@ -16,7 +16,8 @@ fail() { echo "build_gitsync.sh: $*" >&2; exit 1; }
 read -r version commit module repository archive sha256 < <(awk '!/^#/ && NF' "$here/gitsync-pin")
 cache_root=${OBJCOUNT_GITSYNC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/git-sync}
 source "$here/cache_entry.sh"
-pin_hash=$(cat "$here/gitsync-pin" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
+source "$here/pinned_source.sh"
+pin_hash=$(cat "$here/gitsync-pin" "$0" "$here/cache_entry.sh" "$here/pinned_source.sh" | sha256sum | cut -c1-12)
 out="$cache_root/git-sync-$version-$pin_hash"
 archives=${OBJCOUNT_GITSYNC_ARCHIVES:-}
 
@@ -28,22 +29,10 @@ fi
 command -v go >/dev/null 2>&1 || fail "the Go toolchain is required to build git-sync (go not found on PATH)"
 tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/src"
 start=$(date +%s)
 
-if [[ -z "$archives" ]]; then
-  command -v git >/dev/null 2>&1 || fail "git is required to fetch git-sync $version (or set OBJCOUNT_GITSYNC_ARCHIVES)"
-  echo "fetching git-sync $version from $repository" >&2
-  git clone --quiet --depth 1 --branch "$version" "$repository" "$tmp/src" \
-    || fail "git clone of $repository at $version failed; set OBJCOUNT_GITSYNC_ARCHIVES to a directory holding $archive"
-  got=$(git -C "$tmp/src" rev-parse HEAD)
-  [[ "$got" == "$commit" ]] || fail "tag $version is at $got, not the pinned $commit"
-else
-  source="$archives/$archive"
-  [[ -f "$source" ]] || fail "$source not found (OBJCOUNT_GITSYNC_ARCHIVES=$archives)"
-  echo "$sha256  $source" | sha256sum --check --quiet - >&2 || fail "$source does not have the pinned sha256 $sha256"
-  tar -xaf "$source" -C "$tmp/src" --strip-components=1 || fail "cannot extract $source"
-fi
+fetch_pinned_source git-sync "$version" "$commit" "$repository" "$archives" "$archive" "$sha256" "$tmp/src" \
+  OBJCOUNT_GITSYNC_ARCHIVES
 grep -qx "module $module" "$tmp/src/go.mod" 2>/dev/null \
   || fail "the source has no go.mod of module $module (is it git-sync $version's source?)"
 [[ -d "$tmp/src/vendor" ]] || fail "the source has no vendor/ directory: it cannot be built offline"
