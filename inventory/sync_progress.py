@@ -2,9 +2,14 @@
 
 A scale-down must wait while a prune may still be running. The inventory alone cannot tell: it may hold
 objects the source does not name (the Namespaces an unstructured RootSync creates implicitly), so
-`inventory > source` is normal. Config Sync v1.22.0 reports its progress in the RSync status: the commit
-it fetched (`status.source.commit`), the commit whose objects it applied and pruned
-(`status.sync.commit`), a `Syncing` condition that is True while it applies, and error summaries.
+`inventory > source` is normal. Config Sync (v1.22.0 and v1.24.3 alike) reports its progress in the RSync
+status: the commit it fetched (`status.source.commit`), the commit it is applying or has applied
+(`status.sync.commit`, written when the apply starts), a `Syncing` condition that is True while it
+applies, error summaries, and the last commit it finished without errors (`status.lastSyncedCommit`,
+written only then). A reconciler stopped in the middle of an apply (its Pod replaced by a rollout)
+leaves `sync.commit` at the commit it was applying and may leave no `Syncing` condition at all (seen on
+the real node: the reconciler-manager's `Reconciling` condition replaced it), so a sync is finished only
+when `lastSyncedCommit` names the commit too.
 """
 
 from __future__ import annotations
@@ -95,6 +100,9 @@ def sync_progress(rsync: RSync) -> SyncProgress:
         errors = _errors(block_of(status, stage))
         if errors:
             return SyncProgress(True, f"the reconciler reports {errors} {stage} error(s)")
+    last = status.get("lastSyncedCommit")
+    if last != synced:
+        return SyncProgress(True, f"the reconciler started {_short(synced)}, last finished {_short(last)}")
     return SyncProgress(True)
 
 

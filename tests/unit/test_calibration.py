@@ -64,6 +64,7 @@ def rsync(
             "source": {"commit": commit},
             "sync": {"commit": synced, "lastUpdate": written},
             "conditions": [{"type": "Syncing", "status": "True" if syncing else "False"}],
+            **({} if syncing else {"lastSyncedCommit": synced}),
         },
     }
 

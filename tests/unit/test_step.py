@@ -519,6 +519,7 @@ def reporting(
             "source": {"commit": commit_fetched},
             "sync": {"commit": commit_synced},
             "conditions": [{"type": "Syncing", "status": syncing, "message": "Sync Completed"}],
+            "lastSyncedCommit": commit_synced,
         },
     }
 

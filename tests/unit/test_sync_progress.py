@@ -20,8 +20,16 @@ def rsync(status: Any) -> RSync:
     return {"apiVersion": "configsync.gke.io/v1beta1", "kind": "RootSync", "status": status}
 
 
-def status(fetched: str | None, synced: str | None, *conditions: dict[str, str], **stages: Any) -> Any:
-    """A RootSync status as the reconciler writes it; `stages` give error summaries (source=..., sync=...)."""
+def status(
+    fetched: str | None,
+    synced: str | None,
+    *conditions: dict[str, str],
+    last: str | None = None,
+    **stages: Any,
+) -> Any:
+    """A RootSync status as the reconciler writes it; `stages` give error summaries (source=..., sync=...).
+    As Config Sync does, `lastSyncedCommit` is the synced commit once a sync completed without errors
+    (the Syncing condition False), else `last`."""
     body: dict[str, Any] = {"conditions": list(conditions)}
     if fetched is not None:
         body["source"] = {"commit": fetched}
@@ -29,6 +37,9 @@ def status(fetched: str | None, synced: str | None, *conditions: dict[str, str],
         body["sync"] = {"commit": synced}
     for stage, summary in stages.items():
         body.setdefault(stage, {})["errorSummary"] = summary
+    completed = SYNCED in conditions and not any(summary.get("totalCount") for summary in stages.values())
+    if completed or last is not None:
+        body["lastSyncedCommit"] = synced if completed else last
     return body
 
 
@@ -44,9 +55,13 @@ def status(fetched: str | None, synced: str | None, *conditions: dict[str, str],
         ("source-errors", status(A, A, SYNCED, source={"totalCount": 1}), SyncProgress(True, "1 source")),
         ("finished", status(A, A, SYNCED), SyncProgress(True, None)),
         ("finished-zero-errors", status(A, A, SYNCED, sync={"totalCount": 0}), SyncProgress(True, None)),
+        # The reconciler's Pod replaced while it applied A (a rollout): sync.commit is A, the Syncing
+        # condition gone, the last commit it finished B (seen on the real node with v1.24.3).
+        ("interrupted", status(A, A, last=B), SyncProgress(True, "started aaaa")),
+        ("interrupted-first-sync", status(A, A), SyncProgress(True, "last finished nothing")),
         (
             "conditions-garbage",
-            {"source": {"commit": A}, "sync": {"commit": A}, "conditions": 7},
+            {"source": {"commit": A}, "sync": {"commit": A}, "lastSyncedCommit": A, "conditions": 7},
             SyncProgress(True),
         ),
     ],
