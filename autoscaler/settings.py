@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     )
     inventory_selector: str = Field(
         "",
-        description="Cluster mode: label selector of the inventories to manage (default: `app.kubernetes.io/managed-by=configmanagement.gke.io`).",
+        description="Cluster mode: label selector of the inventories to manage; an RSync is managed once its inventory matches (default: `app.kubernetes.io/managed-by=configmanagement.gke.io`, every RSync, one without an inventory yet too).",
     )
     watch_namespace: str = Field("", description="Cluster mode: only this namespace (default: all).")
     reconciler_namespace: str = Field(

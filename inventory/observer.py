@@ -152,12 +152,27 @@ class Observer:
         return replace(source or ObjectCounts(), sync=summary.count if summary else None)
 
     def rsync_keys(self) -> list[RSyncKey]:
-        """Every RSync in the caches."""
-        return [
+        """Every RSync in the caches that this service manages."""
+        keys = [
             RSyncKey(kind, namespace, name)  # type: ignore[arg-type]
             for kind, reflector in self.rsyncs.items()
             for namespace, name in list(reflector.store)
         ]
+        return [key for key in keys if self.manages(key)]
+
+    def manages(self, key: RSyncKey) -> bool:
+        """A sidecar manages its own RSync. The cluster controller with the default selector manages
+        every RSync (one whose reconciler has not yet written an inventory too: an OOM kill in its first
+        parse is seen); narrowed by `inventory_selector`, only an RSync whose inventory the selector
+        matched (the RSyncs are watched unfiltered: an RSync has no label of its inventory's). Before
+        this, a narrowed controller sized every RSync it saw, from the counts others had written on them
+        (seen in the side-by-side run)."""
+        if self.scope.rsync is not None:
+            return key == self.scope.rsync
+        if self.scope.inventory_selector == managed_by_config_sync_selector():
+            return True
+        with self._lock:
+            return key in self._inventory_of
 
     # ----- changes -------------------------------------------------------------------------------------
     def _on_inventory(self, change: str, key: Key, summary: InventorySummary | None) -> None:
@@ -177,7 +192,9 @@ class Observer:
         return known or key_from_inventory_labels({}, *key)
 
     def _on_rsync(self, kind: str, change: str, key: Key, obj: object) -> None:
-        self._on_change(RSyncKey(kind, *key))  # type: ignore[arg-type]
+        rsync_key = RSyncKey(kind, *key)  # type: ignore[arg-type]
+        if self.manages(rsync_key):
+            self._on_change(rsync_key)
 
     def _on_source(self, count: SourceCount) -> None:
         assert self.scope.rsync is not None
