@@ -588,6 +588,7 @@ def play(
 def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    began = provenance(args, policies)  # the commit and time the run starts from
     with running_config_sync_on_node() as cs:
         api = cs.api
         assert api is not None
@@ -622,7 +623,7 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
         write_rows(out / "traces" / f"{POLICIES[name].slug}.csv", sampler.samples[name])
     write_rows(out / "own-components.csv", sampler.own)
     write_rows(out / "policies-real.csv", results)
-    (out / "run.json").write_text(json.dumps(provenance(args, policies), indent=2) + "\n")
+    (out / "run.json").write_text(json.dumps(began | {"ended": now()}, indent=2) + "\n")
     (out / "policies-real.md").write_text(markdown(results) + "\n" + own_table(costs))
     plot(out, policies)
     return results
@@ -647,12 +648,16 @@ def save_logs(cs: NodeConfigSync, out: Path) -> None:
         (logs / f"{name}.log").write_text(result.stdout + result.stderr)
 
 
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     )
     return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started": now(),
         "commit": commit.stdout.strip(),
         "machine": f"{os.uname().machine}, {os.cpu_count()} cores",
         "config_sync": VERSION,
