@@ -36,6 +36,7 @@ the stack was not started with them.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -99,9 +100,10 @@ def vpa_images(bin_dir: Path | None = None) -> list[images.Image]:
     return [images.static_binary_image(image_name(b), directory / b, IMAGE_USER) for b in BINARIES]
 
 
+@functools.cache
 def deploy_dir() -> Path:
     """The release's `deploy/` directory, in the Go module cache (downloaded there if it is not yet: the
-    build downloads it, OBJCOUNT_VPA_BIN_DIR skips the build)."""
+    build downloads it, OBJCOUNT_VPA_BIN_DIR skips the build). Asked of `go` once per process."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
     result = subprocess.run(
         [go, "mod", "download", "-json", MODULE],

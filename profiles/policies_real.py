@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import csv
 import itertools
 import json
@@ -507,20 +508,20 @@ def install_ours(cs: NodeConfigSync, out: Path) -> None:
 def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str = "") -> JSON:
     """The shipped controller Deployment managing only `policy`'s inventory; with `name`, a copy of one
     replica under that name and its own Pod labels (no Lease: one replica)."""
-    copy: JSON = json.loads(json.dumps(deployment))
+    made: JSON = copy.deepcopy(deployment)
     selector = f"{INVENTORY_ID_LABEL}={NAMESPACE}_{key_of(policy).name}"
-    container = copy["spec"]["template"]["spec"]["containers"][0]
+    container = made["spec"]["template"]["spec"]["containers"][0]
     settings = {"OBJCOUNT_INVENTORY_SELECTOR": selector, **env}
     container["env"] = [e for e in container["env"] if e["name"] not in settings] + [
         {"name": k, "value": v} for k, v in settings.items()
     ]
     if name:
         labels = {"app.kubernetes.io/name": name}
-        copy["metadata"]["name"] = name
-        copy["spec"]["replicas"] = 1
-        copy["spec"]["selector"] = {"matchLabels": labels}
-        copy["spec"]["template"]["metadata"]["labels"] = labels
-    return copy
+        made["metadata"]["name"] = name
+        made["spec"]["replicas"] = 1
+        made["spec"]["selector"] = {"matchLabels": labels}
+        made["spec"]["template"]["metadata"]["labels"] = labels
+    return made
 
 
 def start_rsyncs(cs: NodeConfigSync, policies: Sequence[str]) -> dict[str, str]:
