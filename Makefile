@@ -38,7 +38,7 @@ image: install node-packages
 
 ## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
 run: install binaries
-	$(BIN)/objcount demo
+	$(BIN)/python -m controlplane.demo
 
 ## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
 ## Config Sync, e2e if kind)
@@ -49,6 +49,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: install
 	$(BIN)/pytest tests/unit

@@ -1,8 +1,8 @@
-"""Command line: `objcount run | status | recommend | demo | stress | version`.
+"""Command line: `objcount run | status | recommend | grant-reposync | version`.
 
-Each command imports what it needs when it runs: `run` loads the service only, and the tooling
-(`demo`, `stress`: the local control plane, plots, progress bars) is the `[tools]` extra, which the
-image does not install.
+Each command imports what it needs when it runs: `run` loads the service only. The tooling of a source
+checkout is not here (the wheel and the image do not hold it): `make run` is `python -m controlplane.demo`,
+the stress test `python -m profiles.stress`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING
 
-from autoscaler.policy import DEFAULT_PRESET, PLATFORMS, PRESETS
+from autoscaler.core.sizing import DEFAULT_PRESET, PLATFORMS, PRESETS
 
 if TYPE_CHECKING:
-    from inventory.counts import Kinds
+    from inventory.core.counts import Kinds
 
 EXIT_BAD_SETTINGS = 2
 
@@ -59,19 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument(
         "--offline", action="store_true", help="contact no cluster: assume the preset's API surface"
     )
-    commands.add_parser(
-        "stress",
-        help="the profiling stress test (`objcount stress --help`; needs the [tools] extra)",
-        add_help=False,  # --help is the stress test's own
-    )
-    demo = commands.add_parser(
-        "demo", help="`make run`: a local control plane with a sample RootSync, driven ([tools] extra)"
-    )
-    demo.add_argument(
-        "--kubeconfig", help="run the service against this cluster instead (default: $KUBECONFIG)"
-    )
-    demo.add_argument("--once", action="store_true", help="stop after one grow-and-prune cycle")
-    demo.add_argument("--no-live", action="store_true", help="print the table at the end instead of live")
     status = commands.add_parser("status", help="list RSyncs with their recorded object counts")
     status.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
@@ -93,25 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _tools(command: str) -> bool:
-    """Whether the tooling a command needs is installed (it is not in the image); says so when not."""
-    try:
-        import rich  # noqa: F401
-
-        import controlplane  # noqa: F401
-    except ImportError as error:
-        print(
-            f"objcount {command}: needs the tooling of a source checkout ({error.name} is missing): "
-            "pip install -e '.[tools]' there",
-            file=sys.stderr,
-        )
-        return False
-    return True
-
-
 def run_status(args: argparse.Namespace) -> int:
-    from autoscaler.report import read_status, render
-    from inventory import kubeapi
+    from autoscaler.kube.report import read_status, render
+    from inventory.kube import kubeapi
 
     try:
         api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
@@ -131,8 +102,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_service(args: argparse.Namespace) -> int:
-    from autoscaler import service
-    from autoscaler.settings import SettingsError, load_settings
+    from autoscaler.service import main as service
+    from autoscaler.service.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(args.config)
@@ -145,8 +116,8 @@ def run_service(args: argparse.Namespace) -> int:
 def run_recommend(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from autoscaler.policy import SizingError, explain
-    from autoscaler.settings import Settings
+    from autoscaler.core.sizing import SizingError, explain
+    from autoscaler.service.settings import Settings
 
     if args.objects is not None and args.objects < 0:
         print("objcount recommend: --objects must be 0 or more", file=sys.stderr)
@@ -178,7 +149,7 @@ def _served_api_resources(kubeconfig: str | None, context: str | None, assumed: 
     import os
     from pathlib import Path
 
-    from inventory import kubeapi
+    from inventory.kube import kubeapi
 
     advice = (
         f"the preset assumes {assumed}; pass --api-resources N (`kubectl api-resources --no-headers | wc -l`)"
@@ -209,8 +180,8 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     """(objects, KiB, kinds, CRD path steps) of a directory of manifests, with its objects by kind printed."""
     from pathlib import Path
 
-    from inventory.counts import describe_kinds, kinds_of
-    from inventory.source_count import SourceError, count_directory, kib_of
+    from inventory.core.counts import describe_kinds, kinds_of
+    from inventory.source.source_count import SourceError, count_directory, kib_of
 
     root = Path(directory)
     if not root.is_dir():
@@ -232,27 +203,10 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     return count.objects, kib_of(count.bytes), kinds_of(count.kinds), count.crd_path_steps
 
 
-def run_stress(args: argparse.Namespace) -> int:
-    if not _tools("stress"):
-        return 1
-    from profiles import stress
-
-    sys.stdout.write(stress.markdown(stress.run(stress.build_parser().parse_args(args.arguments))))
-    return 0
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    if not _tools("demo"):
-        return 1
-    from controlplane.demo import run_demo
-
-    return run_demo(args.kubeconfig, once=args.once, live=not args.no_live)
-
-
 def run_grant_reposync(args: argparse.Namespace) -> int:
     import yaml
 
-    from autoscaler.grants import GrantError, reposync_grant
+    from autoscaler.core.grants import GrantError, reposync_grant
 
     try:
         objects = reposync_grant(args.namespace, args.name)
@@ -272,21 +226,13 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run_service,
     "status": run_status,
     "recommend": run_recommend,
-    "stress": run_stress,
-    "demo": run_demo,
     "grant-reposync": run_grant_reposync,
     "version": run_version,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    # `stress` takes the arguments of profiles.stress, parsed there (its tooling loads only then).
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "stress":
-        args.arguments = rest
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = build_parser().parse_args(argv)
     return COMMANDS[args.command](args)
 
 

@@ -1,5 +1,6 @@
 """The local control plane: a real etcd and kube-apiserver built from pinned Go modules."""
 
-from controlplane.launcher import ControlPlaneError, LocalControlPlane, build_binaries, running_control_plane
+from controlplane.errors import ControlPlaneError
+from controlplane.launcher import LocalControlPlane, build_binaries, running_control_plane
 
 __all__ = ["ControlPlaneError", "LocalControlPlane", "build_binaries", "running_control_plane"]

@@ -24,6 +24,7 @@ with the settings from the environment.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -39,26 +40,24 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from autoscaler import quantity, service
-from autoscaler.annotations import restored_counts
-from autoscaler.quantity import QuantityError
-from autoscaler.report import record_of
-from autoscaler.settings import SettingsError, load_settings
-from controlplane.configsync import (
-    NAMESPACE,
-    VERSION,
-    NodeConfigSync,
-    build_configsync,
-    configsync_node_images,
-    synced,
-)
+from autoscaler.core import quantity
+from autoscaler.core.annotations import restored_counts
+from autoscaler.core.quantity import QuantityError
+from autoscaler.kube.report import record_of
+from autoscaler.service import main as service
+from autoscaler.service.settings import SettingsError, load_settings
+from controlplane.configsync_build import VERSION, build_configsync
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
+from controlplane.images import configsync_node_images
 from controlplane.launcher import build_binaries
 from controlplane.seed import JSON, configmaps_yaml
 from controlplane.stack import NodeStack, node_images
-from inventory import kubeapi
-from inventory.ids import RECONCILER_CONTAINER, RSyncKey, reconciler_name
-from inventory.objects import RSync
-from inventory.sync_progress import sync_progress
+from controlplane.status_checks import synced
+from inventory.core.ids import RECONCILER_CONTAINER, RSyncKey, reconciler_name
+from inventory.core.objects import RSync
+from inventory.core.sync_progress import sync_progress
+from inventory.kube import kubeapi
 
 SAMPLE = RSyncKey("RootSync", NAMESPACE, "root-sync")
 APPS = "demo"  # the namespace of the ConfigMaps (the reconciler creates it: an implicit Namespace)
@@ -337,8 +336,24 @@ def run_demo(kubeconfig: str | None = None, once: bool = False, live: bool = Tru
     try:
         settings = load_settings()
     except SettingsError as error:
-        print(
-            f"objcount demo: against {kubeconfig}, the service needs its settings: {error}", file=sys.stderr
-        )
+        print(f"the demo: against {kubeconfig}, the service needs its settings: {error}", file=sys.stderr)
         return 2
     return service.run(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m controlplane.demo",
+        description="`make run`: a local control plane with a sample RootSync, driven by the service.",
+    )
+    parser.add_argument(
+        "--kubeconfig", help="run the service against this cluster instead (default: $KUBECONFIG)"
+    )
+    parser.add_argument("--once", action="store_true", help="stop after one grow-and-prune cycle")
+    parser.add_argument("--no-live", action="store_true", help="print the table at the end instead of live")
+    args = parser.parse_args(argv)
+    return run_demo(args.kubeconfig, once=args.once, live=not args.no_live)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

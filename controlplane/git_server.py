@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlplane.launcher import ControlPlaneError, _Process
+from controlplane.errors import ControlPlaneError
+from controlplane.process import Process
 from controlplane.sandbox import NODE_IP, Sandbox
 
 GIT_PORT = 9418
@@ -33,12 +34,12 @@ _IDENTITY = {
 class GitServer:
     sandbox: Sandbox
     root: Path
-    _daemon: _Process | None = None
+    _daemon: Process | None = None
     _env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> GitServer:
         self.root.mkdir(parents=True, exist_ok=True)
-        self._daemon = _Process(
+        self._daemon = Process(
             "git-daemon",
             [
                 "git",

@@ -45,6 +45,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlplane.configsync_build import ConfigSyncBuild, build_configsync, build_git_sync, build_otelcol
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 CACHE = Path(
@@ -344,6 +346,17 @@ def otel_image(bin_dir: Path) -> Image:
     return static_binary_image(OTEL_IMAGE, bin_dir / "otelcontribcol", "10001")
 
 
+# ----- Config Sync's Pods, all of it ------------------------------------------------------------------------
+def configsync_node_images(build: ConfigSyncBuild) -> list[Image]:
+    """Config Sync's images for the real node: its own from the pinned source, git-sync and the
+    OpenTelemetry Collector each from its pinned release (built if missing)."""
+    return [
+        *configsync_images(build.root / "bin", build.version),
+        git_sync_image(build_git_sync()),
+        otel_image(build_otelcol()),
+    ]
+
+
 # ----- ours -------------------------------------------------------------------------------------------------
 def _wheelhouse() -> Path:
     """Wheels of the image's pinned requirements and build backend, for pip inside the build (offline)."""
@@ -409,9 +422,6 @@ def main() -> None:
     """`make image`: our image from the checkout as the suite builds it; with `--all`, every image the real
     node runs (Config Sync's with their stand-ins): name, build time, size of its archive (BENCHMARKS.md).
     `OBJCOUNT_IMAGE_CACHE` set to an empty directory gives cold times."""
-    # Here, not at the top: controlplane.configsync imports this module.
-    from controlplane.configsync import build_configsync, configsync_node_images  # noqa: PLC0415
-
     parser = argparse.ArgumentParser(prog="python -m controlplane.images", description=main.__doc__)
     parser.add_argument("--all", action="store_true", help="every image of the real node, not only ours")
     pause, base = pause_image(), base_image()

@@ -34,8 +34,10 @@ from pathlib import Path
 
 import yaml
 
+from controlplane.errors import ControlPlaneError
 from controlplane.images import PAUSE_IMAGE, Image
-from controlplane.launcher import ControlPlaneError, LocalControlPlane, _Process
+from controlplane.launcher import LocalControlPlane
+from controlplane.process import Process
 from controlplane.sandbox import BRIDGE, NODE_IP, POD_CIDR, Sandbox, create_cgroup
 
 NODE_NAME = "objcount-node"
@@ -202,9 +204,9 @@ class RealNode:
     cgroup_root: str
     ready_timeout: float = 120.0
     startup_seconds: float | None = None
-    _containerd: _Process | None = None
-    _kubelet: _Process | None = None
-    _proxy: _Process | None = None
+    _containerd: Process | None = None
+    _kubelet: Process | None = None
+    _proxy: Process | None = None
     directory: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -268,7 +270,7 @@ class RealNode:
         self._wait_for_containerd(time.monotonic() + 30)
 
     @staticmethod
-    def _signal_and_wait(process: _Process, sig: int) -> None:
+    def _signal_and_wait(process: Process, sig: int) -> None:
         if sig == signal.SIGTERM:
             process.stop()
             return
@@ -305,7 +307,7 @@ class RealNode:
             "HTTP_PROXY": CLOSED_PROXY,
             "NO_PROXY": "",
         }
-        self._containerd = _Process(
+        self._containerd = Process(
             "containerd",
             ["containerd", f"--config={config}"],
             self.directory / "containerd.log",
@@ -356,7 +358,7 @@ class RealNode:
                 )
             )
         )
-        self._kubelet = _Process(
+        self._kubelet = Process(
             "kubelet",
             [
                 str(self.plane.bin_dir / "kubelet"),
@@ -376,7 +378,7 @@ class RealNode:
     def _start_kube_proxy(self) -> None:
         config = self.directory / "kube-proxy.yaml"
         config.write_text(yaml.safe_dump(kube_proxy_config(self.plane.inside_kubeconfig)))
-        self._proxy = _Process(
+        self._proxy = Process(
             "kube-proxy",
             [str(self.plane.bin_dir / "kube-proxy"), f"--config={config}", "--v=0"],
             self.directory / "kube-proxy.log",
@@ -397,7 +399,7 @@ class RealNode:
             time.sleep(0.2)
 
     def ready(self) -> bool:
-        status, body = self.plane._get(f"/api/v1/nodes/{NODE_NAME}")
+        status, body = self.plane.get(f"/api/v1/nodes/{NODE_NAME}")
         if status != 200:
             return False
         conditions = json.loads(body).get("status", {}).get("conditions") or []

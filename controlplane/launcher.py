@@ -10,20 +10,16 @@ against: Deployments are stored and nothing else happens.
 
 Used by the integration tests, `make run` and the profiles. Every process started here is stopped by
 `stop()`, by the context manager, when start-up fails half way, and (through the kernel's parent-death
-signal) when the Python process that started it dies, even by SIGKILL.
+signal, see `controlplane.process`) when the Python process that started it dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -36,7 +32,11 @@ from pathlib import Path
 
 import yaml
 
-from controlplane.sandbox import NODE_IP, Sandbox, SandboxProcess
+from controlplane.builds import run_build_script
+from controlplane.errors import ControlPlaneError
+from controlplane.ports import free_port
+from controlplane.process import Process
+from controlplane.sandbox import NODE_IP, Sandbox
 
 BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 # A documentation-range address (RFC 5737): kube-apiserver refuses to start without a default route
@@ -48,11 +48,6 @@ SERVICE_CIDR = "10.96.0.0/20"
 # collide with another stack's.
 SANDBOX_APISERVER_PORT = 6443
 SANDBOX_ETCD_PORTS = (2379, 2380)
-_PR_SET_PDEATHSIG = 1
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be built, started or reached."""
 
 
 def build_binaries() -> Path:
@@ -62,25 +57,8 @@ def build_binaries() -> Path:
     return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "the control plane")
 
 
-def run_build_script(script: Path, what: str, hint: str = "", *args: str) -> Path:
-    """Run one of the build scripts with `args`, which builds or reuses a cache entry and prints its
-    directory last (its progress goes to standard error, shown as it comes); that directory."""
-    result = subprocess.run(
-        ["bash", str(script), *args], stdout=subprocess.PIPE, stderr=None, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise ControlPlaneError(f"building {what} failed (exit {result.returncode}); see above.{hint}")
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
 def _openssl(*args: str | Path) -> None:
     subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
-# Ports for servers on the host's loopback are drawn below the kernel's ephemeral range: a port the
-# kernel hands out (bind to 0) can be taken, before our server binds it, as the source port of any
-# client connection, which in one CI run made etcd fail with "address already in use".
-_SERVER_PORTS = range(20000, 32768)
 
 
 def _ca_and_client(
@@ -99,92 +77,6 @@ def _ca_and_client(
     _openssl("x509", "-req", "-in", request, *signer, "-days", "7", "-out", client)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now, outside the ephemeral range (see _SERVER_PORTS)."""
-    choices = _server_ports()
-    for _ in range(100):
-        port = secrets.choice(choices)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise ControlPlaneError(f"no free loopback port in {_SERVER_PORTS} after 100 tries")
-
-
-@functools.cache
-def _server_ports() -> list[int]:
-    """_SERVER_PORTS below the start of the kernel's ephemeral range (read once)."""
-    low = 32768
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    return [port for port in _SERVER_PORTS if port < low] or list(_SERVER_PORTS)
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: ask the kernel to SIGTERM it when the parent dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-@dataclass
-class _Process:
-    """A process of the stack: on the host, or inside `sandbox` (the real node's namespaces)."""
-
-    name: str
-    argv: list[str]
-    log_path: Path
-    sandbox: Sandbox | None = None
-    env: dict[str, str] | None = None
-    popen: subprocess.Popen[bytes] | None = None
-    inside: SandboxProcess | None = None
-    last_pid: int | None = None
-
-    def start(self) -> None:
-        if self.sandbox is not None:
-            self.inside = self.sandbox.popen(self.argv, self.log_path, self.env)
-            self.popen = self.inside.outer
-            self.last_pid = self.inside.pid
-            return
-        log = self.log_path.open("ab")
-        try:
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the owning thread only
-            )
-        finally:
-            log.close()
-        self.last_pid = self.popen.pid
-
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.popen is None:
-            return
-        if self.inside is not None:
-            self.inside.stop(grace)
-        elif self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self.popen = None
-        self.inside = None
-
-    def log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-
 @dataclass
 class LocalControlPlane:
     """A real etcd, kube-apiserver and (optionally) kube-controller-manager on free loopback ports, with
@@ -200,10 +92,10 @@ class LocalControlPlane:
     # host reaches the API server through a forwarded loopback port.
     sandbox: Sandbox | None = None
     startup_seconds: float | None = None
-    _etcd: _Process | None = None
-    _apiserver: _Process | None = None
-    _controller_manager: _Process | None = None
-    _scheduler: _Process | None = None
+    _etcd: Process | None = None
+    _apiserver: Process | None = None
+    _controller_manager: Process | None = None
+    _scheduler: Process | None = None
     _apiserver_port: int = 0
     _host_port: int = 0
 
@@ -488,8 +380,8 @@ class LocalControlPlane:
             f"--client-ca-file={self.client_ca_file}",
         ]
 
-    def _process(self, name: str, argv: list[str], log: Path) -> _Process:
-        return _Process(name, argv, log, sandbox=self.sandbox)
+    def _process(self, name: str, argv: list[str], log: Path) -> Process:
+        return Process(name, argv, log, sandbox=self.sandbox)
 
     def _start_scheduler(self) -> None:
         self._scheduler = self._process(
@@ -530,7 +422,7 @@ class LocalControlPlane:
     def _wait_for_default_service_account(self, deadline: float) -> None:
         """The ServiceAccount controller is running once the `default` namespace has its account."""
         self._wait_until(
-            lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
             deadline,
             "the default ServiceAccount (kube-controller-manager running)",
             self._controller_manager,
@@ -539,7 +431,8 @@ class LocalControlPlane:
     def _ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
-    def _get(self, path: str) -> tuple[int, bytes]:
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET `path` as the admin: the HTTP status (0 when unreachable) and the body."""
         return self._request("GET", path)
 
     def _request(self, method: str, path: str, body: Mapping[str, object] | None = None) -> tuple[int, bytes]:
@@ -560,19 +453,19 @@ class LocalControlPlane:
     def _healthy(self, path: str) -> bool:
         if not self.ca_file.exists():
             return False
-        status, body = self._get(path)
+        status, body = self.get(path)
         return status == 200 and body.strip() == b"ok"
 
     def _wait_for_default_namespace(self, deadline: float) -> None:
         self._wait_until(
-            lambda: self._get("/api/v1/namespaces/default")[0] == 200,
+            lambda: self.get("/api/v1/namespaces/default")[0] == 200,
             deadline,
             "default namespace",
             self._apiserver,
         )
 
     def _wait_until(
-        self, check: Callable[[], bool], deadline: float, what: str, process: _Process | None = None
+        self, check: Callable[[], bool], deadline: float, what: str, process: Process | None = None
     ) -> None:
         while not check():
             if process is not None and not process.running():

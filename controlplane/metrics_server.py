@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from controlplane import images
+from controlplane.builds import run_build_script
+from controlplane.errors import ControlPlaneError
 from controlplane.images import METRICS_SERVER_IMAGE
-from controlplane.launcher import ControlPlaneError, run_build_script
 from controlplane.stack import NodeStack
 
 BUILD_SCRIPT = Path(__file__).with_name("build_metrics_server.sh")

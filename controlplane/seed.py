@@ -17,14 +17,14 @@ from typing import Any
 
 import yaml
 
-from inventory import kubeapi
-from inventory.ids import (
+from inventory.core.ids import (
     RECONCILER_CONTAINER,
     RECONCILER_NAMESPACE,
     RSyncKey,
     inventory_labels,
     reconciler_name,
 )
+from inventory.kube import kubeapi
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

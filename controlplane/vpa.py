@@ -50,9 +50,10 @@ from typing import Any
 import yaml
 
 from controlplane import images
-from controlplane.launcher import ControlPlaneError, run_build_script
+from controlplane.builds import run_build_script
+from controlplane.errors import ControlPlaneError
 from controlplane.stack import NodeStack
-from inventory import kubeapi
+from inventory.kube import kubeapi
 
 BUILD_SCRIPT = Path(__file__).with_name("build_vpa.sh")
 WRAPPER_MODULE = Path(__file__).with_name("vpa")

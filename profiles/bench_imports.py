@@ -20,7 +20,7 @@ STEPS = [
     ("the kubernetes package", ["kubernetes.client", "kubernetes.config"]),
     ("prometheus-client and APScheduler", ["prometheus_client", "apscheduler.schedulers.background"]),
     ("parsers: orjson, simdjson, PyYAML, rapidyaml", ["orjson", "simdjson", "yaml", "ryml"]),
-    ("our modules (the service and the CLI)", ["autoscaler.cli", "autoscaler.service"]),
+    ("our modules (the service and the CLI)", ["autoscaler.cli", "autoscaler.service.main"]),
 ]
 
 

@@ -32,15 +32,15 @@ import simdjson
 import yaml
 from yaml._yaml import CParser
 
-from inventory.inventory_count import (
+from inventory.core.inventory_count import (
     InventoryCounter,
     count_entries_plainly,
     quick_entries_check,
     resources_span,
 )
-from inventory.manifest_reader import _fast_yaml
-from inventory.source_count import CountCache, count_directory
-from inventory.watch import InventoryCodec
+from inventory.core.manifest_reader import _fast_yaml
+from inventory.kube.watch import InventoryCodec
+from inventory.source.source_count import CountCache, count_directory
 
 DEPLOYMENT = """---
 apiVersion: apps/v1

@@ -20,16 +20,17 @@ from collections.abc import Callable
 
 import orjson
 
-from autoscaler.codecs import resources_of, resources_of_override
-from autoscaler.controller import Controller, Scope
-from autoscaler.policy import STANDARD, Hysteresis, Profile, Sizing, size
-from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget, Target
+from autoscaler.core.codecs import resources_of, resources_of_override
+from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.sizing import STANDARD, Profile, Sizing, size
+from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget, Target
+from autoscaler.service.controller import Controller, Scope
 from controlplane import running_control_plane
-from controlplane.configsync import install_rsync_crds
+from controlplane.configsync_install import install_rsync_crds
 from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
-from inventory.inventory_count import InventoryCounter
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.core.inventory_count import InventoryCounter
+from inventory.kube import kubeapi
 
 PROFILE = Profile(Sizing("bench", step_mib=2, min_mib=2), STANDARD)
 OBJECTS_PER_TRIAL = 10

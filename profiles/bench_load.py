@@ -25,14 +25,14 @@ import urllib.request
 
 import orjson
 
-from autoscaler.annotations import RECOMMENDED_ANNOTATION, restored_counts
+from autoscaler.core.annotations import RECOMMENDED_ANNOTATION, restored_counts
 from controlplane import running_control_plane
-from controlplane.configsync import install_rsync_crds
-from controlplane.launcher import free_port
+from controlplane.configsync_install import install_rsync_crds
+from controlplane.ports import free_port
 from controlplane.seed import ensure_namespace, resourcegroup, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey
-from inventory.objects import annotations_of
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import annotations_of
+from inventory.kube import kubeapi
 from profiles.bench_latency import percentile
 from profiles.bench_service import cpu_seconds, memory_mib
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from controlplane.configsync import VERSION, build_configsync
-from inventory.source_count import count_directory
+from controlplane.configsync_build import VERSION, build_configsync
+from inventory.source.source_count import count_directory
 from profiles.real_repositories import ARCHIVE, extracted
 
 
@@ -47,8 +47,8 @@ def theirs_seconds(binary: Path, directory: Path, repeat: int) -> tuple[int, flo
 _PEAK = """
 import sys
 from pathlib import Path
-from inventory.manifest_reader import read_manifest
-from inventory.source_count import quiet_rapidyaml
+from inventory.core.manifest_reader import read_manifest
+from inventory.source.source_count import quiet_rapidyaml
 def status(field):
     line = next(l for l in open("/proc/self/status") if l.startswith(field))
     return int(line.split()[1]) / 1024

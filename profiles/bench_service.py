@@ -22,11 +22,11 @@ import urllib.request
 from pathlib import Path
 
 from controlplane import running_control_plane
-from controlplane.configsync import install_rsync_crds
-from controlplane.launcher import free_port
+from controlplane.configsync_install import install_rsync_crds
+from controlplane.ports import free_port
 from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 NAMESPACE = "bench"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from autoscaler.policy import PROTOTYPE, Sizing
+from autoscaler.core.sizing import PROTOTYPE, Sizing
 
 OBJECT_COLUMNS = ("objects", "objects_per_rootsync")
 USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0", "peak_with_prune_mib", "peak_rss_mib")

@@ -43,17 +43,13 @@ from typing import Any
 
 import orjson
 
-from controlplane.configsync import (
-    NAMESPACE,
-    NodeConfigSync,
-    install_cluster,
-    running_config_sync_on_node,
-    synced,
-    uninstall_webhook,
-)
+from controlplane.autoscaler_install import install_cluster, uninstall_webhook
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.seed import configmaps_yaml
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from controlplane.status_checks import synced
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from profiles.bench_load import StatusWatch, drive, seed
 
 JSON = dict[str, Any]

@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from autoscaler import quantity
-from autoscaler.policy import PLATFORMS, SIZE_AWARE, Platform, Profile, size
-from inventory.counts import Kinds
-from inventory.source_count import kib_of
+from autoscaler.core import quantity
+from autoscaler.core.sizing import PLATFORMS, SIZE_AWARE, Platform, Profile, size
+from inventory.core.counts import Kinds
+from inventory.source.source_count import kib_of
 from profiles.reconciler_memory import manifests
 from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static
 from profiles.size_model import shape_kinds

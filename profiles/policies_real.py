@@ -68,25 +68,24 @@ from typing import Any
 
 import orjson
 
-from autoscaler import quantity
+from autoscaler.core import quantity
 from controlplane import vpa
-from controlplane.configsync import (
+from controlplane.autoscaler_install import (
     CLUSTER_MANIFESTS,
-    NAMESPACE,
     SIDECAR_CONTAINER,
-    VERSION,
     WEBHOOK_CONFIGURATION,
-    NodeConfigSync,
-    create_or_replace,
     kustomization_objects,
-    running_config_sync_on_node,
-    synced,
 )
+from controlplane.configsync_build import VERSION
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.kubelet import NODE_NAME
 from controlplane.metrics_server import install_metrics_server
+from controlplane.resources import create_or_replace
 from controlplane.seed import install_crds
-from inventory import kubeapi
-from inventory.ids import INVENTORY_ID_LABEL, RSyncKey, reconciler_name
+from controlplane.status_checks import synced
+from inventory.core.ids import INVENTORY_ID_LABEL, RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from profiles.reconciler_memory import WIDGET_CRD, manifests
 
 JSON = dict[str, Any]

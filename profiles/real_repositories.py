@@ -39,9 +39,9 @@ from pathlib import Path
 import orjson
 import yaml
 
-from controlplane.configsync import running_config_sync_on_node
-from inventory.go_decoding import decode_yaml
-from inventory.source_count import count_directory
+from controlplane.configsync_node import running_config_sync_on_node
+from inventory.core.go_decoding import decode_yaml
+from inventory.source.source_count import count_directory
 from profiles.reconciler_memory import (
     LocalStack,
     Point,

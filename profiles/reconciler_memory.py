@@ -73,18 +73,14 @@ from typing import Any, Protocol, cast
 import orjson
 from tqdm import tqdm
 
-from controlplane.configsync import (
-    NAMESPACE,
-    VERSION,
-    NodeConfigSync,
-    rootsync,
-    rsync_gone,
-    running_config_sync_on_node,
-    synced,
-)
+from controlplane.configsync_build import VERSION
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.rsyncs import rootsync
 from controlplane.seed import install_crds
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from controlplane.status_checks import rsync_gone, synced
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from profiles import platform as platform_repository
 from profiles.bench_service import memory_mib
 from profiles.stress import reconciler_usage

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.policy import PROTOTYPE
+from autoscaler.core.sizing import PROTOTYPE
 
 
 @dataclass(frozen=True)

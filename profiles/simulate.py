@@ -31,9 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autoscaler.policy import FITTED, Decision, Hysteresis, decide, initial, size
-from autoscaler.settings import Settings
-from inventory.counts import ObjectCounts
+from autoscaler.core.hysteresis import Decision, Hysteresis, decide, initial
+from autoscaler.core.sizing import FITTED, size
+from autoscaler.service.settings import Settings
+from inventory.core.counts import ObjectCounts
 from profiles.fit import least_squares, read_points
 from profiles.own_cost import RSYNCS, shipped
 from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static, prototype_memory_mib

@@ -40,10 +40,10 @@ from pathlib import Path
 
 import orjson
 
-from autoscaler.policy import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
-from inventory.counts import Kinds, kinds_of
-from inventory.manifest_reader import read_manifest
-from inventory.source_count import kib_of
+from autoscaler.core.sizing import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
+from inventory.core.counts import Kinds, kinds_of
+from inventory.core.manifest_reader import read_manifest
+from inventory.source.source_count import kib_of
 from profiles import fit
 from profiles.reconciler_memory import manifests
 

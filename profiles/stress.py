@@ -3,7 +3,6 @@ its reconciler, and what the reconciler really uses where a metrics API exists.
 
     python -m profiles.stress [--start 500] [--stop 5000] [--step 500] [--out profiles/out/stress]
                               [--kubeconfig FILE --namespace NS --name NAME] [--create configmaps] [--resume]
-    objcount stress ...        (the same)
 
 Without `--kubeconfig` it runs against the local control plane: it starts it, installs a RootSync with
 its ResourceGroup, reconciler Deployment and rendered source, and runs `objcount run` there. With a
@@ -38,16 +37,16 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
-from autoscaler import quantity
-from autoscaler.annotations import (
+from autoscaler.core import quantity
+from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     parse_resources_annotation,
     restored_counts,
 )
 from controlplane import LocalControlPlane, build_binaries
-from controlplane.configsync import install_rsync_crds
-from controlplane.launcher import free_port
+from controlplane.configsync_install import install_rsync_crds
+from controlplane.ports import free_port
 from controlplane.seed import (
     configmaps_yaml,
     ensure_namespace,
@@ -56,9 +55,9 @@ from controlplane.seed import (
     rsync,
     write_commit,
 )
-from inventory import kubeapi
-from inventory.ids import RECONCILER_NAMESPACE, RSyncKey
-from inventory.objects import annotations_of
+from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey
+from inventory.core.objects import annotations_of
+from inventory.kube import kubeapi
 from profiles.fit import read_points
 
 PODMETRICS = kubeapi.Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.configsync import VERSION, VERSIONS, NodeConfigSync, rsync_gone, running_config_sync_on_node
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from controlplane.configsync_build import VERSION, VERSIONS
+from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.status_checks import rsync_gone
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import FIGURES, NODE_STARTUP, OBSERVED, wait_for
 
 TESTS = Path(__file__).parent

@@ -21,8 +21,8 @@ from typing import Generic, TypeVar
 
 import yaml
 
-from controlplane.launcher import free_port
-from inventory import kubeapi
+from controlplane.ports import free_port
+from inventory.kube import kubeapi
 
 T = TypeVar("T")
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from controlplane.configsync import VERSION, build_configsync
-from inventory.manifest_reader import read_manifest
-from inventory.source_count import count_directory, listed_files, quiet_rapidyaml, read_by_reconciler
+from controlplane.configsync_build import VERSION, build_configsync
+from inventory.core.manifest_reader import read_manifest
+from inventory.source.source_count import count_directory, listed_files, quiet_rapidyaml, read_by_reconciler
 
 # ----- scalars -------------------------------------------------------------------------------------------------
 PLAIN = [

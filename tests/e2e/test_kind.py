@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.annotations import annotation_counts
-from controlplane.configsync import RSYNC_CRD_FILES, build_configsync
+from autoscaler.core.annotations import annotation_counts
+from controlplane.configsync_build import build_configsync
+from controlplane.configsync_install import RSYNC_CRD_FILES
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
 from tests.helpers import size_aware_by_hand, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

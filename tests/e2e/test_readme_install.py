@@ -21,16 +21,13 @@ from typing import cast
 
 import pytest
 
-from controlplane.configsync import (
-    NAMESPACE,
-    SIDECAR_CONTAINER,
-    NodeConfigSync,
-    install_guard,
-    pod_ready,
-)
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, install_guard
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import REPO_ROOT, configmaps_yaml
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from controlplane.status_checks import pod_ready
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,

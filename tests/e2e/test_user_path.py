@@ -13,10 +13,12 @@ import uuid
 from pathlib import Path
 from typing import cast
 
-from controlplane.configsync import NAMESPACE, NodeConfigSync, uninstall_webhook
+from controlplane.autoscaler_install import uninstall_webhook
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import configmaps_yaml
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import Sampler, wait_for
 from tests.integration.on_node import JSON, counts, finished, rsync_of
 

@@ -12,17 +12,13 @@ from pathlib import Path
 import pytest
 
 from controlplane import LocalControlPlane, build_binaries
-from controlplane.configsync import (
-    RSYNC_CRD_FILES,
-    ConfigSyncBuild,
-    NodeConfigSync,
-    build_configsync,
-    install_rsync_crds,
-    uninstall_webhook,
-)
+from controlplane.autoscaler_install import uninstall_webhook
+from controlplane.configsync_build import ConfigSyncBuild, build_configsync
+from controlplane.configsync_install import RSYNC_CRD_FILES, install_rsync_crds
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import Service, alive, wait_for
 
 _STARTUP_KEY = pytest.StashKey[float]()

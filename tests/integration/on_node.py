@@ -17,12 +17,15 @@ from typing import Any, cast
 import orjson
 import yaml
 
-from autoscaler.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
-from controlplane.configsync import NAMESPACE, NodeConfigSync, create_or_replace, grant_reposync
+from autoscaler.core.annotations import SOURCE_ANNOTATION, SYNC_ANNOTATION
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
+from controlplane.resources import create_or_replace
+from controlplane.rsyncs import grant_reposync
 from controlplane.seed import configmaps_yaml, ensure_namespace
 from controlplane.stack import NodeStack
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import kib, legacy_count, size_aware_by_hand
 
 JSON = dict[str, Any]

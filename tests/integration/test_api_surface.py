@@ -11,11 +11,17 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.cli import main
-from autoscaler.cluster import KubeCluster
-from autoscaler.targets import RecommendTarget
+from autoscaler.core.observation import Needs, RSyncView
+from autoscaler.core.sizing import Profile
+from autoscaler.core.step import StepConfig
+from autoscaler.kube.port import KubePort
+from autoscaler.kube.targets import RecommendTarget
+from autoscaler.service.executor import Executor
 from controlplane import LocalControlPlane
 from controlplane.seed import install_crds
-from inventory import kubeapi
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import legacy_count
 
 
@@ -51,24 +57,32 @@ def test_resource_types_match_the_legacy_discovery_and_follow_a_new_crd(api: kub
     assert api.api_resource_types() == legacy_count(api) == before + 1
 
 
+KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
+
+
+def surface(port: KubePort) -> int | None:
+    """The API surface one reconcile's read gives."""
+    return port.read(KEY, RSyncView.of({"metadata": {"name": KEY.name}}), Needs()).api_resources
+
+
 def test_the_service_reads_the_surface_at_most_once_per_interval(api: kubeapi.KubeApi) -> None:
     clock = Clock()
-    cluster = KubeCluster(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
-    first = cluster.api_resources()
+    port = KubePort(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
+    first = surface(port)
     assert first == legacy_count(api)
     install_crds(api, [crd(f"Later{uuid.uuid4().hex[:8]}")])
     clock.now = 599.0
-    assert cluster.api_resources() == first, "read again before the interval"
+    assert surface(port) == first, "read again before the interval"
     clock.now = 600.0
-    assert cluster.api_resources() == first + 1
+    assert surface(port) == first + 1
 
 
 def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
     api: kubeapi.KubeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    cluster = KubeCluster(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
-    first = cluster.api_resources()
+    port = KubePort(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
+    first = surface(port)
     errors = REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) or 0.0
 
     def refused(*args: object, **kwargs: object) -> bytes:
@@ -76,7 +90,9 @@ def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
 
     monkeypatch.setattr(api, "request", refused)
     clock.now = 600.0
-    assert cluster.api_resources() == first
+    executor = Executor(port, StepConfig(Profile()), clock, lambda key, delay: None)
+    executor.reconcile(KEY, {"metadata": {"name": KEY.name, "namespace": KEY.namespace}}, ObjectCounts())
+    assert surface(port) == first
     assert REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) == errors + 1
 
 

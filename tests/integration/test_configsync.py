@@ -24,22 +24,22 @@ from typing import cast
 import pytest
 import yaml
 
-from autoscaler.annotations import RECOMMENDED_ANNOTATION
-from controlplane.configsync import (
-    NAMESPACE,
+from autoscaler.core.annotations import RECOMMENDED_ANNOTATION
+from controlplane.autoscaler_install import (
     SIDECAR_CONTAINER,
     WEBHOOK_NAME,
-    NodeConfigSync,
-    grant_reposync,
     sidecar_template_text,
     uninstall_webhook,
 )
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
 from controlplane.metrics_server import install_metrics_server
+from controlplane.rsyncs import grant_reposync
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import OBSERVED, kib, legacy_count, wait_for
 from tests.integration.on_node import (
     HEALTH_PORT,

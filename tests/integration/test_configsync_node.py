@@ -16,23 +16,17 @@ from typing import cast
 import pytest
 import yaml
 
-from controlplane.configsync import (
-    NAMESPACE,
-    NodeConfigSync,
-    build_git_sync,
-    build_otelcol,
-    grant_reposync,
-    install_cluster,
-    pod_ready,
-    sidecar_template_text,
-    synced,
-    uninstall_cluster,
-)
+from controlplane.autoscaler_install import install_cluster, sidecar_template_text, uninstall_cluster
+from controlplane.configsync_build import build_git_sync, build_otelcol
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.images import OBJCOUNT_IMAGE
+from controlplane.rsyncs import grant_reposync
 from controlplane.seed import ensure_namespace, manifests_in
 from controlplane.stack import NodeStack
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from controlplane.status_checks import pod_ready, synced
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import FIGURES, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,

@@ -15,8 +15,8 @@ import pytest
 
 from controlplane import ControlPlaneError, LocalControlPlane
 from controlplane.seed import resourcegroup, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import alive, wait_for
 
 

@@ -37,8 +37,7 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
     control_plane_bin_dir: Path,
 ) -> None:
     result = run_module(
-        "autoscaler.cli",
-        "demo",
+        "controlplane.demo",
         "--once",
         "--no-live",
         bin_dir=control_plane_bin_dir,

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.annotations import annotation_counts
-from autoscaler.codecs import resources_of
-from autoscaler.controller import Controller, Scope
+from autoscaler.core.annotations import annotation_counts
+from autoscaler.core.codecs import resources_of
+from autoscaler.service.controller import Controller, Scope
 from controlplane import LocalControlPlane, running_control_plane
-from controlplane.configsync import ConfigSyncBuild, install_rsync_crds
+from controlplane.configsync_build import ConfigSyncBuild
+from controlplane.configsync_install import install_rsync_crds
 from controlplane.seed import (
     configmaps_yaml,
     reconciler_deployment,
@@ -21,11 +22,11 @@ from controlplane.seed import (
     rsync,
     write_commit,
 )
-from inventory import kubeapi
-from inventory.counts import ObjectCounts
-from inventory.ids import RSyncKey, reconciler_name
-from inventory.source_watch import SourceLayout
-from inventory.watch import WatchSettings
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
+from inventory.kube.watch import WatchSettings
+from inventory.source.source_watch import SourceLayout
 from tests.helpers import FreezableProxy, Sampler, Service, wait_for
 from tests.integration.test_inventory import (
     _metric,

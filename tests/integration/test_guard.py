@@ -17,26 +17,24 @@ import orjson
 import pytest
 import yaml
 
-from autoscaler.grants import reposync_grant
-from autoscaler.policy import Resources
-from autoscaler.targets import DeploymentTarget
+from autoscaler.core.grants import reposync_grant
+from autoscaler.core.resources import Resources
+from autoscaler.kube.targets import DeploymentTarget
 from controlplane import LocalControlPlane
-from controlplane.configsync import (
+from controlplane.autoscaler_install import (
     CLUSTER_MANIFESTS,
     GUARD_MANIFEST,
-    NAMESPACE,
     SIDECAR_MANIFESTS,
-    VERSIONS,
-    NodeConfigSync,
-    build_configsync,
-    create_or_replace,
     kustomization_objects,
-    reposync,
-    rootsync,
 )
+from controlplane.configsync_build import VERSIONS, build_configsync
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
+from controlplane.resources import create_or_replace
+from controlplane.rsyncs import reposync, rootsync
 from controlplane.seed import ensure_namespace, manifests_in, reconciler_deployment
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name, sidecar_account
+from inventory.core.ids import RSyncKey, reconciler_name, sidecar_account
+from inventory.kube import kubeapi
 from tests.helpers import wait_for
 
 JSON = dict[str, Any]
@@ -356,7 +354,10 @@ def test_our_identities_apply_the_reconciler_resources_to_a_deployment(
     shipped: dict[str, kubeapi.KubeApi], deployment: RSyncKey, identity: str
 ) -> None:
     size = Resources(300, 300, 300, 300)
-    assert DeploymentTarget(shipped[identity], namespace=NAMESPACE).apply(deployment, size).resources == size
+    assert (
+        DeploymentTarget(shipped[identity], namespace=NAMESPACE).apply(deployment, size, None).resources
+        == size
+    )
 
 
 @pytest.mark.parametrize(
@@ -482,7 +483,7 @@ def test_a_reposync_sidecar_writes_only_its_own_reconciler_deployment(
     admin_api.create(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_deployment(own, NAMESPACE))
     target = DeploymentTarget(tenants["client"], namespace=NAMESPACE)
     size = Resources(300, 300, 300, 300)
-    assert target.apply(own, size).resources == size
+    assert target.apply(own, size, None).resources == size
     patch = {"metadata": {"annotations": {"objcount.dev/applied-resources": "x"}}}
     root = lambda: tenants["client"].patch(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(deployment), patch)  # noqa: E731
     refused_by_policy(root, "may write only its own reconcilers")

@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.codecs import resources_of
-from autoscaler.controller import Controller, Scope
-from autoscaler.policy import AUTOPILOT, FITTED, Hysteresis, Outcome, Profile, Resources
-from autoscaler.settings import Settings
-from autoscaler.targets import DeploymentTarget, RSyncOverrideTarget
+from autoscaler.core.codecs import resources_of
+from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import AUTOPILOT, FITTED, Profile
+from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget
+from autoscaler.service.controller import Controller, Scope
+from autoscaler.service.settings import Settings
 from controlplane.seed import rsync
-from inventory import kubeapi
-from inventory.ids import reconciler_name
-from inventory.source_watch import SourceLayout
+from inventory.core.ids import reconciler_name
+from inventory.kube import kubeapi
+from inventory.source.source_watch import SourceLayout
 from tests.helpers import wait_for
 from tests.integration.test_targets import FAST, Rig
 

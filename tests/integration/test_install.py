@@ -1,7 +1,7 @@
 """The shipped installs as a user runs them: the real `kubectl apply -k` (kubectl and its kustomize) on
 the real API server, as a server-side dry run (the API server admits and validates every object,
 nothing is kept: the other tests install the same objects their own way, through
-`controlplane.configsync.kustomization_objects`, which this checks against kustomize)."""
+`controlplane.autoscaler_install.kustomization_objects`, which this checks against kustomize)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from controlplane import LocalControlPlane
-from controlplane.configsync import CLUSTER_MANIFESTS, NAMESPACE, SIDECAR_MANIFESTS, kustomization_objects
+from controlplane.autoscaler_install import CLUSTER_MANIFESTS, SIDECAR_MANIFESTS, kustomization_objects
+from controlplane.configsync_install import NAMESPACE
 from controlplane.seed import ensure_namespace
-from inventory import kubeapi
+from inventory.kube import kubeapi
 
 GUARD = [
     "objcount-guard-deployments",

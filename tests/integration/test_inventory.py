@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.annotations import annotation_counts, status_counts
-from autoscaler.controller import Controller, Scope
-from autoscaler.count_writer import CountWriter, read_counts
+from autoscaler.core.annotations import annotation_counts, status_counts
+from autoscaler.kube.count_writer import CountWriter, read_counts
+from autoscaler.service.controller import Controller, Scope
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
-from inventory import kubeapi
-from inventory.counts import ObjectCounts
-from inventory.ids import RSyncKey, own_inventory_selector
-from inventory.objects import annotations_of
-from inventory.source_watch import SourceLayout
-from inventory.watch import InventoryCodec, Reflector, WatchSettings
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey, own_inventory_selector
+from inventory.core.objects import annotations_of
+from inventory.kube import kubeapi
+from inventory.kube.watch import InventoryCodec, Reflector, WatchSettings
+from inventory.source.source_watch import SourceLayout
 from tests.helpers import Sampler, kib, wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)

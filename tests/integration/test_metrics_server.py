@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler import quantity
+from autoscaler.core import quantity
 from controlplane.kubelet import NODE_NAME
 from controlplane.metrics_server import NAME, NAMESPACE, install_metrics_server, metrics_server_image
 from controlplane.stack import NodeStack, running_node_stack

@@ -16,18 +16,14 @@ from typing import cast
 
 import pytest
 
-from autoscaler import quantity
-from controlplane.configsync import (
-    NAMESPACE,
-    SIDECAR_CONTAINER,
-    WEBHOOK_NAME,
-    NodeConfigSync,
-    pod_ready,
-    running_config_sync_on_node,
-)
+from autoscaler.core import quantity
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, WEBHOOK_NAME
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.seed import configmaps_yaml
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from controlplane.status_checks import pod_ready
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.annotations import annotation_counts
-from autoscaler.codecs import resources_of
+from autoscaler.core.annotations import annotation_counts
+from autoscaler.core.codecs import resources_of
 from controlplane import LocalControlPlane
-from controlplane.configsync import CLUSTER_MANIFESTS, kustomization_objects
+from controlplane.autoscaler_install import CLUSTER_MANIFESTS, kustomization_objects
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import Service, wait_for
 
 RBAC_PLURALS = {

@@ -10,10 +10,11 @@ from typing import cast
 
 import orjson
 
-from controlplane.configsync import NAMESPACE, NodeConfigSync
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import configmaps_yaml
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from tests.helpers import Sampler, wait_for
 from tests.integration.on_node import JSON, counts, finished, generation, override, override_of, rsync_of
 from tests.integration.test_config_sync_reader import corpus_archive

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.configsync import VERSION
+from controlplane.configsync_build import VERSION
 from tests.helpers import run_module
 
 

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autoscaler.codecs import resources_of
+from autoscaler.core.codecs import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import REPO, Service, wait_for
 
 

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.annotations import (
+from autoscaler.cli import main
+from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     SOURCE_ANNOTATION,
     SYNC_ANNOTATION,
 )
-from autoscaler.cli import main
-from autoscaler.report import RSyncRecord, read_status, render
+from autoscaler.kube.report import RSyncRecord, read_status, render
 from controlplane import LocalControlPlane
 from controlplane.seed import rsync
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 
 
 def test_reader_reports_counts_and_where_they_are_stored(

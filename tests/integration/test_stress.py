@@ -13,7 +13,7 @@ def test_stress_small_ramp_end_to_end(control_plane_bin_dir: Path, tmp_path: Pat
     steps = ("--start", "200", "--step", "200", "--out", str(out))
     # The service the script starts inherits its environment: the count-only preset, by hand below.
     fitted = {"OBJCOUNT_PRESET": "fitted"}
-    run_module("autoscaler.cli", "stress", *steps, "--stop", "600", bin_dir=control_plane_bin_dir, env=fitted)
+    run_module("profiles.stress", *steps, "--stop", "600", bin_dir=control_plane_bin_dir, env=fitted)
     with (out / "stress.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["objects"]) for r in rows] == [200, 400, 600]

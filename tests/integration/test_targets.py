@@ -13,7 +13,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.annotations import (
+from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     AUTOSCALE_ANNOTATION,
     HELD_ANNOTATION,
@@ -23,28 +23,33 @@ from autoscaler.annotations import (
     annotation_counts,
     parse_resources_annotation,
 )
-from autoscaler.codecs import resources_json, resources_of
-from autoscaler.controller import Controller, Scope
-from autoscaler.events import EventWriter
-from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources
-from autoscaler.report import read_status
-from autoscaler.targets import (
+from autoscaler.core.codecs import resources_json, resources_of
+from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.observation import Needs, Reading, RSyncView
+from autoscaler.core.reasons import WriteError
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
+from autoscaler.kube.events import EventWriter
+from autoscaler.kube.port import KubePort
+from autoscaler.kube.report import read_status
+from autoscaler.kube.targets import (
     DECLARED_FIELDS_ANNOTATION,
     Applied,
-    ApplyError,
     DeploymentTarget,
     InPlaceTarget,
     RecommendTarget,
     RSyncOverrideTarget,
     Target,
 )
+from autoscaler.service.controller import Controller, Scope
 from controlplane.launcher import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
-from inventory import kubeapi
-from inventory.counts import ObjectCounts
-from inventory.ids import RSyncKey, reconciler_name
-from inventory.source_watch import SourceLayout
-from inventory.watch import WatchSettings
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.core.objects import Pod
+from inventory.kube import kubeapi
+from inventory.kube.watch import WatchSettings
+from inventory.source.source_watch import SourceLayout
 from tests.helpers import wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
@@ -130,6 +135,16 @@ class Rig:
         ).start()
         return self.controller
 
+    def read(self, target: Target) -> Reading:
+        """What the service's port reads of this RSync's reconciler through `target`."""
+        rsync = self.api.get(kubeapi.ROOTSYNC, self.namespace, self.key.name)
+        port = KubePort(self.api, target, reconciler_namespace=self.namespace)
+        return port.read(self.key, RSyncView.of(rsync), Needs(current=True))
+
+    def pod(self) -> Pod | None:
+        """The reconciler Pod as the port lists it (a target writing in place resizes that one)."""
+        return self.read(RecommendTarget(self.api)).pod
+
     def deployment(self) -> dict[str, Any]:
         return self.api.get(kubeapi.DEPLOYMENT, self.namespace, reconciler_name(self.key))
 
@@ -214,8 +229,10 @@ def test_deployment_target_never_writes_a_deployment_of_the_reconciler_manager(r
         force=True,
     )
     before = rig.deployment()
-    with pytest.raises(ApplyError) as refused:
-        DeploymentTarget(rig.api, namespace=rig.namespace).apply(rig.key, Resources(500, 512, 500, 512))
+    with pytest.raises(WriteError) as refused:
+        DeploymentTarget(rig.api, namespace=rig.namespace).apply(
+            rig.key, Resources(500, 512, 500, 512), rig.pod()
+        )
     assert refused.value.reason == "owned"
     assert "rsync-override" in str(refused.value)
     assert "in-place" in str(refused.value)
@@ -252,7 +269,7 @@ def test_rsync_override_target_preserves_other_entries_and_retries_conflicts(rig
     try:
         rig.start(target)
         # The RSync has no reconciler override yet: the first decision sets the recommendation as is.
-        rig.grow_then_shrink(lambda: target.current(rig.key), initial=at(100))
+        rig.grow_then_shrink(lambda: rig.read(target).current, initial=at(100))
     finally:
         stop.set()
         writer.join()
@@ -280,8 +297,8 @@ class RacingApi(kubeapi.KubeApi):
 
 
 def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) -> None:
-    target = RSyncOverrideTarget(RacingApi(rig.api, races=3), sleep=lambda _: None)
-    applied = target.apply(rig.key, at(3000))
+    target = RSyncOverrideTarget(RacingApi(rig.api, races=3))
+    applied = target.apply(rig.key, at(3000), rig.pod())
     assert (applied.resources, applied.restarted) == (at(3000), True)
     assert target.conflicts == 3
     labels = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["labels"]
@@ -310,7 +327,7 @@ def test_an_override_declared_by_another_is_left_to_that_sync(rig: Rig) -> None:
     rig.inventory(5000)
     wait_for(lambda: recommended() == at(5000), what="the recommendation for 5,000 objects")
     assert controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
-    assert target.current(rig.key) is None  # never written
+    assert rig.read(target).current is None  # never written
     # The reason is published too, and `objcount status` shows it.
     (record,) = [r for r in read_status(rig.api, rig.namespace) if r.name == rig.key.name]
     assert (
@@ -323,7 +340,7 @@ def test_an_override_declared_by_another_is_left_to_that_sync(rig: Rig) -> None:
         rig.key.name,
         {"metadata": {"annotations": {DECLARED_FIELDS_ANNOTATION: '{"f:spec":{"f:git":{"f:repo":{}}}}'}}},
     )
-    wait_for(lambda: target.current(rig.key) == at(5000), what="the override written once it is ours")
+    wait_for(lambda: rig.read(target).current == at(5000), what="the override written once it is ours")
     wait_for(
         lambda: (
             HELD_ANNOTATION
@@ -368,8 +385,8 @@ def test_an_override_config_sync_applies_from_git_is_left_to_that_sync(rig: Rig)
 
 def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
     rig.api.delete(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
-    with pytest.raises(ApplyError) as error:
-        RSyncOverrideTarget(rig.api).apply(rig.key, at(100))
+    with pytest.raises(WriteError) as error:
+        RSyncOverrideTarget(rig.api).apply(rig.key, at(100), rig.pod())
     assert error.value.reason == "not_found"
 
 
@@ -381,7 +398,7 @@ def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig)
     )
     restarts = _metric("objcount_restarts_caused_total")
     rig.start(target)
-    rig.grow_then_shrink(lambda: target.current(rig.key))
+    rig.grow_then_shrink(lambda: rig.read(target).current)
     after = rig.deployment()
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "never written"
     assert _metric("objcount_restarts_caused_total") == restarts, "no resize fell back to a restart"
@@ -405,14 +422,14 @@ def test_in_place_does_not_send_again_a_lower_limit_the_kubelet_refused(rig: Rig
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
-    assert target.current(rig.key) == at(3000), "what runs, from the kubelet's report"
+    assert rig.read(target).current == at(3000), "what runs, from the kubelet's report"
     spec_before = rig.api.get(kubeapi.POD, rig.namespace, name)["spec"]
-    with pytest.raises(ApplyError) as error:
-        target.apply(rig.key, at(100))
+    with pytest.raises(WriteError) as error:
+        target.apply(rig.key, at(100), rig.pod())
     assert error.value.reason == "refused"
     assert "below current usage" in str(error.value)
     assert rig.api.get(kubeapi.POD, rig.namespace, name)["spec"] == spec_before, "nothing sent"
-    assert target.apply(rig.key, at(10_000)) == Applied(at(10_000), restarted=False)
+    assert target.apply(rig.key, at(10_000), rig.pod()) == Applied(at(10_000), restarted=False)
 
 
 def _status(container: str, resources: dict[str, Any]) -> dict[str, Any]:
@@ -446,7 +463,7 @@ def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: 
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
-    assert target.apply(rig.key, at(5000)) == Applied(at(5000), restarted=True)
+    assert target.apply(rig.key, at(5000), rig.pod()) == Applied(at(5000), restarted=True)
     assert rig.template_resources() == at(5000)
 
 
@@ -477,10 +494,10 @@ def test_recommend_target_applies_nothing(rig: Rig) -> None:
     template_before = rig.deployment()["spec"]["template"]
     target = RecommendTarget(rig.api)
     rig.start(target)
-    wait_for(lambda: target.current(rig.key) == at(100), what="first recommendation")
+    wait_for(lambda: rig.read(target).current == at(100), what="first recommendation")
     rig.commit(5000)
     rig.inventory(5000)
-    wait_for(lambda: target.current(rig.key) == at(5000), what="recommendation")
+    wait_for(lambda: rig.read(target).current == at(5000), what="recommendation")
     annotations = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["annotations"]
     assert parse_resources_annotation(annotations[RECOMMENDED_ANNOTATION]) == at(5000)
     assert rig.deployment()["spec"]["template"] == template_before
@@ -523,7 +540,7 @@ def test_a_reconciler_entry_someone_else_set_is_theirs_until_they_hand_it_to_us(
         rig.key.name,
         {"metadata": {"annotations": {MANAGE_OVERRIDE_ANNOTATION: "true"}}},
     )
-    wait_for(lambda: target.current(rig.key) == at(100), what="our size once the entry is handed to us")
+    wait_for(lambda: rig.read(target).current == at(100), what="our size once the entry is handed to us")
 
 
 def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(rig: Rig) -> None:
@@ -536,7 +553,7 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
     )
     target = RSyncOverrideTarget(rig.api)
     controller = rig.start(target)
-    wait_for(lambda: target.current(rig.key) == at(100), what="first size")
+    wait_for(lambda: rig.read(target).current == at(100), what="first size")
     reverted = _metric("objcount_apply_errors_total", target="rsync-override", reason="reverted")
     theirs = Resources(10, 64, 10, 64)
 
@@ -571,7 +588,7 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
             ),
             what=f"revert {round_} noticed",
         )
-        wait_for(lambda: target.current(rig.key) == at(100), what=f"re-applied after revert {round_}")
+        wait_for(lambda: rig.read(target).current == at(100), what=f"re-applied after revert {round_}")
     revert()  # one too many within the hour: the service stops fighting and says so
     wait_for(
         lambda: (
@@ -582,7 +599,7 @@ def test_override_reverted_by_another_writer_is_reported_and_not_fought_forever(
     )
     controller.queue.add(rig.key)
     wait_for(lambda: controller.decisions[rig.key].resources == theirs, what="their size accepted")
-    assert target.current(rig.key) == theirs
+    assert rig.read(target).current == theirs
 
 
 def test_per_rsync_opt_out_and_platform_annotations(rig: Rig) -> None:
@@ -650,7 +667,7 @@ def test_deployment_target_with_a_concurrent_writer_on_the_deployment(rig: Rig) 
     try:
         for step in range(1, 21):  # 20 applies racing the other manager
             wanted = Resources(100 * step, 128 * step, 100 * step, 128 * step)
-            assert target.apply(rig.key, wanted).resources == wanted
+            assert target.apply(rig.key, wanted, rig.pod()).resources == wanted
     finally:
         stop.set()
         writer.join()

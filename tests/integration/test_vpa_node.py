@@ -13,13 +13,15 @@ from typing import Any, cast
 
 import pytest
 
-from autoscaler import quantity
-from controlplane.configsync import NAMESPACE, NodeConfigSync, synced
+from autoscaler.core import quantity
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
 from controlplane.metrics_server import install_metrics_server
+from controlplane.status_checks import synced
 from controlplane.vpa import NAMESPACE as VPA_NAMESPACE
 from controlplane.vpa import VPA, install_vpa, uninstall_vpa
-from inventory import kubeapi
-from inventory.ids import RSyncKey, reconciler_name
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, wait_for
 from tests.integration.on_node import configmaps, rsync_of
 

@@ -1,5 +1,5 @@
-"""Calibration without a cluster: the rules of autoscaler.calibration, its annotation, and the step that
-learns from a finished sync (through the executor, on the in-memory cluster of test_step).
+"""Calibration without a port: the rules of autoscaler.core.calibration, its annotation, and the step that
+learns from a finished sync (through the executor, on the in-memory port of test_step).
 
 Worked by hand for the prototype preset on Standard (test_step's rig): 1,000 objects -> 128 + 0.2 x 1000
 = 328 MiB raw -> 352 MiB. A reconciler seen at 150 MiB needs 150 x 1.25 = 187.5 -> 188 MiB;
@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.annotations import CALIBRATION_ANNOTATION, calibration_annotation, parse_calibration
-from autoscaler.calibration import (
+from autoscaler.core.annotations import CALIBRATION_ANNOTATION, calibration_annotation, parse_calibration
+from autoscaler.core.calibration import (
     Calibration,
     Margin,
     Peak,
+    Sample,
     Usage,
     Window,
     finished_in,
@@ -29,10 +30,11 @@ from autoscaler.calibration import (
     observed,
     usages,
 )
-from autoscaler.oom import OomKill
-from autoscaler.policy import Outcome, Resources
-from inventory.counts import ObjectCounts
-from tests.unit.test_step import AT_1000, DELAY, KEY, FakeCluster, metric, rig
+from autoscaler.core.hysteresis import Outcome
+from autoscaler.core.oom import OomKill
+from autoscaler.core.resources import Resources
+from inventory.core.counts import ObjectCounts
+from tests.unit.test_step import AT_1000, DELAY, KEY, FakePort, metric, rig
 
 POD = "root-reconciler-6c9f7d8b4-x2x9q"
 STARTED = datetime(2026, 11, 25, 10, 0, tzinfo=UTC).timestamp()
@@ -208,26 +210,26 @@ COUNTS = ObjectCounts(1000, 1000)
 
 
 def test_an_overpriced_rsync_is_lowered_once_its_sync_finished_and_the_delay_passed() -> None:
-    r = rig(FakeCluster(size=AT_1000))
+    r = rig(FakePort(size=AT_1000))
     r.executor.wall_clock = lambda: datetime(2026, 11, 25, 11, tzinfo=UTC).timestamp()
     assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.UNCHANGED
-    assert r.executor.observe_usage(KEY, WINDOW, 150)
-    assert not r.executor.observe_usage(KEY, WINDOW, 140), "a lower sample is no news"
+    assert r.executor.sampled(KEY, Sample(WINDOW, 150))
+    assert not r.executor.sampled(KEY, Sample(WINDOW, 140)), "a lower sample is no news"
     lessons = metric("objcount_calibrations_total", direction="first")
     assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.UNCHANGED, "nothing is learned mid-sync"
-    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published)
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published)
     assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
-    assert {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}.items() <= r.cluster.published[-1].items()
+    assert {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}.items() <= r.port.published[-1].items()
     assert metric("objcount_calibrations_total", direction="first") == lessons + 1
     assert metric("objcount_calibration_factor", rsync=str(KEY)) == pytest.approx(0.5732)
     assert metric("objcount_reconciler_working_set_mib", rsync=str(KEY)) == 140
     r.clock.now += DELAY
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
-    assert r.cluster.applied == [AT_1000_CALIBRATED]
+    assert r.port.applied == [AT_1000_CALIBRATED]
 
 
 def test_a_restarted_service_keeps_what_was_learned() -> None:
-    r = rig(FakeCluster(size=AT_1000))  # nothing sampled yet: a new service
+    r = rig(FakePort(size=AT_1000))  # nothing sampled yet: a new service
     assert (
         r.reconcile(COUNTS, rsync(annotations={CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}))
         == Outcome.POSTPONED
@@ -237,51 +239,51 @@ def test_a_restarted_service_keeps_what_was_learned() -> None:
         r.reconcile(COUNTS, rsync(annotations={CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}))
         == Outcome.SCALED_DOWN
     )
-    assert r.cluster.applied == [AT_1000_CALIBRATED]
-    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published), "nothing new to write"
+    assert r.port.applied == [AT_1000_CALIBRATED]
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published), "nothing new to write"
 
 
 def test_more_objects_still_scale_up_ahead_of_the_work_through_the_factor() -> None:
-    r = rig(FakeCluster(size=AT_1000_CALIBRATED))
+    r = rig(FakePort(size=AT_1000_CALIBRATED))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
     # 5,000 objects: 0.5732 x (128 + 1000) = 646.6 -> 672 MiB, CPU ceil(672 x 1000 / 1024) = 657 m.
     assert r.reconcile(ObjectCounts(5000, 1000), rsync("c2", annotations=stored)) == Outcome.SCALED_UP
-    assert r.cluster.applied == [Resources(657, 672, 657, 672)]
+    assert r.port.applied == [Resources(657, 672, 657, 672)]
 
 
 def test_an_underpriced_rsync_is_raised_at_once() -> None:
-    r = rig(FakeCluster(size=AT_1000))
-    r.executor.observe_usage(KEY, WINDOW, 400)
+    r = rig(FakePort(size=AT_1000))
+    r.executor.sampled(KEY, Sample(WINDOW, 400))
     # 400 MiB seen: needs 500; factor 1.5244; 1.5244 x 328 = 500.0 -> 512 MiB, CPU 500 m.
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
-    assert r.cluster.applied == [Resources(500, 512, 500, 512)]
+    assert r.port.applied == [Resources(500, 512, 500, 512)]
     assert metric("objcount_calibrations_total", direction="first") >= 1
 
 
 def test_the_peak_plus_margin_is_a_floor_while_its_window_lasts() -> None:
     """A repository that shrank: the model x factor says less, but the reconciler still holds what it used
     (its container and commit unchanged), so the size stays at the peak plus the margin."""
-    r = rig(FakeCluster(size=AT_1000_CALIBRATED))
+    r = rig(FakePort(size=AT_1000_CALIBRATED))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
-    r.executor.observe_usage(KEY, WINDOW, 150)
+    r.executor.sampled(KEY, Sample(WINDOW, 150))
     for _ in range(2):
         assert r.reconcile(ObjectCounts(100, 100), rsync(annotations=stored)) == Outcome.UNCHANGED
         r.clock.now += DELAY
-    assert r.cluster.applied == []
+    assert r.port.applied == []
 
 
 def test_an_oom_kill_still_raises_a_calibrated_rsync() -> None:
-    r = rig(FakeCluster(size=AT_1000_CALIBRATED, oom_kill=OomKill("2026-11-25T12:00:00Z", 192)))
+    r = rig(FakePort(size=AT_1000_CALIBRATED, oom_kill=OomKill("2026-11-25T12:00:00Z", 192)))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
     # Killed at 192 MiB: floor max(288, 320) = 320 MiB, CPU ceil(320 x 1000 / 1024) = 313 m.
     assert r.reconcile(COUNTS, rsync(annotations=stored)) == Outcome.SCALED_UP
-    assert r.cluster.applied == [Resources(313, 320, 313, 320)]
+    assert r.port.applied == [Resources(313, 320, 313, 320)]
 
 
 def test_without_the_metrics_api_nothing_changes() -> None:
-    r = rig(FakeCluster(size=AT_1000))
+    r = rig(FakePort(size=AT_1000))
     for _ in range(2):
         assert r.reconcile(COUNTS, rsync()) == Outcome.UNCHANGED
         r.clock.now += DELAY
-    assert r.cluster.applied == []
-    assert not any(CALIBRATION_ANNOTATION in p for p in r.cluster.published)
+    assert r.port.applied == []
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published)

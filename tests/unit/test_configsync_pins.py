@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from controlplane.configsync import BUILD_SCRIPT, DEFAULT_VERSION, PINS, VERSIONS
+from controlplane.configsync_build import BUILD_SCRIPT, DEFAULT_VERSION, PINS, VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 

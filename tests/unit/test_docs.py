@@ -3,15 +3,17 @@ newcomer finishes in five minutes that links every page of docs/."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 from prometheus_client import REGISTRY
 
-import autoscaler.metrics
-import autoscaler.service
-import autoscaler.webhook
+import autoscaler.service.main
+import autoscaler.service.metrics
+import autoscaler.service.webhook
 import inventory.metrics
-from autoscaler.settings import markdown_table
+from autoscaler.core.reasons import Reason
+from autoscaler.service.settings import markdown_table
 from controlplane.seed import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
@@ -27,11 +29,16 @@ def _between(marker: str) -> str:
 
 
 def test_settings_table_is_generated_from_the_settings_object() -> None:
-    assert _between("settings-table") == markdown_table(), "run: python -m autoscaler.settings"
+    assert _between("settings-table") == markdown_table(), "run: python -m autoscaler.service.settings"
 
 
 def test_every_metric_is_in_the_readme_table() -> None:
-    _registered_on_import = (autoscaler.metrics, autoscaler.service, autoscaler.webhook, inventory.metrics)
+    _registered_on_import = (
+        autoscaler.service.metrics,
+        autoscaler.service.main,
+        autoscaler.service.webhook,
+        inventory.metrics,
+    )
     documented = set(re.findall(r"^\| `(objcount_\w+)`", _between("metrics-table"), re.M))
     served = {m.name for m in REGISTRY.collect() if m.name.startswith("objcount_")}
     # prometheus_client strips `_total` from counter family names.
@@ -50,3 +57,29 @@ def test_every_page_of_docs_is_linked_from_the_readme_and_every_link_resolves() 
     for target in linked:
         if not target.startswith("http"):
             assert (REPO_ROOT / target).exists(), target
+
+
+def test_every_reason_is_raised_somewhere_and_documented_and_nothing_else_is() -> None:
+    """One list of reasons: the enum, what the code raises or counts, and the metrics table agree."""
+    row = re.search(
+        r"^\| `objcount_apply_errors_total` \|[^|]*\| `target`, `reason` \(([^)]*)\)",
+        _between("metrics-table"),
+        re.M,
+    )
+    assert row, "the apply errors row names its reasons"
+    documented = {name.strip() for name in row.group(1).split(",")}
+    used: set[str] = set()
+    for path in (REPO_ROOT / "autoscaler").rglob("*.py"):
+        if path.name == "reasons.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Reason"
+            ):
+                used.add(Reason[node.attr].value)
+    assert documented == {reason.value for reason in Reason}, "documented as the enum says"
+    assert used == {reason.value for reason in Reason}, (
+        "every reason is raised or counted somewhere, and only those"
+    )

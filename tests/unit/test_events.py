@@ -1,5 +1,5 @@
-"""Events without a cluster: the series rules (pure), the Events a reconcile records (through the executor,
-on test_step's in-memory cluster) and a writer that never blocks or fails a reconcile."""
+"""Events without a port: the series rules (pure), the Events a reconcile records (through the executor,
+on test_step's in-memory port) and a writer that never blocks or fails a reconcile."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.events import (
+from autoscaler.core.hysteresis import Outcome
+from autoscaler.core.oom import OomKill
+from autoscaler.kube.events import (
     SERIES_FLUSH_S,
     SERIES_GAP_S,
     EventWriter,
@@ -17,12 +19,10 @@ from autoscaler.events import (
     event_body,
     series_patch,
 )
-from autoscaler.oom import OomKill
-from autoscaler.policy import Outcome
-from inventory import kubeapi
-from inventory.counts import ObjectCounts
+from inventory.core.counts import ObjectCounts
+from inventory.kube import kubeapi
 from tests.helpers import wait_for
-from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakeCluster, metric, rig
+from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, metric, rig
 
 ROOT = Regarding("configsync.gke.io/v1beta1", "RootSync", "config-management-system", "root-sync", "uid-1")
 
@@ -112,8 +112,8 @@ def with_uid(annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {**meta, "annotations": annotations or {}}}
 
 
-def recorded(cluster: FakeCluster, *observed: ObjectCounts, step_s: float = 0.0) -> list[tuple[str, str]]:
-    r = rig(cluster)
+def recorded(port: FakePort, *observed: ObjectCounts, step_s: float = 0.0) -> list[tuple[str, str]]:
+    r = rig(port)
     seen: list[Occurrence] = []
     r.executor.events = seen.append
     for counts in observed:
@@ -123,20 +123,20 @@ def recorded(cluster: FakeCluster, *observed: ObjectCounts, step_s: float = 0.0)
 
 
 def test_a_scale_up_a_held_scale_down_and_a_scale_down_are_recorded() -> None:
-    assert recorded(FakeCluster(size=AT_100), ObjectCounts(5000, 5000)) == [("ScaledUp", "Normal")]
-    held_then_down = recorded(FakeCluster(size=AT_5000), *[ObjectCounts(1000, 1000)] * 2, step_s=DELAY)
+    assert recorded(FakePort(size=AT_100), ObjectCounts(5000, 5000)) == [("ScaledUp", "Normal")]
+    held_then_down = recorded(FakePort(size=AT_5000), *[ObjectCounts(1000, 1000)] * 2, step_s=DELAY)
     assert held_then_down == [("ScaleDownPostponed", "Normal"), ("ScaledDown", "Normal")]
-    assert recorded(FakeCluster(size=AT_1000), ObjectCounts(1000, 1000)) == [], "unchanged: no Event"
+    assert recorded(FakePort(size=AT_1000), ObjectCounts(1000, 1000)) == [], "unchanged: no Event"
 
 
 def test_a_held_size_a_failed_apply_and_an_oom_floor_are_warnings() -> None:
-    assert recorded(FakeCluster(size=AT_100, owner="declared in git"), ObjectCounts(5000, 5000)) == [
+    assert recorded(FakePort(size=AT_100, owner="declared in git"), ObjectCounts(5000, 5000)) == [
         ("HeldByOwner", "Warning")
     ]
-    assert recorded(FakeCluster(size=AT_100, failing={"apply"}), ObjectCounts(5000, 5000)) == [
+    assert recorded(FakePort(size=AT_100, failing={"apply"}), ObjectCounts(5000, 5000)) == [
         ("ApplyFailed", "Warning")
     ]
-    killed = FakeCluster(size=AT_1000, oom_kill=OomKill("2026-11-25T12:00:00Z", 352))
+    killed = FakePort(size=AT_1000, oom_kill=OomKill("2026-11-25T12:00:00Z", 352))
     assert recorded(killed, ObjectCounts(1000, 1000)) == [
         ("OomFloorRaised", "Warning"),
         ("ScaledUp", "Normal"),
@@ -144,7 +144,7 @@ def test_a_held_size_a_failed_apply_and_an_oom_floor_are_warnings() -> None:
 
 
 def test_an_rsync_without_a_uid_gets_no_event_and_the_reconcile_goes_on() -> None:
-    r = rig(FakeCluster(size=AT_100))
+    r = rig(FakePort(size=AT_100))
     seen: list[Occurrence] = []
     r.executor.events = seen.append
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP  # test_step's RSync has no uid

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import FITTED
+from autoscaler.core.sizing import FITTED
 from profiles.fit import Point, fit, least_squares, read_points
 
 DATA = Path(__file__).resolve().parents[2] / "profiles" / "data"

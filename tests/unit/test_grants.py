@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from autoscaler.cli import main
-from autoscaler.grants import GrantError, reposync_grant
+from autoscaler.core.grants import GrantError, reposync_grant
 
 LABELS = {"app.kubernetes.io/name": "objcount-autoscaler"}
 ACCOUNT = "objcount-ns-reconciler-team-a-apps-4"  # for RepoSync team-a/apps (reconciler name + prefix)

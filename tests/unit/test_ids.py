@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from inventory.ids import (
+from inventory.core.ids import (
     RSyncKey,
     applyset_id,
     fnv1a_32,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.injection import SidecarTemplate, TemplateError, decide
+from autoscaler.core.injection import SidecarTemplate, TemplateError, decide
 
 TEMPLATE = SidecarTemplate.parse(
     """

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inventory.inventory_count import (
+from inventory.core.inventory_count import (
     InventoryCounter,
     count_entries_plainly,
     exact_entries_problem,

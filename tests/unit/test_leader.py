@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.leader import LeaderElector
-from inventory import kubeapi
+from autoscaler.kube.leader import LeaderElector
+from inventory.kube import kubeapi
 from tests.helpers import wait_for
 
 

@@ -14,12 +14,12 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import autoscaler.events
-import autoscaler.metrics
-import autoscaler.service
-import autoscaler.webhook
+import autoscaler.kube.events
+import autoscaler.service.main
+import autoscaler.service.metrics
+import autoscaler.service.webhook
 import inventory.metrics
-from controlplane.launcher import run_build_script
+from controlplane.builds import run_build_script
 from controlplane.seed import REPO_ROOT
 
 MONITORING = REPO_ROOT / "manifests" / "monitoring"
@@ -27,10 +27,10 @@ RULES = MONITORING / "rules.yaml"
 RULES_TEST = REPO_ROOT / "tests" / "monitoring" / "rules-test.yaml"
 DASHBOARD = MONITORING / "dashboard.json"
 _REGISTERED_ON_IMPORT = (
-    autoscaler.events,
-    autoscaler.metrics,
-    autoscaler.service,
-    autoscaler.webhook,
+    autoscaler.kube.events,
+    autoscaler.service.metrics,
+    autoscaler.service.main,
+    autoscaler.service.webhook,
     inventory.metrics,
 )
 

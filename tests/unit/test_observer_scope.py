@@ -4,9 +4,9 @@ when narrowed; a sidecar only its own."""
 
 from __future__ import annotations
 
-from inventory.ids import RSyncKey
-from inventory.inventory_count import InventorySummary
-from inventory.observer import Observer, Scope
+from inventory.core.ids import RSyncKey
+from inventory.core.inventory_count import InventorySummary
+from inventory.kube.observer import Observer, Scope
 
 NAMESPACE = "config-management-system"
 MINE = RSyncKey("RootSync", NAMESPACE, "mine")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.annotations import oom_floor_annotation, parse_oom_floor
-from autoscaler.oom import OomFloor, OomKill, next_floor, oom_kill_of, raised
+from autoscaler.core.annotations import oom_floor_annotation, parse_oom_floor
+from autoscaler.core.oom import OomFloor, OomKill, next_floor, oom_kill_of, raised
 
 DAY = 86400.0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.policy import AUTOPILOT, STANDARD
+from autoscaler.core.sizing import AUTOPILOT, STANDARD
 from profiles.own_cost import OwnCost, ours_pod_mib, shipped, static_pod_mib
 
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.targets import (
+from autoscaler.core.owners import (
     DECLARED_FIELDS_ANNOTATION,
     override_declared_by_another,
     reconciler_manager_owns,
 )
-from inventory.objects import RSync
+from inventory.core.objects import RSync
 
 
 @pytest.mark.parametrize(

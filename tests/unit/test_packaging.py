@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.injection import SidecarTemplate
-from autoscaler.settings import CONFIG_FILE_ENV, Settings, load_settings
+from autoscaler.core.injection import SidecarTemplate
+from autoscaler.service.settings import CONFIG_FILE_ENV, Settings, load_settings
 from controlplane.seed import REPO_ROOT, manifests_in
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()

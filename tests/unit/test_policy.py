@@ -9,26 +9,22 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import (
+from autoscaler.core.hysteresis import Decision, Hysteresis, Outcome, decide, initial
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import (
     AUTOPILOT,
     AUTOPILOT_BURSTING,
     FITTED,
     PLATFORMS,
     PROTOTYPE,
     STANDARD,
-    Decision,
-    Hysteresis,
-    Outcome,
     Profile,
-    Resources,
     Sizing,
     SizingError,
-    decide,
     explain,
-    initial,
     size,
 )
-from inventory.counts import ObjectCounts
+from inventory.core.counts import ObjectCounts
 
 # Requests of a git RootSync's other containers on Autopilot (DESIGN.md 2.4): git-sync + otel-agent.
 AUTOPILOT_OTHERS = {"others_cpu_m": 20 + 10, "others_memory_mib": 32 + 64}
@@ -310,9 +306,9 @@ def test_unknown_counts_still_allow_a_scale_up() -> None:
     assert step(ObjectCounts(), initial(at(100)), 0).outcome == Outcome.POSTPONED
 
 
-def test_no_decision_before_startup_is_complete() -> None:
-    d = step(ObjectCounts(5000, 5000), initial(at(100)), 0, ready=False)
-    assert (d.outcome, d.resources) == (Outcome.DEFERRED_STARTUP, at(100))
+def restarted(d: Decision, now: float) -> Decision:
+    """The decision after its apply restarted the reconciler (as `autoscaler.core.step.settled` records)."""
+    return replace(d, restarts=(*d.restarts, now))
 
 
 def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
@@ -322,6 +318,7 @@ def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
         now += 60
         d = step(ObjectCounts(objects, objects), d, now)
         assert d.outcome == Outcome.SCALED_UP
+        d = restarted(d, now)
     d = step(ObjectCounts(100, 100), d, now + 1)
     d = step(ObjectCounts(100, 100), d, now + 700)
     assert d.outcome == Outcome.POSTPONED
@@ -333,9 +330,10 @@ def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
 def test_restart_cap_ignores_changes_that_do_not_restart() -> None:
     d = initial(at(100))
     for i, objects in enumerate((1000, 2000, 3000, 4000)):
-        d = step(ObjectCounts(objects, objects), d, i, causes_restart=False)
+        d = step(ObjectCounts(objects, objects), d, i)  # resized in place: nothing restarted
+        assert d.outcome == Outcome.SCALED_UP
     d = step(ObjectCounts(100, 100), d, 10)
-    d = step(ObjectCounts(100, 100), d, 700, causes_restart=False)
+    d = step(ObjectCounts(100, 100), d, 700)
     assert d.outcome == Outcome.SCALED_DOWN
 
 

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import pytest
 
-from inventory import kubeapi
-from inventory.ids import RSyncKey
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
 from profiles.reconciler_memory import Cluster, manifests
 
 KEY = RSyncKey("RootSync", "config-management-system", "mem-configmaps-3-0")

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from inventory import kubeapi
-from inventory.backoff import Backoff
-from inventory.watch import ObjectCodec, Reflector, WatchSettings
+from inventory.core.backoff import Backoff
+from inventory.kube import kubeapi
+from inventory.kube.watch import ObjectCodec, Reflector, WatchSettings
 
 
 def obj(name: str, rv: str) -> dict[str, Any]:

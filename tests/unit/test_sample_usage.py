@@ -1,6 +1,6 @@
 """The controller's sampler without a cluster: one look at the metrics API feeds each RSync's window peak,
 queues the RSyncs whose peak rose, and does nothing where the metrics API is not served (on test_step's
-in-memory cluster; the observer's caches stand in for the watches)."""
+in-memory port; the observer's caches stand in for the watches)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from autoscaler.calibration import Peak, Sampled, Usage, Window
-from autoscaler.controller import Controller, Scope
-from inventory import kubeapi
-from inventory.ids import RSyncKey
-from tests.unit.test_step import FakeCluster, metric
+from autoscaler.core.calibration import Peak, Sampled, Usage, Window
+from autoscaler.service.controller import Controller, Scope
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
+from tests.unit.test_step import FakePort, metric
 
 ROOT = RSyncKey("RootSync", "config-management-system", "root-sync")
 REPO = RSyncKey("RepoSync", "team-a", "repo-sync")
@@ -21,8 +21,8 @@ STARTED = 1764064800.0
 
 
 @dataclass
-class Recording(FakeCluster):
-    """test_step's cluster, remembering which selector each look at the metrics API used."""
+class Recording(FakePort):
+    """test_step's port, remembering which selector each look at the metrics API used."""
 
     selectors: list[str] = field(default_factory=list)
 
@@ -37,8 +37,8 @@ def fetched(commit: str) -> dict[str, Any]:
     return {"metadata": {"name": "x"}, "status": {"source": {"commit": commit}}}
 
 
-def controller(cluster: Recording, keys: list[RSyncKey], monkeypatch: pytest.MonkeyPatch) -> Controller:
-    made = Controller(object(), Scope.cluster(), cluster=cluster)  # type: ignore[arg-type]  # never called
+def controller(port: Recording, keys: list[RSyncKey], monkeypatch: pytest.MonkeyPatch) -> Controller:
+    made = Controller(object(), Scope.cluster(), port=port)  # type: ignore[arg-type]  # never called
     monkeypatch.setattr(Controller, "synced", property(lambda self: True))
     monkeypatch.setattr(made.observer, "rsync_keys", lambda: keys)
     monkeypatch.setattr(made.observer, "rsync", lambda key: fetched("c1"))
@@ -61,21 +61,21 @@ def test_one_look_feeds_every_rsync_s_window_and_queues_those_whose_peak_rose(
         Usage("ns-reconciler-team-a", "ns-reconciler-team-a-5d8-b", STARTED, 90),
         Usage("root-reconciler", "root-reconciler-0-a", STARTED - 600, 400),  # the old Pod of a rollout
     ]
-    cluster = Recording(usage=Sampled(usage, []))
-    made = controller(cluster, [ROOT, REPO], monkeypatch)
+    port = Recording(usage=Sampled(usage, []))
+    made = controller(port, [ROOT, REPO], monkeypatch)
     made.sample_usage()
-    assert cluster.selectors == ["app=reconciler"], "the cluster controller: every reconciler at once"
-    assert made.executor.peaks[ROOT] == Peak(Window("root-reconciler-1-a", STARTED, "c1"), 150)
-    assert made.executor.peaks[REPO].mib == 90
+    assert port.selectors == ["app=reconciler"], "the port controller: every reconciler at once"
+    assert made.executor.peak(ROOT) == Peak(Window("root-reconciler-1-a", STARTED, "c1"), 150)
+    assert made.executor.peak(REPO).mib == 90
     assert queued(made) == {ROOT, REPO}
     made.sample_usage()
     assert queued(made) == set(), "the same peaks: nothing to look at again"
 
 
 def test_a_sidecar_reads_its_own_reconciler_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    cluster = Recording(usage=Sampled([], []))
-    controller(cluster, [ROOT], monkeypatch).sample_usage()
-    assert cluster.selectors == ["configsync.gke.io/deployment-name=root-reconciler"]
+    port = Recording(usage=Sampled([], []))
+    controller(port, [ROOT], monkeypatch).sample_usage()
+    assert port.selectors == ["configsync.gke.io/deployment-name=root-reconciler"]
 
 
 def test_without_the_metrics_api_or_its_permission_nothing_is_sampled(
@@ -83,13 +83,13 @@ def test_without_the_metrics_api_or_its_permission_nothing_is_sampled(
 ) -> None:
     made = controller(Recording(usage=None), [ROOT], monkeypatch)
     made.sample_usage()
-    assert made.executor.peaks == {}
+    assert made.executor.peak(ROOT) is None
     refused = controller(Recording(usage=Sampled([], []), failing={"usage"}), [ROOT], monkeypatch)
     before = metric("objcount_reconcile_errors_total", stage="usage")
     refused.sample_usage()
     refused.sample_usage()
     assert metric("objcount_reconcile_errors_total", stage="usage") == before + 2, "each is counted"
-    assert refused.executor.peaks == {}
+    assert refused.executor.peak(ROOT) is None
 
 
 def test_an_unreadable_usage_is_counted_and_leaves_the_peak_as_it_was(
@@ -99,4 +99,4 @@ def test_an_unreadable_usage_is_counted_and_leaves_the_peak_as_it_was(
     before = metric("objcount_reconcile_errors_total", stage="usage")
     made.sample_usage()
     assert metric("objcount_reconcile_errors_total", stage="usage") == before + 1
-    assert made.executor.peaks == {}
+    assert made.executor.peak(ROOT) is None

@@ -10,10 +10,18 @@ import pytest
 from pydantic import ValidationError
 
 from autoscaler.cli import main
-from autoscaler.policy import PLATFORMS, Resources, size
-from autoscaler.settings import CONFIG_FILE_ENV, Settings, SettingsError, load_settings, markdown_table
-from autoscaler.targets import TARGETS
-from inventory import kubeapi
+from autoscaler.core.observation import RSyncView
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import PLATFORMS, size
+from autoscaler.kube.targets import TARGETS
+from autoscaler.service.settings import (
+    CONFIG_FILE_ENV,
+    Settings,
+    SettingsError,
+    load_settings,
+    markdown_table,
+)
+from inventory.kube import kubeapi
 
 
 @pytest.fixture(autouse=True)
@@ -188,7 +196,8 @@ def test_every_target_in_the_registry_is_a_setting_and_builds_itself(name: str) 
     settings = Settings(mode="cluster", target=name)
     target = TARGETS[settings.target].build(cast(kubeapi.KubeApi, object()), "config-management-system")
     assert target.name == name
-    assert target.declared({"metadata": {"name": "root-sync"}}) is None, "an RSync without an override"
+    view = RSyncView.of({"metadata": {"name": "root-sync"}})
+    assert target.declared(view) is None, "an RSync without an override"
     assert f"`{name}`" in markdown_table()
 
 

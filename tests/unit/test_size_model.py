@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.policy import SIZE_AWARE
+from autoscaler.core.sizing import SIZE_AWARE
 from profiles.size_model import (
     HeldOut,
     Measured,

@@ -15,16 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.seed import configmaps_yaml, write_commit
-from inventory.go_decoding import GoDecodeError, decode_yaml
-from inventory.manifest_reader import CRASH, _fast_yaml, _tree_path_steps, path_steps_of, read_manifest
-from inventory.source_count import (
+from inventory.core.go_decoding import GoDecodeError, decode_yaml
+from inventory.core.manifest_reader import CRASH, _fast_yaml, _tree_path_steps, path_steps_of, read_manifest
+from inventory.source.source_count import (
     SourceError,
     Unread,
     count_directory,
     quiet_rapidyaml,
     read_file,
 )
-from inventory.source_watch import SourceLayout, SourceWatcher, count_source
+from inventory.source.source_watch import SourceLayout, SourceWatcher, count_source
 from tests.manifest_cases import CM, CRD_WITH_EQUALS, NAMED_CASES, fragment_files, yaml_files
 
 
@@ -303,7 +303,7 @@ def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("inventory.source_watch.count_source", crash)
+    monkeypatch.setattr("inventory.source.source_watch.count_source", crash)
     write_commit(tmp_path, "c2", {"a.yaml": configmaps_yaml(9)}, sync_dir="config")
     watcher.interval = 0.01
     watcher.start()

@@ -1,4 +1,4 @@
-"""The reconcile step and its executor, without a cluster: an in-memory fake of the Cluster protocol.
+"""The reconcile step and its executor, without a cluster: an in-memory fake of the port.
 
 Sizes are worked by hand for the prototype preset on Standard, no other containers:
 memory = ceil((128 + 0.2 x objects) / 32) x 32 MiB, CPU = ceil(memory x 1000 / 1024) m, limits = requests.
@@ -11,11 +11,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import cast
 
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.annotations import (
+from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     AUTOSCALE_ANNOTATION,
     HELD_ANNOTATION,
@@ -24,17 +25,23 @@ from autoscaler.annotations import (
     RECOMMENDED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
 )
-from autoscaler.calibration import Sampled
-from autoscaler.count_writer import WriteOutcome
-from autoscaler.executor import Executor
-from autoscaler.oom import OomKill
-from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources, Sizing
-from autoscaler.step import RSyncState, StepConfig
-from autoscaler.targets import Applied, ApplyError
-from inventory import kubeapi
-from inventory.counts import ObjectCounts
-from inventory.ids import RSyncKey
-from inventory.objects import RSync
+from autoscaler.core.calibration import Sampled
+from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
+from autoscaler.core.oom import OomKill
+from autoscaler.core.reasons import ReadError, Reason, WriteError
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile, Sizing
+from autoscaler.core.step import RSyncState, StepConfig
+from autoscaler.kube.count_writer import WriteOutcome
+from autoscaler.kube.port import Written
+from autoscaler.kube.targets import Applied
+from autoscaler.service.controller import Controller, Scope
+from autoscaler.service.executor import Ended, Executor
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import RSync
+from inventory.kube import kubeapi
 
 KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
 AT_100 = Resources(157, 160, 157, 160)
@@ -48,9 +55,17 @@ DELAY = 600.0
 DAY = 86400.0
 
 
+@dataclass(frozen=True)
+class FakeTarget:
+    name: str = "fake"
+    rereads_current: bool = False
+    in_place: bool = False
+
+
 @dataclass
-class FakeCluster:
-    """The cluster operations in memory: the reconciler's size, what was applied, published, recorded."""
+class FakePort:
+    """The port in memory: the reconciler's size, what was applied, published, recorded, and how often
+    each was read."""
 
     size: Resources | None = AT_100
     restarts: bool = True  # what an apply reports
@@ -66,41 +81,46 @@ class FakeCluster:
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
     counts: list[tuple[ObjectCounts, bool]] = field(default_factory=list)
+    reads: list[Needs] = field(default_factory=list)
 
-    def current(self, key: RSyncKey) -> Resources | None:
-        if "current" in self.failing:
-            raise ApplyError("forbidden", "reading the size: forbidden")
-        return self.size
+    @property
+    def target(self) -> FakeTarget:
+        return FakeTarget(self.target_name)
 
-    def others(self, key: RSyncKey) -> tuple[int, int] | None:
-        return None
-
-    def api_resources(self) -> int | None:
-        return self.surface
-
-    def last_oom_kill(self, key: RSyncKey) -> OomKill | None:
+    def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
+        self.reads.append(needs)
+        if not needs.sizes:
+            return Reading()
+        if needs.current and "current" in self.failing:
+            raise ReadError(Reason.FORBIDDEN, "reading the size: forbidden")
+        unread = ()
         if "oom" in self.failing:
-            raise ApplyError("forbidden", "listing the reconciler pod: forbidden")
-        return self.oom_kill
+            unread = (Unread("read", "cannot read the reconciler's OOM kills: listing the pod: forbidden"),)
+        return Reading(
+            current=self.size if needs.current else None,
+            declared=self.in_rsync,
+            held_by_owner=self.owner,
+            oom_kill=None if "oom" in self.failing else self.oom_kill,
+            api_resources=self.surface,
+            unread=unread,
+        )
 
-    def declared(self, rsync: RSync) -> Resources | None:
-        return self.in_rsync
+    def write(
+        self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
+    ) -> Written:
+        applied = None
+        if apply is not None:
+            if "apply" in self.failing:
+                raise WriteError(Reason.REJECTED, "apply: rejected")
+            self.size = apply
+            self.applied.append(apply)
+            applied = Applied(apply, self.restarts, self.generation_after_apply)
+        if publish:
+            self.published.append(dict(publish))
+        return Written(applied)
 
     def reconciler_usage(self, selector: str) -> Sampled | None:
         return self.usage
-
-    def held_by_owner(self, rsync: RSync) -> str | None:
-        return self.owner
-
-    def apply(self, key: RSyncKey, resources: Resources) -> Applied:
-        if "apply" in self.failing:
-            raise ApplyError("rejected", "apply: rejected")
-        self.size = resources
-        self.applied.append(resources)
-        return Applied(resources, self.restarts, self.generation_after_apply)
-
-    def publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> None:
-        self.published.append(dict(annotations))
 
     def write_counts(
         self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
@@ -121,7 +141,7 @@ class Clock:
 
 @dataclass
 class Rig:
-    cluster: FakeCluster
+    port: FakePort
     clock: Clock
     executor: Executor
     rechecks: list[float]
@@ -131,12 +151,12 @@ class Rig:
         return self.executor.reconcile(KEY, body if rsync is None else rsync, observed)
 
 
-def rig(cluster: FakeCluster | None = None, *, sizes: bool = True, max_restarts: int = 100) -> Rig:
-    cluster = cluster or FakeCluster()
+def rig(port: FakePort | None = None, *, sizes: bool = True, max_restarts: int = 100) -> Rig:
+    port = port or FakePort()
     clock, rechecks = Clock(), []
     config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, max_restarts), 3, sizes=sizes)
-    executor = Executor(cluster, config, clock, lambda key, delay: rechecks.append(delay))
-    return Rig(cluster, clock, executor, rechecks)
+    executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
+    return Rig(port, clock, executor, rechecks)
 
 
 def metric(name: str, **labels: str) -> float:
@@ -191,11 +211,11 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_reconcile(name: str) -> None:
     case = CASES[name]
-    r = rig(FakeCluster(failing=set(case.failing)), sizes=case.sizes)
+    r = rig(FakePort(failing=set(case.failing)), sizes=case.sizes)
     decisions = metric("objcount_decisions_total", outcome=case.outcome)
     assert r.reconcile(case.observed, case.rsync) == case.outcome
-    assert r.cluster.applied == case.applied
-    assert r.cluster.counts == ([(case.observed, False)] if case.counts_recorded else [])
+    assert r.port.applied == case.applied
+    assert r.port.counts == ([(case.observed, False)] if case.counts_recorded else [])
     assert metric("objcount_decisions_total", outcome=case.outcome) == decisions + 1, (
         "every outcome is counted"
     )
@@ -205,30 +225,30 @@ def test_prune_pending_is_said_in_the_decision() -> None:
     r = rig()
     assert r.reconcile(ObjectCounts(10, 100)) == Outcome.UNCHANGED  # 100 objects: sized for the inventory
     assert r.executor.states[KEY].decision is not None
-    r.cluster.size = AT_1000
+    r.port.size = AT_1000
     r.executor.states.clear()
     assert r.reconcile(ObjectCounts(10, 100)) == Outcome.POSTPONED
     assert "prune pending" in r.executor.states[KEY].decision.reason  # type: ignore[union-attr]
-    assert r.cluster.applied == []
+    assert r.port.applied == []
 
 
 def test_the_reconciler_is_sized_for_the_api_surface_discovery_reports() -> None:
     surface = Sizing(
         "surface", base_mib=Fraction(100), mib_per_object=Fraction(0), mib_per_api_resource=Fraction(1)
     )
-    cluster = FakeCluster(size=None, surface=300)
+    port = FakePort(size=None, surface=300)
     clock = Clock()
     config = StepConfig(Profile(surface, STANDARD), Hysteresis(DELAY, 100), 3)
-    executor = Executor(cluster, config, clock, lambda key, delay: None)
+    executor = Executor(port, config, clock, lambda key, delay: None)
     executor.reconcile(KEY, annotated({}), ObjectCounts(10, 10))
     # 100 MiB + 1 MiB x 300 resource types (fitted on none) = 400 -> 416 on the 32 MiB grid.
-    assert [r.memory_request_mib for r in cluster.applied] == [416]
+    assert [r.memory_request_mib for r in port.applied] == [416]
 
 
 def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
     r = rig()
     r.reconcile(ObjectCounts(5000, 5000))
-    assert r.cluster.published == [
+    assert r.port.published == [
         {
             RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
             APPLIED_ANNOTATION: AT_5000_ANNOTATION,
@@ -237,11 +257,11 @@ def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
 
 
 def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
-    r = rig(FakeCluster(owner="spec.override is declared in git"))
+    r = rig(FakePort(owner="spec.override is declared in git"))
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.HELD_BY_OWNER
-    assert r.cluster.applied == []
+    assert r.port.applied == []
     # The recommendation is published; what is applied stays what the reconciler has (100 objects).
-    assert r.cluster.published == [
+    assert r.port.published == [
         {
             RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
             APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"160Mi"},"limits":{"cpu":"157m","memory":"160Mi"}}',
@@ -252,24 +272,24 @@ def test_a_size_its_owner_holds_is_recommended_and_never_applied() -> None:
     assert decision is not None
     assert "not applied: spec.override is declared in git" in decision.reason
     assert metric("objcount_decisions_total", outcome="held_by_owner") >= 1
-    r.cluster.owner = None  # the declaration no longer covers the field: ours again
+    r.port.owner = None  # the declaration no longer covers the field: ours again
     held = {
         "metadata": {"name": KEY.name, "annotations": {HELD_ANNOTATION: "spec.override is declared in git"}}
     }
     assert r.reconcile(ObjectCounts(5000, 5000), held) == Outcome.SCALED_UP  # type: ignore[arg-type]
-    assert r.cluster.applied == [AT_5000]
-    assert r.cluster.published[-1][HELD_ANNOTATION] is None, "the reason is removed"
+    assert r.port.applied == [AT_5000]
+    assert r.port.published[-1][HELD_ANNOTATION] is None, "the reason is removed"
 
 
 def test_a_lower_target_waits_for_the_delay_then_comes_down() -> None:
-    r = rig(FakeCluster(size=AT_5000))
+    r = rig(FakePort(size=AT_5000))
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED
     assert r.rechecks == [DELAY + 0.01], "the held scale-down is looked at again when it is due"
     r.clock.now += DELAY - 1
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED
     r.clock.now += 1
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
-    assert r.cluster.applied == [AT_100]
+    assert r.port.applied == [AT_100]
 
 
 # ----- the scale-down delay counts from the inventory's last change: named cases ------------------------
@@ -323,22 +343,22 @@ DELAY_CASES: dict[str, tuple[list[Event], list[Resources], list[float]]] = {
 @pytest.mark.parametrize("name", list(DELAY_CASES))
 def test_the_scale_down_delay(name: str) -> None:
     events, applied, rechecks = DELAY_CASES[name]
-    r = rig(FakeCluster(size=AT_5000))
+    r = rig(FakePort(size=AT_5000))
     start = r.clock.now
     for after, counts, outcome in events:
         r.clock.now = start + after
         assert r.reconcile(counts) == outcome, f"at {after} s"
-    assert r.cluster.applied == applied
+    assert r.port.applied == applied
     assert r.rechecks == rechecks, "the held scale-down is looked at again when it is due"
 
 
 def test_the_restart_is_counted_when_the_in_place_target_falls_back_to_the_template() -> None:
-    r = rig(FakeCluster(restarts=False))
+    r = rig(FakePort(restarts=False))
     restarts = metric("objcount_restarts_caused_total")
     assert r.reconcile(ObjectCounts(1000, 1000)) == Outcome.SCALED_UP  # resized in place
     assert metric("objcount_restarts_caused_total") == restarts
     assert r.executor.states[KEY].decision.restarts == ()  # type: ignore[union-attr]
-    r.cluster.restarts = True  # the resize is infeasible: the template changes, the pod restarts
+    r.port.restarts = True  # the resize is infeasible: the template changes, the pod restarts
     r.clock.now = 2000.0
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert metric("objcount_restarts_caused_total") == restarts + 1
@@ -346,7 +366,7 @@ def test_the_restart_is_counted_when_the_in_place_target_falls_back_to_the_templ
 
 
 def test_restarts_that_happened_hold_scale_downs_at_the_cap() -> None:
-    r = rig(FakeCluster(restarts=True), max_restarts=1)
+    r = rig(FakePort(restarts=True), max_restarts=1)
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     r.reconcile(ObjectCounts(100, 100))
     r.clock.now += DELAY
@@ -355,7 +375,7 @@ def test_restarts_that_happened_hold_scale_downs_at_the_cap() -> None:
 
 
 def test_resizes_that_did_not_restart_never_reach_the_cap() -> None:
-    r = rig(FakeCluster(restarts=False), max_restarts=1)
+    r = rig(FakePort(restarts=False), max_restarts=1)
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     r.reconcile(ObjectCounts(100, 100))
     r.clock.now += DELAY
@@ -364,18 +384,18 @@ def test_resizes_that_did_not_restart_never_reach_the_cap() -> None:
 
 def test_another_writers_size_is_reported_reapplied_then_left_alone() -> None:
     theirs = Resources(50, 64, 50, 64)
-    r = rig(FakeCluster(generation_after_apply=2))
+    r = rig(FakePort(generation_after_apply=2))
     r.reconcile(ObjectCounts(1000, 1000))
     assert r.executor.states[KEY].written == (2, AT_1000)
     reverted = metric("objcount_apply_errors_total", target="fake", reason="reverted")
-    r.cluster.in_rsync = theirs
+    r.port.in_rsync = theirs
     for generation in (3, 4, 5):  # three reverts in the hour are fought back
-        r.cluster.generation_after_apply = generation
+        r.port.generation_after_apply = generation
         assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, generation)) == Outcome.SCALED_UP
         r.clock.now += 60
-    assert r.cluster.applied == [AT_1000] * 4
+    assert r.port.applied == [AT_1000] * 4
     assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, 6)) == Outcome.HANDS_OFF
-    assert r.cluster.applied == [AT_1000] * 4, "the fourth revert in the hour is not fought"
+    assert r.port.applied == [AT_1000] * 4, "the fourth revert in the hour is not fought"
     assert r.executor.states[KEY].decision.resources == theirs  # type: ignore[union-attr]
     assert metric("objcount_apply_errors_total", target="fake", reason="reverted") == reverted + 4
     r.clock.now += 3600
@@ -383,27 +403,37 @@ def test_another_writers_size_is_reported_reapplied_then_left_alone() -> None:
 
 
 def test_our_own_write_seen_in_a_stale_cache_is_no_revert() -> None:
-    r = rig(FakeCluster(generation_after_apply=2))
+    r = rig(FakePort(generation_after_apply=2))
     r.reconcile(ObjectCounts(1000, 1000))
-    r.cluster.in_rsync = AT_100  # the cache still shows the size before our write
+    r.port.in_rsync = AT_100  # the cache still shows the size before our write
     assert r.reconcile(ObjectCounts(1000, 1000), annotated({}, 2)) == Outcome.UNCHANGED
-    assert r.cluster.applied == [AT_1000]
+    assert r.port.applied == [AT_1000]
 
 
 def test_pruned_status_fields_move_the_counts_to_annotations_from_then_on() -> None:
-    r = rig(FakeCluster(count_write="fell_back"))
+    r = rig(FakePort(count_write="fell_back"))
     r.reconcile(ObjectCounts(100, 100))
-    r.cluster.count_write = "annotations"
+    r.port.count_write = "annotations"
     r.reconcile(ObjectCounts(100, 120))
-    assert [in_annotations for _, in_annotations in r.cluster.counts] == [False, True]
+    assert [in_annotations for _, in_annotations in r.port.counts] == [False, True]
 
 
 def test_a_deleted_rsync_is_forgotten() -> None:
     r = rig()
     r.reconcile(ObjectCounts(5000, 5000))
-    assert r.executor.reconcile(KEY, None, ObjectCounts()) == Outcome.GONE
+    assert r.executor.reconcile(KEY, None, ObjectCounts()) == Ended.GONE
     assert KEY not in r.executor.states
     assert REGISTRY.get_sample_value("objcount_objects", {"rsync": str(KEY), "count": "sync"}) is None
+
+
+def test_no_decision_before_startup_is_complete() -> None:
+    """Until the caches synced (and with them the counts stored on the RSync) nothing is read or sized."""
+    port = FakePort(size=AT_100)
+    controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=port)
+    deferred = metric("objcount_decisions_total", outcome="deferred_startup")
+    assert controller.reconcile(KEY) == Ended.DEFERRED_STARTUP
+    assert (port.reads, port.applied, port.size) == ([], [], AT_100)
+    assert metric("objcount_decisions_total", outcome="deferred_startup") == deferred + 1
 
 
 def test_a_crash_in_any_stage_is_an_error_outcome() -> None:
@@ -417,7 +447,7 @@ def test_an_error_keeps_the_state_it_had() -> None:
     r = rig()
     r.reconcile(ObjectCounts(1000, 1000))
     before = r.executor.states[KEY]
-    r.cluster.failing.add("apply")
+    r.port.failing.add("apply")
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
     after = r.executor.states[KEY]
     assert replace(after, failed=None) == before, "only the failure is remembered"
@@ -428,17 +458,17 @@ def test_an_error_keeps_the_state_it_had() -> None:
 def test_a_failure_that_repeats_is_logged_once_and_counted_every_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    r = rig(FakeCluster(failing={"apply"}))
+    r = rig(FakePort(failing={"apply"}))
     rejected = metric("objcount_apply_errors_total", target="fake", reason="rejected")
-    with caplog.at_level(logging.DEBUG, logger="autoscaler.executor"):
+    with caplog.at_level(logging.DEBUG, logger="autoscaler.service.executor"):
         for _ in range(3):
             assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
         assert len(errors) == 1, "the same failure of the same size is said once"
         assert metric("objcount_apply_errors_total", target="fake", reason="rejected") == rejected + 3
-        r.cluster.failing = set()
+        r.port.failing = set()
         assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
-        r.cluster.failing = {"apply"}
+        r.port.failing = {"apply"}
         assert r.reconcile(ObjectCounts(20000, 20000)) == Outcome.ERROR
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
     assert len(errors) == 2, "after a success, a new failure is said again"
@@ -453,41 +483,41 @@ KILLED_AT_WALL = 1795341600.0  # 2026-11-22T10:00:00Z
 
 
 def test_an_oom_kill_raises_the_size_at_once_and_the_floor_outlives_a_restart_then_decays() -> None:
-    r = rig(FakeCluster(size=AT_100, oom_kill=KILLED))
+    r = rig(FakePort(size=AT_100, oom_kill=KILLED))
     r.executor.wall_clock = lambda: KILLED_AT_WALL
     floors = metric("objcount_oom_floors_total")
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_UP
-    assert r.cluster.applied == [AT_FLOOR]
-    assert r.cluster.published[-1][OOM_FLOOR_ANNOTATION] == FLOOR_ANNOTATION
+    assert r.port.applied == [AT_FLOOR]
+    assert r.port.published[-1][OOM_FLOOR_ANNOTATION] == FLOOR_ANNOTATION
     assert metric("objcount_oom_floors_total") == floors + 1
     # The Pod still reports the same kill (the annotation not yet in the cache): no second raise.
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.UNCHANGED
     assert metric("objcount_oom_floors_total") == floors + 1
 
     # A restarted service: nothing remembered but the RSync's annotation; the same kill is reported.
-    r = rig(FakeCluster(size=AT_FLOOR, oom_kill=KILLED))
+    r = rig(FakePort(size=AT_FLOOR, oom_kill=KILLED))
     r.executor.wall_clock = lambda: KILLED_AT_WALL + DAY
     kept = annotated({OOM_FLOOR_ANNOTATION: FLOOR_ANNOTATION})
     assert r.reconcile(ObjectCounts(100, 100), kept) == Outcome.UNCHANGED
-    assert r.cluster.applied == []
+    assert r.port.applied == []
     assert metric("objcount_oom_floors_total") == floors + 1
 
     # A week without a kill (the new Pod reports none): the floor goes, and the size follows the count
     # again after the usual scale-down delay.
-    r.cluster.oom_kill = None
+    r.port.oom_kill = None
     r.executor.wall_clock = lambda: KILLED_AT_WALL + 7 * DAY
     assert r.reconcile(ObjectCounts(100, 100), kept) == Outcome.POSTPONED
-    assert r.cluster.published[-1][OOM_FLOOR_ANNOTATION] is None, "the floor annotation is removed"
+    assert r.port.published[-1][OOM_FLOOR_ANNOTATION] is None, "the floor annotation is removed"
     r.clock.now += DELAY
     assert r.reconcile(ObjectCounts(100, 100), annotated({})) == Outcome.SCALED_DOWN
-    assert r.cluster.applied == [AT_100]
+    assert r.port.applied == [AT_100]
 
 
 def test_an_oom_kill_that_cannot_be_read_leaves_the_sizing_to_the_counts() -> None:
-    r = rig(FakeCluster(failing={"oom"}))
+    r = rig(FakePort(failing={"oom"}))
     errors = metric("objcount_reconcile_errors_total", stage="read")
     assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
-    assert r.cluster.applied == [AT_5000]
+    assert r.port.applied == [AT_5000]
     assert metric("objcount_reconcile_errors_total", stage="read") == errors + 1
 
 
@@ -529,30 +559,30 @@ def configmaps(objects: int, inventory: int, commit: str) -> ObjectCounts:
 
 
 def test_objects_still_to_prune_are_sized_as_what_the_last_finished_commit_held() -> None:
-    cluster = FakeCluster(size=None)
+    port = FakePort(size=None)
     config = StepConfig(Profile(KINDS, STANDARD), Hysteresis(DELAY, 100), 3)
     clock = Clock()
-    executor = Executor(cluster, config, clock, lambda key, delay: None)
+    executor = Executor(port, config, clock, lambda key, delay: None)
     # 800 ConfigMaps synced, and the implicit Namespace: 80 + 1 = 81 MiB.
     executor.reconcile(KEY, reporting("a", "a"), configmaps(800, 801, "a"))
-    assert [r.memory_request_mib for r in cluster.applied] == [81]
-    recorded = {k: v for p in cluster.published for k, v in p.items() if k == SYNCED_SOURCE_ANNOTATION}
+    assert [r.memory_request_mib for r in port.applied] == [81]
+    recorded = {k: v for p in port.published for k, v in p.items() if k == SYNCED_SOURCE_ANNOTATION}
     assert recorded == {SYNCED_SOURCE_ANNOTATION: '{"objects":800,"kib":null,"kinds":{"ConfigMap":800}}'}
     # A commit of 200 ConfigMaps, seen before the reconciler fetched it, then while it prunes: the 600 to
     # prune are ConfigMaps (81 MiB), not objects of any kind (200 x 0.1 + 601 x 1 = 621 MiB).
     for rsync in (reporting("a", "a"), reporting("b", "a")):
         assert executor.reconcile(KEY, rsync, configmaps(200, 801, "b")) == Outcome.UNCHANGED
     # A restart of the service in the middle of the prune: the record on the RSync says the same.
-    again = Executor(cluster, config, clock, lambda key, delay: None)
+    again = Executor(port, config, clock, lambda key, delay: None)
     assert again.reconcile(KEY, reporting("b", "a", recorded), configmaps(200, 801, "b")) == Outcome.UNCHANGED
-    assert [r.memory_request_mib for r in cluster.applied] == [81]
+    assert [r.memory_request_mib for r in port.applied] == [81]
     # Pruned and finished: 200 x 0.1 + 1 = 21 MiB once the lower target held for the delay.
     assert again.reconcile(KEY, reporting("b", "b", recorded), configmaps(200, 201, "b")) == Outcome.POSTPONED
     clock.now += DELAY
     assert (
         again.reconcile(KEY, reporting("b", "b", recorded), configmaps(200, 201, "b")) == Outcome.SCALED_DOWN
     )
-    assert [r.memory_request_mib for r in cluster.applied] == [81, 21]
+    assert [r.memory_request_mib for r in port.applied] == [81, 21]
 
 
 # ----- a source commit Config Sync rejects, and one we could not read in full ----------------------------
@@ -560,11 +590,11 @@ REJECTED = 'Config Sync rejects commit 0123456789ab: KNV2010 b.yaml: missing fie
 
 
 def test_a_rejected_commit_lowers_nothing_and_says_why_until_a_good_commit_comes() -> None:
-    r = rig(FakeCluster(size=AT_5000))
+    r = rig(FakePort(size=AT_5000))
     # The last good commit had 5,000 objects; the newest is rejected: the observer keeps the good count.
     rejected = ObjectCounts(5000, 5000, source_rejected=REJECTED)
     assert r.reconcile(rejected) == Outcome.UNCHANGED
-    assert r.cluster.published[-1]["objcount.dev/source-rejected"] == REJECTED
+    assert r.port.published[-1]["objcount.dev/source-rejected"] == REJECTED
     assert metric("objcount_source_rejected", rsync=str(KEY)) == 1
     # The inventory shrinks meanwhile (another sync of the RSync's own objects, a manual delete): the
     # size stays, whatever the delay, while the newest commit is rejected.
@@ -572,13 +602,13 @@ def test_a_rejected_commit_lowers_nothing_and_says_why_until_a_good_commit_comes
     assert r.reconcile(smaller) == Outcome.POSTPONED
     r.clock.now += 10 * DELAY
     assert r.reconcile(smaller) == Outcome.POSTPONED
-    assert r.cluster.applied == []
+    assert r.port.applied == []
     assert r.executor.states[KEY].decision is not None
     assert REJECTED in r.executor.states[KEY].decision.reason
     # A good commit: the annotation goes, and the usual scale-down delay starts.
     holding = annotated({"objcount.dev/source-rejected": REJECTED})
     assert r.reconcile(ObjectCounts(100, 100), holding) == Outcome.POSTPONED
-    assert r.cluster.published[-1]["objcount.dev/source-rejected"] is None
+    assert r.port.published[-1]["objcount.dev/source-rejected"] is None
     assert metric("objcount_source_rejected", rsync=str(KEY)) == 0
     r.clock.now += DELAY
     assert r.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
@@ -586,26 +616,26 @@ def test_a_rejected_commit_lowers_nothing_and_says_why_until_a_good_commit_comes
 
 def test_a_rejected_commit_does_not_hold_a_scale_up_the_counts_call_for() -> None:
     # An OOM floor or a bigger inventory still raises the size: only lowering is held.
-    r = rig(FakeCluster(size=AT_100))
+    r = rig(FakePort(size=AT_100))
     assert r.reconcile(ObjectCounts(100, 5000, source_rejected=REJECTED)) == Outcome.SCALED_UP
-    assert r.cluster.applied == [AT_5000]
+    assert r.port.applied == [AT_5000]
 
 
 def test_a_partly_read_source_raises_but_never_lowers() -> None:
-    r = rig(FakeCluster(size=AT_1000))
+    r = rig(FakePort(size=AT_1000))
     assert r.reconcile(ObjectCounts(5000, 100, source_partial=True)) == Outcome.SCALED_UP
-    r2 = rig(FakeCluster(size=AT_5000))
+    r2 = rig(FakePort(size=AT_5000))
     assert r2.reconcile(ObjectCounts(100, 100, source_partial=True)) == Outcome.POSTPONED
     r2.clock.now += 10 * DELAY
     assert r2.reconcile(ObjectCounts(100, 100, source_partial=True)) == Outcome.POSTPONED
-    assert r2.cluster.applied == []
+    assert r2.port.applied == []
     decision = r2.executor.states[KEY].decision
     assert decision is not None
     assert "some source files were not read" in decision.reason
 
 
 def test_a_rejection_is_an_event_on_the_rsync() -> None:
-    r = rig(FakeCluster(size=AT_5000))
+    r = rig(FakePort(size=AT_5000))
     events: list[object] = []
     r.executor.events = events.append
     rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}

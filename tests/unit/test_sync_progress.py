@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.policy import PROTOTYPE, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
-from inventory.counts import ObjectCounts
-from inventory.objects import RSync
-from inventory.sync_progress import SyncProgress, sync_progress
+from autoscaler.core.hysteresis import Hysteresis, Outcome, decide, initial
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
+from inventory.core.counts import ObjectCounts
+from inventory.core.objects import RSync
+from inventory.core.sync_progress import SyncProgress, sync_progress
 
 A, B = "a" * 40, "b" * 40
 SYNCED = {"type": "Syncing", "status": "False", "reason": "Sync", "message": "Sync Completed"}

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler import quantity
-from autoscaler.annotations import (
+from autoscaler.core import quantity
+from autoscaler.core.annotations import (
     SOURCE_ANNOTATION,
     SOURCE_KIB_ANNOTATION,
     SYNC_ANNOTATION,
@@ -25,12 +25,14 @@ from autoscaler.annotations import (
     parse_synced_source,
     synced_source_annotation,
 )
-from autoscaler.codecs import resources_of
-from autoscaler.policy import FITTED, STANDARD, Hysteresis, Outcome, Profile, Resources, decide, initial
-from autoscaler.targets import ApplyError, _reconciler_override
-from inventory.counts import ObjectCounts, kinds_of
-from inventory.ids import RSyncKey, key_from_inventory_labels
-from inventory.inventory_count import InventoryCounter
+from autoscaler.core.codecs import reconciler_override, resources_of
+from autoscaler.core.hysteresis import Hysteresis, Outcome, decide, initial
+from autoscaler.core.reasons import ReadError
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import FITTED, STANDARD, Profile
+from inventory.core.counts import ObjectCounts, kinds_of
+from inventory.core.ids import RSyncKey, key_from_inventory_labels
+from inventory.core.inventory_count import InventoryCounter
 
 MiB = 2**20
 
@@ -231,8 +233,8 @@ def test_an_override_is_resources_none_or_our_error(resources: Any) -> None:
     rsync = {"spec": {"override": {"resources": resources}}}
     outcome: object
     try:
-        outcome = _reconciler_override(rsync)
-    except ApplyError as error:
+        outcome = reconciler_override(rsync)
+    except ReadError as error:
         outcome = error.reason
     assert outcome is None or outcome == "unreadable" or isinstance(outcome, Resources)
 

@@ -1,0 +1,203 @@
+"""Calibration: each RSync's size learned from what its reconciler really uses on this cluster. Pure.
+
+The model is fitted on one Config Sync version on one cluster; others differ (Config Sync's docs: 30-40 %
+less memory from 1.16 to 1.18), and a kind the model never measured may cost far less than it assumes.
+Where the cluster serves the metrics API (`metrics.k8s.io`: metrics-server), the service samples the
+reconciler container's working set and keeps, per RSync, the largest one seen in a *window*: one
+reconciler Pod syncing one fetched commit. A new commit or a new Pod starts a new window: the peak of a
+Pod that is gone, or of a commit already replaced, says nothing of what is needed now.
+
+When the reconciler reports the window's commit finished (applied and pruned, no errors), the model's
+prediction for the counts it holds is compared with that peak:
+
+    needed = max(peak x (1 + margin), peak + margin_mib)          (25 % and 0 MiB by default)
+    factor = needed / predicted                      (clamped to [1/4, 4])
+
+and from then on the RSync is sized by `model(counts) x factor`, never below `needed` while the window
+lasts. So a repository the model overprices is lowered toward what it uses and one it underprices is
+raised, while a change of counts still moves the size ahead of the work (the factor scales the model).
+A lower size goes through the same scale-down rules as any other (the delay, a pending prune, the
+restart cap); the OOM floor still wins upward. The margin covers what sampling misses: the metrics API
+reports a working set scraped every 10-60 s, not the peak (the cgroup's maximum is not exposed), and a
+Go heap peaks between scrapes. The clamp keeps one odd reading (or a hand-written annotation) from moving
+a size more than four-fold.
+
+What was learned is kept on the RSync (annotation `objcount.dev/calibration`), so a restart of the
+service keeps it. Without the metrics API nothing is sampled and nothing is learned.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from autoscaler.core import quantity
+from inventory.core.objects import block_of, named
+from inventory.core.sync_progress import timestamp
+
+MIN_FACTOR = Fraction(1, 4)
+MAX_FACTOR = Fraction(4)
+RECONCILER_CONTAINER = "reconciler"
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Margin:
+    """What is added to an observed peak: a fraction of it, and at least some MiB."""
+
+    fraction: Fraction = Fraction(1, 4)
+    # 0 by default: the size is rounded up to the sizing step after it (up to 31 MiB more on the default
+    # 32 MiB grid), and peak x 1.25 + one step stays within 1.5 x peak + one step at any peak.
+    at_least_mib: int = 0
+
+    def needed(self, peak_mib: int) -> int:
+        """Whole MiB: the peak plus the margin, rounded up."""
+        return math.ceil(max(peak_mib * (1 + self.fraction), Fraction(peak_mib + self.at_least_mib)))
+
+
+@dataclass(frozen=True, order=True)
+class Window:
+    """One reconciler container (its Pod, and when it started: a restart in the same Pod is another)
+    syncing one fetched commit."""
+
+    pod: str
+    started: float  # the container's `startedAt`, wall-clock seconds
+    commit: str
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The largest working set of the reconciler container seen in a window (whole MiB, rounded up)."""
+
+    window: Window
+    mib: int
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What was learned for an RSync: the factor on the model, and the peak and window it came from."""
+
+    factor: Fraction
+    peak_mib: int
+    window: Window
+    predicted_mib: int  # the model's prediction it was compared with (whole MiB, rounded up)
+    since: float  # wall-clock seconds when it was learned
+
+    def floor_mib(self, window: Window | None, margin: Margin) -> int:
+        """The least memory while the window it was learned in lasts (0 in another window)."""
+        return margin.needed(self.peak_mib) if window == self.window else 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One sample: the reconciler container of a reconciler Deployment's Pod, and its working set."""
+
+    deployment: str  # the reconciler Deployment (`configsync.gke.io/deployment-name`)
+    pod: str
+    started: float  # the container's `startedAt`, wall-clock seconds
+    working_set_mib: int
+
+
+DEPLOYMENT_LABEL = "configsync.gke.io/deployment-name"
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What one look at the metrics API gave: the samples, and the Pods whose usage did not parse."""
+
+    usages: list[Usage]
+    unreadable: list[str]
+
+
+def usages(pods: Iterable[Mapping[str, object]], metrics: Iterable[Mapping[str, object]]) -> Sampled:
+    """The samples of the live reconciler Pods whose container runs and that the metrics API reports.
+    A Pod reported with a usage that does not parse gives no sample (unknown is not zero: the peak stays
+    as it was) and is named in `unreadable`."""
+    working_sets = {str(block_of(m, "metadata").get("name")): working_set_mib(m) for m in metrics}
+    samples, unreadable = [], []
+    for pod in pods:
+        metadata = block_of(pod, "metadata")
+        name, deployment = metadata.get("name"), block_of(metadata, "labels").get(DEPLOYMENT_LABEL)
+        status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
+        started = timestamp(block_of(block_of(status, "state"), "running").get("startedAt"))
+        if not isinstance(name, str) or name not in working_sets or metadata.get("deletionTimestamp"):
+            continue
+        mib = working_sets[name]
+        if mib is None:
+            unreadable.append(name)
+        elif isinstance(deployment, str) and started is not None:
+            samples.append(Usage(deployment, name, started, mib))
+    return Sampled(samples, unreadable)
+
+
+def newest_per_deployment(samples: Iterable[Usage]) -> dict[str, Usage]:
+    """One sample per reconciler Deployment: its newest container's (a rollout runs two Pods a while)."""
+    newest: dict[str, Usage] = {}
+    for sample in samples:
+        if sample.deployment not in newest or sample.started > newest[sample.deployment].started:
+            newest[sample.deployment] = sample
+    return newest
+
+
+def finished_in(window: Window, finished_commit: str | None, finished_at: float | None) -> bool:
+    """Whether the reconciler reports the window's commit finished by this container: a status written
+    before the container started (by the Pod it replaced) does not count, since the new container syncs
+    the same commit again from the start."""
+    return finished_commit == window.commit and finished_at is not None and finished_at >= window.started
+
+
+def working_set_mib(pod_metrics: Mapping[str, object]) -> int | None:
+    """The reconciler container's working set in whole MiB (rounded up) from a `PodMetrics` object; None
+    when it reports none, or a quantity that does not parse (unknown, never zero)."""
+    usage = block_of(named(pod_metrics.get("containers"), RECONCILER_CONTAINER), "usage")
+    memory = usage.get("memory")
+    if memory is None:
+        return None
+    try:
+        value = quantity.parse(memory)
+    except quantity.QuantityError:
+        return None
+    return None if value <= 0 else math.ceil(value / MIB)
+
+
+def observed(last: Peak | None, window: Window, mib: int) -> Peak:
+    """The window's peak after a sample of `mib`: a new window starts from the sample."""
+    if last is None or last.window != window:
+        return Peak(window, mib)
+    return last if last.mib >= mib else replace(last, mib=mib)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at the reconciler container's working set."""
+
+    window: Window
+    mib: int
+
+
+def folded(peak: Peak | None, samples: Iterable[Sample]) -> Peak | None:
+    """The window's peak after these samples, in order."""
+    for sample in samples:
+        peak = observed(peak, sample.window, sample.mib)
+    return peak
+
+
+def learned(peak: Peak, predicted: Fraction, margin: Margin, now: float) -> Calibration:
+    """The calibration after the window's commit finished with `peak`, where the model predicts
+    `predicted` MiB (raw: before rounding and clamping) for what the reconciler holds."""
+    needed = margin.needed(peak.mib)
+    exact = min(max(Fraction(needed) / max(predicted, Fraction(1)), MIN_FACTOR), MAX_FACTOR)
+    factor = Fraction(math.ceil(exact * 10_000), 10_000)  # four decimals, as stored; rounded up
+    return Calibration(factor, peak.mib, peak.window, math.ceil(predicted), now)
+
+
+# A lesson within this of the one known is not news: the annotation is not rewritten and the size not
+# moved (each move restarts the reconciler; its peak varies by a few percent from one sync to the next).
+SAME_LESSON = Fraction(1, 10)
+
+
+def same_lesson(known: Calibration | None, new: Calibration) -> bool:
+    """Whether a new lesson says what the known one says: a factor within 10 % of it."""
+    return known is not None and abs(new.factor - known.factor) <= SAME_LESSON * known.factor

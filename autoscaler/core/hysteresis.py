@@ -1,0 +1,176 @@
+"""When the reconciler's size changes: the hysteresis around the estimator. Pure: no I/O, no clock.
+
+`decide(counts, profile, last, now=...)`: scale up at once; scale down only after the lower target has held
+for a delay counted from the inventory's last change, never while a count is unknown or a prune may be
+running (the reconciler reports its sync of the fetched commit unfinished or failed; when it reports
+nothing, an inventory larger than the source), and never beyond a cap of restarts per hour (the restarts
+are recorded by the step from what an apply really did).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import Profile, SizingError, size
+from inventory.core.counts import ObjectCounts
+from inventory.core.sync_progress import UNREPORTED, SyncProgress
+
+
+class Outcome(StrEnum):
+    """How a reconcile ended (the `outcome` label of objcount_decisions_total)."""
+
+    UNCHANGED = "unchanged"  # sized as it should be
+    SCALED_UP = "scaled_up"
+    SCALED_DOWN = "scaled_down"
+    POSTPONED = "postponed"  # a change is due but waits (delay, prune, unknown count, restart cap)
+    ERROR = "error"  # no size can be given (the platform cannot fit the pod, an unknown platform asked)
+    OPTED_OUT = "opted_out"  # objcount.dev/autoscale: "false": counts recorded, nothing sized
+    COUNTS_ONLY = "counts_only"  # the service runs without a target
+    HANDS_OFF = "hands_off"  # another writer keeps reverting our size: not applying for a while
+    HELD_BY_OWNER = "held_by_owner"  # the field we would write is another owner's: recommended only
+
+
+@dataclass(frozen=True)
+class Hysteresis:
+    scale_down_delay_s: float = 600.0
+    max_restarts_per_hour: int = 6
+    oom_quiet_s: float = 7 * 86400.0  # an OOM floor is dropped after this long without a new kill
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the reconciler should have, why, and the state the next decision needs."""
+
+    outcome: Outcome
+    resources: Resources | None
+    recommended: Resources | None = None
+    target_objects: int | None = None
+    reason: str = ""
+    # A scale-down waiting: since when (the inventory's last change), at which inventory size, and the
+    # largest target seen since then.
+    lower_since: float | None = None
+    lower_sync: int | None = None
+    lower_peak: Resources | None = None
+    restarts: tuple[float, ...] = field(default=())
+
+    @property
+    def changes(self) -> bool:
+        return self.outcome in (Outcome.SCALED_UP, Outcome.SCALED_DOWN)
+
+
+def initial(applied: Resources | None) -> Decision:
+    """The state before the first decision: what the reconciler has now, as read from the cluster."""
+    return Decision(Outcome.UNCHANGED, applied, reason="current resources")
+
+
+def decide(
+    counts: ObjectCounts,
+    profile: Profile,
+    last: Decision,
+    *,
+    now: float,
+    hysteresis: Hysteresis = Hysteresis(),
+    progress: SyncProgress = UNREPORTED,
+) -> Decision:
+    """The next decision. `last.resources` is what the reconciler has (None when not known). A change
+    restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
+    restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here."""
+    restarts = tuple(t for t in last.restarts if now - t < 3600)
+    keep = replace(last, restarts=restarts, recommended=last.recommended)
+    target = counts.target
+    if target is None:
+        return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
+    try:
+        recommended = size(
+            target, profile, counts.target_kib, counts.source_kinds, counts.source_crd_path_steps
+        )
+    except SizingError as error:
+        return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
+    current = last.resources
+    base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts)
+    if current == recommended:
+        return replace(base, reason=f"{target} objects: already sized")
+    if current is None or not current.covers(recommended):
+        resources = recommended if current is None else recommended.at_least(current)
+        return replace(
+            base,
+            outcome=Outcome.SCALED_UP,
+            resources=resources,
+            reason=f"{target} objects need {recommended}",
+        )
+    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, progress=progress)
+
+
+def _source_not_trusted(counts: ObjectCounts) -> str | None:
+    """Why the source count must not lower a size: Config Sync rejects the newest commit (it syncs
+    nothing of it, and what it will sync next is not known), or some of its files were not read (the
+    count is a lower bound)."""
+    if counts.source_rejected is not None:
+        return counts.source_rejected
+    if counts.source_partial:
+        return "some source files were not read (their objects are not counted)"
+    return None
+
+
+def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
+    """Why a prune may still be running. The reconciler's own report decides; only when it has written
+    none (no Config Sync status on the RSync) does an inventory larger than the source stand for one."""
+    if progress.reported:
+        return progress.pending
+    assert counts.sync is not None
+    assert counts.source is not None
+    return f"inventory {counts.sync} > source {counts.source}" if counts.sync > counts.source else None
+
+
+def _window(
+    last: Decision, counts: ObjectCounts, recommended: Resources, now: float
+) -> tuple[float, Resources]:
+    """When the scale-down's wait began and the largest target seen since. The delay counts from the
+    inventory's last change (the reconciler is still applying or pruning around a change, and its memory
+    follows what it holds), so an inventory of another size starts the window again, and a target seen
+    before that change no longer holds the scale-down up. Within a window the largest target is kept:
+    a source count that went up and down again, the inventory unchanged, is not scaled below."""
+    if last.lower_since is None or last.lower_peak is None or last.lower_sync != counts.sync:
+        return now, recommended
+    return last.lower_since, last.lower_peak.at_least(recommended)
+
+
+def _scale_down(
+    base: Decision,
+    counts: ObjectCounts,
+    last: Decision,
+    *,
+    now: float,
+    hysteresis: Hysteresis,
+    progress: SyncProgress,
+) -> Decision:
+    assert base.recommended is not None
+    distrust = _source_not_trusted(counts)
+    if distrust is not None:
+        return replace(base, outcome=Outcome.POSTPONED, reason=f"{distrust}: no scale-down")
+    if not counts.known:
+        return replace(base, outcome=Outcome.POSTPONED, reason="a count is unknown: no scale-down")
+    pending = _prune_pending(counts, progress)
+    if pending is not None:
+        return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
+    since, peak = _window(last, counts, base.recommended, now)
+    waiting = replace(
+        base, outcome=Outcome.POSTPONED, lower_since=since, lower_sync=counts.sync, lower_peak=peak
+    )
+    held = now - since
+    if held < hysteresis.scale_down_delay_s:
+        return replace(
+            waiting, reason=f"lower target held {held:.0f}s of {hysteresis.scale_down_delay_s:.0f}s"
+        )
+    # `restarts` holds only changes that restarted the reconciler, so targets that never restart it
+    # never reach the cap.
+    if len(base.restarts) >= hysteresis.max_restarts_per_hour:
+        return replace(waiting, reason=f"restart cap reached ({len(base.restarts)} in the last hour)")
+    return replace(
+        base,
+        outcome=Outcome.SCALED_DOWN,
+        resources=peak,
+        reason=f"{base.target_objects} objects for {held:.0f}s: down to {peak}",
+    )

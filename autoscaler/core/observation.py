@@ -1,0 +1,121 @@
+"""What one reconcile of one RSync sees, read once: the RSync parsed into a view, and what was read of its
+reconciler (one Pod list: the size, the other containers, the OOM kills). Pure: the Kubernetes side
+(`autoscaler.kube.port`) fills an `Observation`; the step (`autoscaler.core.step`) decides from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autoscaler.core.annotations import (
+    CALIBRATION_ANNOTATION,
+    OOM_FLOOR_ANNOTATION,
+    SYNCED_SOURCE_ANNOTATION,
+    autoscale_enabled,
+    parse_calibration,
+    parse_oom_floor,
+    parse_synced_source,
+    platform_asked,
+    restored_counts,
+)
+from autoscaler.core.calibration import Calibration, Sample
+from autoscaler.core.oom import OomFloor, OomKill
+from autoscaler.core.resources import Resources
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import Pod, RSync, annotations_of, generation_of
+from inventory.core.sync_progress import (
+    SyncProgress,
+    fetched_commit,
+    finished_commit,
+    sync_progress,
+    sync_written_at,
+)
+
+
+@dataclass(frozen=True)
+class RSyncView:
+    """An RSync as one reconcile needs it, parsed once."""
+
+    rsync: RSync  # the cached object itself (targets read their own fields of it)
+    generation: int
+    annotations: Mapping[str, str]
+    autoscale: bool  # False: objcount.dev/autoscale is "false"
+    platform: str | None  # the platform the RSync asks for (None: the service's)
+    restored: ObjectCounts  # the counts recorded on it (status, else annotations)
+    oom_floor: OomFloor | None  # objcount.dev/oom-floor
+    calibration: Calibration | None  # objcount.dev/calibration
+    synced_source: ObjectCounts | None  # objcount.dev/synced-source
+    finished_commit: str | None  # the commit the reconciler reports synced
+    fetched_commit: str | None  # the commit the reconciler works on
+    written_at: float | None  # when the reconciler last wrote its sync status
+    progress: SyncProgress
+
+    @classmethod
+    def of(cls, rsync: RSync) -> RSyncView:
+        annotations = annotations_of(rsync)
+        return cls(
+            rsync,
+            generation_of(rsync),
+            annotations,
+            autoscale_enabled(rsync),
+            platform_asked(rsync),
+            restored_counts(rsync),
+            parse_oom_floor(annotations.get(OOM_FLOOR_ANNOTATION)),
+            parse_calibration(annotations.get(CALIBRATION_ANNOTATION)),
+            parse_synced_source(annotations.get(SYNCED_SOURCE_ANNOTATION)),
+            finished_commit(rsync),
+            fetched_commit(rsync),
+            sync_written_at(rsync),
+            sync_progress(rsync),
+        )
+
+    def lacks(self, wanted: Mapping[str, str | None]) -> dict[str, str | None]:
+        """The annotations of `wanted` the RSync does not hold yet (None: holds, and should not)."""
+        return {name: value for name, value in wanted.items() if self.annotations.get(name) != value}
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a reconcile must read beyond the RSync (each read can fail the reconcile)."""
+
+    sizes: bool = True  # anything of the reconciler at all (False: the service only records counts)
+    current: bool = False  # what the reconciler has, as the target keeps it
+    others: bool = False  # the other containers' requests (platforms with pod-level rules)
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A read that failed without failing the reconcile: said and counted (the `stage` label of
+    objcount_reconcile_errors_total), and the decision is made without it."""
+
+    stage: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What was read of the reconciler and the API server for one reconcile."""
+
+    current: Resources | None = None  # what the reconciler has, when `Needs.current`
+    declared: Resources | None = None  # the size the target keeps in the RSync, as the RSync shows it
+    held_by_owner: str | None = None  # why the target must not write (its owner would fight it)
+    others: tuple[int, int] | None = None  # the other containers' requests (CPU m, MiB), when needed
+    oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
+    api_resources: int | None = None  # resource types the API server serves (None: not read)
+    pod: Pod | None = None  # the reconciler Pod as listed (a target resizing it in place writes it)
+    unread: tuple[Unread, ...] = ()  # the Pod list where only the OOM kills needed it; discovery
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one reconcile decides from."""
+
+    key: RSyncKey
+    view: RSyncView
+    reading: Reading
+    observed: ObjectCounts  # counts seen this run (None where not seen yet or not valid)
+    now: float  # the service's monotonic clock
+    wall: float = 0.0  # wall-clock seconds (an OOM floor's quiet period outlives the service)
+    samples: tuple[Sample, ...] = ()  # the working set sampled since the last reconcile

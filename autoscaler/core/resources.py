@@ -1,0 +1,62 @@
+"""The resources of one container (or a pod total), and the rounding every size goes through."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+def ceil_to(value: Fraction | int, step: int) -> int:
+    return math.ceil(Fraction(value) / step) * step
+
+
+@dataclass(frozen=True, order=True)
+class Resources:
+    """Requests and limits of one container (or a pod total): CPU in millicores, memory in MiB."""
+
+    cpu_request_m: int
+    memory_request_mib: int
+    cpu_limit_m: int | None = None
+    memory_limit_mib: int | None = None
+
+    def covers(self, other: Resources) -> bool:
+        """Every request and limit here is at least the other's (a missing limit is unbounded)."""
+        return (
+            self.cpu_request_m >= other.cpu_request_m
+            and self.memory_request_mib >= other.memory_request_mib
+            and _limit_at_least(self.cpu_limit_m, other.cpu_limit_m)
+            and _limit_at_least(self.memory_limit_mib, other.memory_limit_mib)
+        )
+
+    def at_least(self, other: Resources) -> Resources:
+        """The component-wise maximum of the two; a limit set on either side stays set, and is never
+        below its request (the API server refuses that)."""
+        cpu = max(self.cpu_request_m, other.cpu_request_m)
+        memory = max(self.memory_request_mib, other.memory_request_mib)
+        cpu_limit = _max_limit(self.cpu_limit_m, other.cpu_limit_m)
+        memory_limit = _max_limit(self.memory_limit_mib, other.memory_limit_mib)
+        return Resources(
+            cpu,
+            memory,
+            None if cpu_limit is None else max(cpu_limit, cpu),
+            None if memory_limit is None else max(memory_limit, memory),
+        )
+
+    def __str__(self) -> str:
+        def limit(value: int | None, unit: str) -> str:
+            return "none" if value is None else f"{value}{unit}"
+
+        return (
+            f"requests {self.cpu_request_m}m/{self.memory_request_mib}Mi, "
+            f"limits {limit(self.cpu_limit_m, 'm')}/{limit(self.memory_limit_mib, 'Mi')}"
+        )
+
+
+def _limit_at_least(mine: int | None, theirs: int | None) -> bool:
+    return mine is None or (theirs is not None and mine >= theirs)
+
+
+def _max_limit(a: int | None, b: int | None) -> int | None:
+    values = [v for v in (a, b) if v is not None]
+    return max(values) if values else None

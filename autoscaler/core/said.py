@@ -1,0 +1,152 @@
+"""What a reconcile says about itself: the log lines, Kubernetes Events and counted metrics that follow
+from a plan and from what became of its write. Pure: the executor only delivers them (`Said` by `Said`),
+so every reconcile is told the same way in the log, in `kubectl describe` and on /metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from autoscaler.core.calibration import Calibration, Margin
+from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.observation import Unread
+from autoscaler.core.reasons import Reason
+from autoscaler.core.step import Plan
+
+
+class Counted(StrEnum):
+    """The counters a reconcile increments (the executor maps each to its Prometheus metric)."""
+
+    APPLY_ERRORS = "objcount_apply_errors_total"  # labels: target, reason
+    RECONCILE_ERRORS = "objcount_reconcile_errors_total"  # label: stage
+    RESTARTS_CAUSED = "objcount_restarts_caused_total"
+    OOM_FLOORS = "objcount_oom_floors_total"
+    CALIBRATIONS = "objcount_calibrations_total"  # label: direction
+
+
+@dataclass(frozen=True)
+class Said:
+    """One thing that happened: a log line (None: none), an Event on the RSync (its reason; the note is
+    the log line unless given), and a counter to increment."""
+
+    level: int = logging.DEBUG
+    message: str | None = None
+    event: str | None = None
+    note: str | None = None
+    counted: tuple[Counted, tuple[str, ...]] | None = None
+
+
+_HOLDS = {Outcome.HELD_BY_OWNER: "HeldByOwner", Outcome.HANDS_OFF: "HandsOff"}
+_LOGGED = (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER)
+
+
+def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, margin: Margin) -> list[Said]:
+    """What a plan says before its write: the decisions that hold a size (the ones that change it are
+    told once written), another writer's size found, a new OOM floor, a rejected source, a calibration."""
+    said: list[Said] = []
+    decision = plan.state.decision
+    if plan.outcome == Outcome.POSTPONED and decision is not None and decision.lower_since is not None:
+        said.append(Said(event="ScaleDownPostponed", note=plan.reason))
+    elif plan.outcome in _HOLDS:
+        said.append(Said(event=_HOLDS[plan.outcome], note=plan.reason))
+    if plan.oom_raised is not None:
+        kill, floor = plan.oom_raised
+        note = f"OOM-killed at its {kill.limit_mib} MiB limit ({kill.finished_at})"
+        note += f": at least {floor.memory_mib} MiB from now on"
+        said.append(Said(event="OomFloorRaised", note=note, counted=(Counted.OOM_FLOORS, ())))
+        said.append(
+            Said(
+                logging.WARNING,
+                f"the reconciler was OOM-killed at its {kill.limit_mib} MiB limit ({kill.finished_at}); it "
+                f"gets at least {floor.memory_mib} MiB until {hysteresis.oom_quiet_s:.0f} s pass without "
+                "another kill",
+            )
+        )
+    if plan.counts.source_rejected is not None:
+        said.append(Said(event="SourceRejected", note=plan.counts.source_rejected))
+    if plan.calibrated is not None:
+        said += _calibrated(*plan.calibrated, margin)
+    if plan.reverted_to is not None:
+        message = None
+        if plan.outcome != Outcome.HANDS_OFF:
+            message = (
+                f"another writer replaced the reconciler's size with {plan.reverted_to}; applying ours again"
+            )
+        said.append(Said(logging.WARNING, message, counted=(Counted.APPLY_ERRORS, (target, Reason.REVERTED))))
+    if plan.outcome == Outcome.ERROR:
+        said.append(Said(counted=(Counted.RECONCILE_ERRORS, ("decide",))))
+    if plan.outcome in _LOGGED:
+        said.append(Said(plan.log_level, f"{plan.outcome}: {plan.reason}"))
+    return said
+
+
+def _calibrated(before: Calibration | None, after: Calibration, margin: Margin) -> list[Said]:
+    direction = "first" if before is None else "lowered" if after.factor < before.factor else "raised"
+    was = "1" if before is None else f"{float(before.factor):.4f}"
+    note = (
+        f"working set peaked at {after.peak_mib} MiB syncing {after.window.commit[:12]}, the model "
+        f"predicts {after.predicted_mib} MiB: its factor x{float(after.factor):.4f} (was x{was})"
+    )
+    message = (
+        f"calibrated: the reconciler's working set peaked at {after.peak_mib} MiB syncing "
+        f"{after.window.commit[:12]} where the model predicts {after.predicted_mib} MiB; its size is now the "
+        f"model x {float(after.factor):.4f} (was x {was}), at least {margin.needed(after.peak_mib)} MiB "
+        f"while pod {after.window.pod} holds this commit"
+    )
+    return [
+        Said(event="Calibrated", note=note),
+        Said(logging.INFO, message, counted=(Counted.CALIBRATIONS, (direction,))),
+    ]
+
+
+def of_write(plan: Plan, target: str, restarted: bool) -> list[Said]:
+    """A size written: an Event, a log line, and the restart it caused."""
+    restarts = " (restarts the reconciler)" if restarted else ""
+    said = [
+        Said(
+            logging.INFO,
+            f"{plan.outcome} via {target}{restarts}: {plan.reason}",
+            event="ScaledUp" if plan.outcome == Outcome.SCALED_UP else "ScaledDown",
+            note=f"{plan.reason}; applied via {target}{restarts}",
+        )
+    ]
+    if restarted:
+        said.append(Said(counted=(Counted.RESTARTS_CAUSED, ())))
+    return said
+
+
+def of_write_failure(plan: Plan, target: str, reason: Reason, error: str, *, repeated: bool) -> list[Said]:
+    """A size not written. Said once: a refusal that lasts (the kubelet's, of a memory limit below the
+    usage) comes back on every reconcile, and its message changes with the usage it quotes; the metric
+    counts each."""
+    return [
+        Said(
+            logging.DEBUG if repeated else logging.ERROR,
+            f"{plan.outcome} failed ({reason}): {error}",
+            event="ApplyFailed",
+            note=f"{plan.reason}: {error} ({reason})",
+            counted=(Counted.APPLY_ERRORS, (target, reason)),
+        ),
+        Said(counted=(Counted.RECONCILE_ERRORS, ("apply",))),
+    ]
+
+
+def of_read_failure(target: str, reason: Reason, error: str) -> list[Said]:
+    """What the reconciler has could not be read: nothing is decided."""
+    return [
+        Said(
+            logging.ERROR,
+            f"cannot read the reconciler's resources ({reason}): {error}",
+            counted=(Counted.APPLY_ERRORS, (target, reason)),
+        ),
+        Said(counted=(Counted.RECONCILE_ERRORS, ("read",))),
+    ]
+
+
+def of_unread(unread: Unread) -> list[Said]:
+    """A read that failed without failing the reconcile (the reconciler's Pod where only its OOM kills
+    needed it: sized from the counts alone, and a floor already set stays; discovery: the last API
+    surface read stays)."""
+    return [Said(logging.WARNING, unread.message, counted=(Counted.RECONCILE_ERRORS, (unread.stage,)))]

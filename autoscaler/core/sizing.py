@@ -1,0 +1,363 @@
+"""How big the reconciler should be for what it holds: the estimator. Pure: no I/O, no clock.
+
+`size(objects, profile, kib, kinds)`: memory = base + per-object x objects (size-aware presets: a cost per
+kind measured) + per-KiB x KiB of the objects' manifests + per-resource-type x the API surface beyond the
+one measured on (assumed where not known), rounded up to a step and clamped; CPU from memory by a ratio,
+with a minimum and its own rounding; then the platform's pod-level rules (GKE Autopilot minimums, 250m CPU
+rounding, vCPU:GiB ratio) applied to the whole pod, with any surplus given to the reconciler container, so
+the result is a fixed point of those rules. When a size changes is decided in `autoscaler.core.hysteresis`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from autoscaler.core.resources import Resources, ceil_to
+from inventory.core.counts import Kinds
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How the reconciler's memory and CPU follow the object count (a preset)."""
+
+    name: str
+    base_mib: Fraction = Fraction(128)
+    mib_per_object: Fraction = Fraction(1, 5)
+    step_mib: int = 32
+    min_mib: int = 128
+    max_mib: int = 65536
+    cpu_m_per_mib: Fraction = Fraction(1000, 1024)
+    cpu_min_m: int = 125
+    cpu_step_m: int = 1
+    # limit = request x factor (rounded up to the step); None leaves that limit unset.
+    memory_limit_factor: Fraction | None = Fraction(1)
+    cpu_limit_factor: Fraction | None = Fraction(1)
+    # Size-aware presets (zero in count-only ones): MiB per KiB of the objects' manifests, and the KiB per
+    # object assumed when only a count is known (the inventory alone: cluster mode without a sidecar).
+    mib_per_kib: Fraction = Fraction(0)
+    assumed_kib_per_object: Fraction = Fraction(0)
+    # The API surface: MiB per resource type the API server serves beyond the `fit_api_resources` the
+    # preset was measured with (the reconciler holds the whole OpenAPI document), and the number assumed
+    # when discovery could not be read.
+    mib_per_api_resource: Fraction = Fraction(0)
+    fit_api_resources: int = 0
+    assumed_api_resources: int = 0
+    # MiB per object of the kinds measured (size-aware presets). An object whose kind the source names
+    # but that has no cost of its own costs `mib_per_object_of_other_kind` (None: `mib_per_object`); one
+    # whose kind is not known (the inventory alone) costs `mib_per_object`, which such a preset sets to
+    # the most expensive kind measured.
+    mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
+    mib_per_object_of_other_kind: Fraction | None = None
+    # MiB per step of the field paths of the CustomResourceDefinitions the source declares (each field
+    # counted at its depth), beyond the KiB term: the reconciler records every declared field's path, and
+    # a CRD's schema is thousands of fields deep (long descriptions are cheap; deep properties are not).
+    mib_per_crd_path_step: Fraction = Fraction(0)
+    # What this RSync's reconciler was seen to use against the model on this cluster
+    # (autoscaler.core.calibration): the model's memory is multiplied by it. 1 in every preset.
+    calibration_factor: Fraction = Fraction(1)
+
+    def memory_mib(
+        self,
+        objects: int,
+        kib: int | None = None,
+        api_resources: int | None = None,
+        kinds: Kinds | None = None,
+        crd_path_steps: int | None = None,
+    ) -> int:
+        """Memory for `objects` objects whose manifests hold `kib` KiB and are of `kinds` (where known),
+        `crd_path_steps` the path steps of the CRDs among them, on an API server serving `api_resources`
+        resource types (None: not known, assumed)."""
+        raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_path_steps), self.step_mib)
+        floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
+        return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
+
+    def raw_mib(
+        self,
+        objects: int,
+        kib: int | None = None,
+        api_resources: int | None = None,
+        kinds: Kinds | None = None,
+        crd_path_steps: int | None = None,
+    ) -> Fraction:
+        known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
+        return self.calibration_factor * (
+            self.base_mib
+            + self.objects_mib(objects, kinds)
+            + self.mib_per_kib * known_kib
+            + self.mib_per_crd_path_step * (crd_path_steps or 0)
+            + self.mib_per_api_resource * self.extra_api_resources(api_resources)
+        )
+
+    @property
+    def other_kind_mib(self) -> Fraction:
+        """MiB per object of a kind the source names that has no cost of its own."""
+        other = self.mib_per_object_of_other_kind
+        return self.mib_per_object if other is None else other
+
+    def objects_mib(self, objects: int, kinds: Kinds | None = None) -> Fraction:
+        """The per-object terms: each kind with a cost of its own at that cost, the source's other kinds
+        at `other_kind_mib`, the rest (objects of no known kind: beyond the source's, such as implicit
+        Namespaces and objects still to prune, or all of them without a source) at `mib_per_object`."""
+        costs = dict(self.mib_per_object_of_kind)
+        of_kinds = [(costs.get(kind, self.other_kind_mib), n) for kind, n in (kinds or ()) if n > 0]
+        rest = max(0, objects - sum(n for _, n in of_kinds))
+        return sum((cost * n for cost, n in of_kinds), Fraction(0)) + self.mib_per_object * rest
+
+    def extra_api_resources(self, api_resources: int | None) -> int:
+        surface = self.assumed_api_resources if api_resources is None else api_resources
+        return max(0, surface - self.fit_api_resources)
+
+    def cpu_m(self, memory_mib: int) -> int:
+        return max(ceil_to(memory_mib * self.cpu_m_per_mib, self.cpu_step_m), self.cpu_min_m)
+
+
+# The formula of the prototype this project grew from (DESIGN.md 2.5).
+PROTOTYPE = Sizing("prototype")
+# `python -m profiles.fit profiles/data/reconciler-memory-by-object-count.csv`: the least-squares line
+# through the measured peaks (146.2 MiB + 0.1577 MiB per object), raised so no measured point is above
+# it, plus 10 %. The prototype's 128 MiB base is below what an empty reconciler measured (146 MiB).
+FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000), min_mib=198)
+# `python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
+# profiles/data/reconciler-memory-v1.22.0-real-node.csv`: fitted to the real Config Sync v1.22.0
+# reconciler (34 points to 5,000 objects), peaks over the apply and the prune, by relative least squares
+# scaled so no point is above it, plus 10 % on every term (BENCHMARKS.md, with its cross-validation).
+# A kind measured alone has its own cost; a kind the source names that has none costs the dearest
+# measured kind without a Pod template (its bytes are the KiB term's); objects of no known kind the
+# dearest kind measured.
+# Without the source's bytes and kinds (cluster mode: the inventory alone) 2 KiB per object is assumed,
+# more than a typical Deployment's manifest; without discovery, 500 resource types.
+# Kinds that hold a Pod template as a Deployment does. A Deployment's cost is its kind, not its bytes
+# (three times a ConfigMap's for a manifest three times as big): StatefulSets, DaemonSets, ReplicaSets,
+# Jobs and CronJobs, measured, cost their own, between a ConfigMap's and a Deployment's; Pods and
+# PodTemplates (not measured) a Deployment's, the dearest of the class, which is what predicts a kind of
+# this class when it is left out without going under (BENCHMARKS.md).
+POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
+_DEPLOYMENT_MIB = Fraction(1441, 10000)  # the dearest kind measured
+_MEASURED_POD_TEMPLATE_KINDS = {
+    "CronJob": Fraction(879, 10000),
+    "DaemonSet": Fraction(59, 500),
+    "Job": Fraction(1039, 10000),
+    "ReplicaSet": Fraction(73, 625),
+    "StatefulSet": Fraction(291, 2500),
+}
+SIZE_AWARE = Sizing(
+    "size-aware",
+    base_mib=Fraction(96),
+    mib_per_object=_DEPLOYMENT_MIB,
+    mib_per_object_of_kind=tuple(
+        sorted(
+            [
+                ("ConfigMap", Fraction(533, 10000)),
+                *(
+                    (kind, _MEASURED_POD_TEMPLATE_KINDS.get(kind, _DEPLOYMENT_MIB))
+                    for kind in ("Deployment", *POD_TEMPLATE_KINDS)
+                ),
+            ]
+        )
+    ),
+    mib_per_object_of_other_kind=Fraction(139, 2500),
+    mib_per_kib=Fraction(41, 5000),
+    assumed_kib_per_object=Fraction(2),
+    mib_per_api_resource=Fraction(5237, 10000),
+    fit_api_resources=73,
+    assumed_api_resources=500,
+    mib_per_crd_path_step=Fraction(1242, 10**7),
+    min_mib=96,
+)
+PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
+# Size-aware: measured on the real reconciler, and it still works from the count alone (assumed KiB per
+# object and API surface) where the source is not read.
+DEFAULT_PRESET = SIZE_AWARE.name
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Pod-level rules a platform enforces on the sum of the containers' requests."""
+
+    name: str
+    pod_min_cpu_m: int = 0
+    pod_min_memory_mib: int = 0
+    pod_cpu_step_m: int = 1
+    pod_max_cpu_m: int | None = None
+    pod_max_memory_mib: int | None = None
+    min_gib_per_vcpu: Fraction | None = None
+    max_gib_per_vcpu: Fraction | None = None
+    limits_equal_requests: bool = False
+    # Requests assumed for the pod's other containers (git-sync + otel-agent, DESIGN.md 2.4) where they
+    # are not read from the cluster.
+    others_cpu_m: int = 0
+    others_memory_mib: int = 0
+
+    @property
+    def has_pod_rules(self) -> bool:
+        """Whether the pod total matters (minimums, rounding, ratios), so the other containers do."""
+        return self != Platform(
+            self.name, others_cpu_m=self.others_cpu_m, others_memory_mib=self.others_memory_mib
+        )
+
+    def adjust(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
+        """The pod total the platform would turn (cpu_m, memory_mib) into; a fixed point of its rules."""
+        while True:
+            new_cpu, new_memory = self._adjust_once(cpu_m, memory_mib)
+            if (new_cpu, new_memory) == (cpu_m, memory_mib):
+                return cpu_m, memory_mib
+            cpu_m, memory_mib = new_cpu, new_memory
+
+    def _adjust_once(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
+        cpu_m, memory_mib = max(cpu_m, self.pod_min_cpu_m), max(memory_mib, self.pod_min_memory_mib)
+        if self.min_gib_per_vcpu is not None:  # too little memory for the CPU: memory is raised
+            memory_mib = max(memory_mib, math.ceil(Fraction(cpu_m, 1000) * self.min_gib_per_vcpu * 1024))
+        if self.max_gib_per_vcpu is not None:  # too little CPU for the memory: CPU is raised
+            cpu_m = max(cpu_m, math.ceil(Fraction(memory_mib, 1024) / self.max_gib_per_vcpu * 1000))
+        return ceil_to(cpu_m, self.pod_cpu_step_m), memory_mib
+
+
+# The platforms settings, the CLI and the README know (`PLATFORMS`): adding one is a Platform here.
+STANDARD = Platform("standard", others_cpu_m=10 + 10, others_memory_mib=16 + 100)
+AUTOPILOT = Platform(
+    "autopilot",
+    others_cpu_m=20 + 10,
+    others_memory_mib=32 + 64,
+    pod_min_cpu_m=250,
+    pod_min_memory_mib=512,
+    pod_cpu_step_m=250,
+    pod_max_cpu_m=30_000,
+    pod_max_memory_mib=110 * 1024,
+    min_gib_per_vcpu=Fraction(1),
+    max_gib_per_vcpu=Fraction(13, 2),
+    limits_equal_requests=True,
+)
+AUTOPILOT_BURSTING = replace(
+    AUTOPILOT,
+    name="autopilot-bursting",
+    pod_min_cpu_m=50,
+    pod_min_memory_mib=52,
+    pod_cpu_step_m=1,
+    limits_equal_requests=False,
+)
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (STANDARD, AUTOPILOT, AUTOPILOT_BURSTING)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A sizing preset on a platform, with the requests of the pod's other containers."""
+
+    sizing: Sizing = PROTOTYPE
+    platform: Platform = STANDARD
+    others_cpu_m: int = 0
+    others_memory_mib: int = 0
+    api_resources: int | None = None  # resource types the API server serves (None: not read)
+
+    @property
+    def name(self) -> str:
+        return f"{self.sizing.name}/{self.platform.name}"
+
+
+class SizingError(ValueError):
+    """The platform cannot fit the pod (over its maximum)."""
+
+
+def size(
+    objects: int,
+    profile: Profile,
+    kib: int | None = None,
+    kinds: Kinds | None = None,
+    crd_path_steps: int | None = None,
+) -> Resources:
+    """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, their CRDs
+    `crd_path_steps` path steps, and are of `kinds`, where known) under `profile`."""
+    sizing, platform = profile.sizing, profile.platform
+    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds, crd_path_steps)
+    cpu = sizing.cpu_m(memory)
+    # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
+    # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
+    for _ in range(64):
+        pod = (cpu + profile.others_cpu_m, memory + profile.others_memory_mib)
+        adjusted = platform.adjust(*pod)
+        if adjusted == pod:
+            break
+        cpu += adjusted[0] - pod[0]
+        memory = ceil_to(memory + adjusted[1] - pod[1], sizing.step_mib)
+    else:  # pragma: no cover - the loop is monotone and bounded; this guards a future rule change
+        raise SizingError(f"no fixed point for {objects} objects under {profile.name}")
+    if platform.pod_max_cpu_m is not None and cpu + profile.others_cpu_m > platform.pod_max_cpu_m:
+        raise SizingError(f"{objects} objects need {cpu}m CPU, over the {platform.name} pod maximum")
+    if (
+        platform.pod_max_memory_mib is not None
+        and memory + profile.others_memory_mib > platform.pod_max_memory_mib
+    ):
+        raise SizingError(f"{objects} objects need {memory}Mi, over the {platform.name} pod maximum")
+    return Resources(
+        cpu,
+        memory,
+        _limit(cpu, sizing.cpu_limit_factor, 1, platform),
+        _limit(memory, sizing.memory_limit_factor, sizing.step_mib, platform),
+    )
+
+
+def _objects_terms(sizing: Sizing, objects: int, kinds: Kinds | None) -> str:
+    costs = dict(sizing.mib_per_object_of_kind)
+    if not costs:
+        return f"{float(sizing.mib_per_object):g} x {objects}"
+    named = [(kind, n) for kind, n in (kinds or ()) if kind in costs and n > 0]
+    others = sum(n for kind, n in (kinds or ()) if kind not in costs and n > 0)
+    rest = max(0, objects - sum(n for _, n in named) - others)
+    terms = [f"{float(costs[kind]):g} x {n} {kind}" for kind, n in named]
+    if others:
+        terms.append(f"{float(sizing.other_kind_mib):g} x {others} of other kinds")
+    return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} of no known kind"])
+
+
+def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:
+    if platform.limits_equal_requests:
+        return request
+    return None if factor is None else max(request, ceil_to(request * factor, step))
+
+
+def explain(
+    objects: int,
+    profile: Profile,
+    kib: int | None = None,
+    kinds: Kinds | None = None,
+    crd_path_steps: int | None = None,
+) -> str:
+    """The resources for `objects` (size-aware: with `kib`, `kinds` and `crd_path_steps`) under `profile`,
+    with the arithmetic."""
+    sizing, platform = profile.sizing, profile.platform
+    base, step = float(sizing.base_mib), sizing.step_mib
+    raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds, crd_path_steps))
+    memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds, crd_path_steps)
+    cpu = sizing.cpu_m(memory)
+    result = size(objects, profile, kib, kinds, crd_path_steps)
+    terms = f"{base:g} + {_objects_terms(sizing, objects, kinds)}"
+    if sizing.mib_per_kib:
+        assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
+        terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
+    if sizing.mib_per_crd_path_step and crd_path_steps:
+        terms += f" + {float(sizing.mib_per_crd_path_step):g} x {crd_path_steps} path steps of CRD fields"
+    if sizing.mib_per_api_resource:
+        extra = sizing.extra_api_resources(profile.api_resources)
+        served = "assumed" if profile.api_resources is None else "served"
+        per = float(sizing.mib_per_api_resource)
+        terms += f" + {per:g} x {extra} API resources beyond {sizing.fit_api_resources} ({served})"
+    if sizing.calibration_factor != 1:
+        terms = f"{float(sizing.calibration_factor):.3g} x ({terms}) calibrated on this cluster"
+    lines = [
+        f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
+        f"memory = ceil(({terms}) / {step}) x {step}"
+        f" = ceil({raw:g} / {step}) x {step} -> {memory}Mi (min {sizing.min_mib}Mi, max {sizing.max_mib}Mi)",
+        f"cpu    = max(ceil({memory} x {float(sizing.cpu_m_per_mib):g} / {sizing.cpu_step_m})"
+        f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {cpu}m",
+    ]
+    if (result.cpu_request_m, result.memory_request_mib) != (cpu, memory):
+        others = (profile.others_cpu_m, profile.others_memory_mib)
+        before = (cpu + others[0], memory + others[1])
+        after = (result.cpu_request_m + others[0], result.memory_request_mib + others[1])
+        lines.append(
+            f"{platform.name}: the pod ({before[0]}m / {before[1]}Mi with {others[0]}m / {others[1]}Mi"
+            f" of other containers) becomes {after[0]}m / {after[1]}Mi; the surplus goes to the reconciler"
+        )
+    lines.append(f"reconciler: {result}")
+    return "\n".join(lines)

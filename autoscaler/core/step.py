@@ -1,0 +1,370 @@
+"""One reconcile of one RSync as a pure function: what was observed, and what we remember of the RSync,
+give the plan: what to write, what to remember, what to say, and when to look again. No I/O, no clock.
+
+    needs = needs(view, state, config)         # what the Kubernetes side must read for this reconcile
+    plan = step(observation, state, config)    # the decision and what follows from it
+    state = settled(plan, restarted, generation, now)   # after the write: the restart it really caused
+    state = failed(state, plan, reason)        # or after a failed write: what is kept
+
+The executor (autoscaler.service.executor) reads the observation through the port, writes the plan
+through it, and keeps the state; `autoscaler.core.said` turns a plan into what is logged, counted and
+told as Events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from autoscaler.core.annotations import (
+    CALIBRATION_ANNOTATION,
+    OOM_FLOOR_ANNOTATION,
+    SOURCE_REJECTED_ANNOTATION,
+    SYNCED_SOURCE_ANNOTATION,
+    calibration_annotation,
+    oom_floor_annotation,
+    published,
+    synced_source_annotation,
+)
+from autoscaler.core.calibration import Calibration, Margin, Peak, finished_in, folded, learned, same_lesson
+from autoscaler.core.hysteresis import Decision, Hysteresis, Outcome, decide, initial
+from autoscaler.core.observation import Needs, Observation, RSyncView
+from autoscaler.core.oom import OomFloor, OomKill, next_floor
+from autoscaler.core.reasons import Reason
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import PLATFORMS, Profile
+from inventory.core.counts import ObjectCounts
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class RSyncState:
+    """What the service remembers about one RSync between reconciles."""
+
+    decision: Decision | None = None  # None: start from what the reconciler has now
+    # The RSync's generation after our last write of the size into it, and that size: a later
+    # generation declaring another size is another writer's.
+    written: tuple[int, Resources] | None = None
+    reverts: tuple[float, ...] = ()  # when another writer replaced our size, over the last hour
+    hands_off_until: float | None = None
+    counts_in_annotations: bool = False  # the CRD prunes the status fields
+    # The write that last failed (its reason and the size it wanted): the same failure again is not news.
+    failed: tuple[Reason, Resources] | None = None
+    # The memory floor after an OOM kill, as last decided (the RSync's annotation may lag behind it).
+    oom_floor: OomFloor | None = None
+    # The source counts of the commit the reconciler last finished (the annotation may lag behind).
+    synced_source: ObjectCounts | None = None
+    # What was learned from the reconciler's working set (the annotation may lag behind).
+    calibration: Calibration | None = None
+    # The reconciler container's largest working set in its current window (calibration).
+    peak: Peak | None = None
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """The service-wide settings of a step."""
+
+    profile: Profile
+    hysteresis: Hysteresis = field(default_factory=Hysteresis)
+    max_reverts_per_hour: int = 3
+    sizes: bool = True  # False: the service runs without a target and only records counts
+    measure_others: bool = False  # read the other containers' requests where the platform needs them
+    # The size can change behind our back (in-place: a new pod starts with its template's size), so it
+    # is read on every reconcile instead of remembered.
+    reread_current: bool = False
+    margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decision and what follows from it."""
+
+    outcome: Outcome
+    reason: str
+    state: RSyncState  # to keep once the write succeeded
+    counts: ObjectCounts  # what the decision used: observed over stored
+    apply: Resources | None = None
+    publish: Mapping[str, str | None] = field(default_factory=dict)  # annotations the RSync lacks
+    recheck_after: float | None = None  # seconds until the held scale-down is due
+    reverted_to: Resources | None = None  # another writer's size, found in the RSync
+    log_level: int = logging.DEBUG  # said once when a postponement or an error starts
+    oom_raised: tuple[OomKill, OomFloor] | None = None  # a new OOM kill, and the floor it raised
+    calibrated: tuple[Calibration | None, Calibration] | None = None  # learned now: before, after
+    # The peak rose (or a new window began): the working set gauge and the sampler follow it.
+    peak: Peak | None = None
+
+
+def profile_for(view: RSyncView, profile: Profile) -> Profile | str:
+    """The service's profile, or the one the RSync asks for with its platform annotation; the error
+    when it asks for a platform that does not exist."""
+    platform = view.platform
+    if platform is None or platform == profile.platform.name:
+        return profile
+    if platform not in PLATFORMS:
+        return (
+            f"unknown objcount.dev/platform {platform!r} (known: {', '.join(sorted(PLATFORMS))}); not sized"
+        )
+    return replace(profile, platform=PLATFORMS[platform])
+
+
+def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
+    """What must be read of the reconciler for this reconcile: its size until a decision was made (or
+    on every reconcile where it can change behind our back), and the other containers' requests on
+    platforms whose rules apply to the pod's total."""
+    if not config.sizes:
+        return Needs(sizes=False)
+    profile = profile_for(view, config.profile)
+    return Needs(
+        current=state.decision is None or config.reread_current,
+        others=config.measure_others and isinstance(profile, Profile) and profile.platform.has_pod_rules,
+    )
+
+
+def step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
+    peak = folded(state.peak, seen.samples)
+    plan = _step(seen, replace(state, peak=peak), config)
+    # Why Config Sync syncs nothing of the newest commit is said on the RSync whatever is decided.
+    rejected = seen.view.lacks({SOURCE_REJECTED_ANNOTATION: plan.counts.source_rejected})
+    plan = replace(plan, peak=peak if peak != state.peak else None)
+    return replace(plan, publish={**plan.publish, **rejected}) if rejected else plan
+
+
+def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
+    view = seen.view
+    counts = seen.observed.over(view.restored)
+    if not config.sizes:
+        return Plan(Outcome.COUNTS_ONLY, "no target: counts recorded", state, counts)
+    if not view.autoscale:
+        return Plan(Outcome.OPTED_OUT, "objcount.dev/autoscale is false: counts recorded", state, counts)
+    profile = profile_for(view, config.profile)
+    if isinstance(profile, str):
+        return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
+    if seen.reading.others is not None:
+        profile = replace(
+            profile, others_cpu_m=seen.reading.others[0], others_memory_mib=seen.reading.others[1]
+        )
+    if seen.reading.api_resources is not None:
+        profile = replace(profile, api_resources=seen.reading.api_resources)
+    synced = _synced_source(seen, state, counts)
+    stored = _newest(view.oom_floor, state.oom_floor)
+    floor = next_floor(
+        stored,
+        seen.reading.oom_kill,
+        now=seen.wall,
+        quiet_s=config.hysteresis.oom_quiet_s,
+        step_mib=profile.sizing.step_mib,
+    )
+    if floor is not None:  # the least memory this RSync gets, whatever its count
+        sizing = profile.sizing
+        profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
+    covered = _covered(view, counts, synced)
+    known = state.calibration or view.calibration
+    calibration = _calibration(seen, state.peak, known, covered, profile, margin=config.margin)
+    if calibration is not None:
+        profile = _calibrated(profile, calibration, state.peak, config.margin)
+    state = replace(state, oom_floor=floor, synced_source=synced, calibration=calibration)
+    # Sized from the counts that cover what the reconciler holds; the counts recorded are the real ones.
+    plan = replace(_sized(seen, state, config, covered, profile), counts=counts)
+    if plan.outcome == Outcome.HANDS_OFF:
+        return plan
+    wanted = {
+        OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor),
+        CALIBRATION_ANNOTATION: None if calibration is None else calibration_annotation(calibration),
+    }
+    if synced is not None:
+        wanted[SYNCED_SOURCE_ANNOTATION] = synced_source_annotation(synced)
+    return replace(
+        plan,
+        publish={**plan.publish, **view.lacks(wanted)},
+        oom_raised=(seen.reading.oom_kill, floor)
+        if seen.reading.oom_kill and floor and floor != stored
+        else None,
+        calibrated=(known, calibration) if calibration is not None and calibration is not known else None,
+    )
+
+
+def _calibration(
+    seen: Observation,
+    peak: Peak | None,
+    known: Calibration | None,
+    counts: ObjectCounts,
+    profile: Profile,
+    *,
+    margin: Margin,
+) -> Calibration | None:
+    """What is known of this RSync's real cost after this reconcile: learned anew when the reconciler
+    reports its window's commit finished and the lesson differs from the one known, else as known."""
+    target = counts.target
+    if peak is None or target is None:
+        return known
+    if not finished_in(peak.window, seen.view.finished_commit, seen.view.written_at):
+        return known
+    predicted = profile.sizing.raw_mib(
+        target, counts.target_kib, profile.api_resources, counts.source_kinds, counts.source_crd_path_steps
+    )
+    lesson = learned(peak, predicted, margin, seen.wall)
+    return known if same_lesson(known, lesson) else lesson
+
+
+def _calibrated(profile: Profile, calibration: Calibration, peak: Peak | None, margin: Margin) -> Profile:
+    """The model scaled by the learned factor, never below the peak plus the margin in its window."""
+    sizing = profile.sizing
+    floor = calibration.floor_mib(peak.window if peak else None, margin)
+    calibrated = replace(sizing, calibration_factor=calibration.factor, min_mib=max(sizing.min_mib, floor))
+    return replace(profile, sizing=calibrated)
+
+
+def _synced_source(seen: Observation, state: RSyncState, counts: ObjectCounts) -> ObjectCounts | None:
+    """The source counts of the commit the reconciler last finished: the counts of our source once the
+    reconciler reports its commit finished, else the last ones we knew (after a restart, from the RSync)."""
+    if counts.source_commit is not None and counts.source_commit == seen.view.finished_commit:
+        return ObjectCounts(
+            counts.source,
+            source_kib=counts.source_kib,
+            source_kinds=counts.source_kinds,
+            source_crd_path_steps=counts.source_crd_path_steps,
+        )
+    return state.synced_source or seen.view.synced_source
+
+
+def _covered(view: RSyncView, counts: ObjectCounts, synced: ObjectCounts | None) -> ObjectCounts:
+    """The counts to size from: until the reconciler reports our source's commit finished, it may still
+    hold the last finished commit's objects (a prune deletes them last), so both are covered; the
+    objects it will prune are then sized by what they are, not at the cost of any kind."""
+    if counts.source_commit is not None and counts.source_commit == view.finished_commit:
+        return counts
+    return counts.covering(synced)
+
+
+def _newest(*floors: OomFloor | None) -> OomFloor | None:
+    """The floor that answers the latest kill (the annotation after a restart, else what we decided)."""
+    return max((f for f in floors if f is not None), key=lambda f: (f.killed_at, f.since), default=None)
+
+
+def _sized(
+    seen: Observation, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    last = state.decision or initial(seen.reading.current)
+    if config.reread_current and seen.reading.current is not None and seen.reading.current != last.resources:
+        last = replace(last, resources=seen.reading.current)  # a new pod, or a resize that did not take
+    if state.hands_off_until is not None and state.hands_off_until > seen.now:
+        return Plan(Outcome.HANDS_OFF, "another writer keeps reverting our size", state, counts)
+    foreign = _foreign_size(seen, state)
+    if foreign is not None and foreign != last.resources and seen.reading.held_by_owner is None:
+        return _reverted(
+            seen, replace(state, decision=replace(last, resources=foreign)), config, counts, profile
+        )
+    return _decided(seen, replace(state, decision=last), config, counts, profile)
+
+
+def _foreign_size(seen: Observation, state: RSyncState) -> Resources | None:
+    """The size another writer put in the RSync after our last write of it; None when there is none."""
+    if state.written is None or seen.reading.declared is None:
+        return None
+    generation, ours = state.written
+    if seen.view.generation <= generation or seen.reading.declared == ours:
+        return None
+    return seen.reading.declared
+
+
+def _reverted(
+    seen: Observation, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    """Another writer replaced our size: take it as what the reconciler has and size again from it,
+    unless it did so too often in the last hour (then hands off for an hour: no fight)."""
+    assert state.decision is not None
+    theirs = state.decision.resources
+    assert theirs is not None
+    reverts = (*[t for t in state.reverts if seen.now - t < HOUR], seen.now)
+    state = replace(state, reverts=reverts)
+    if len(reverts) > config.max_reverts_per_hour:
+        return Plan(
+            Outcome.HANDS_OFF,
+            f"another writer reverted the reconciler's size {len(reverts)} times in an hour (now "
+            f"{theirs}); not applying for an hour (check admission webhooks and other "
+            "managers of the target)",
+            replace(state, hands_off_until=seen.now + HOUR),
+            counts,
+            reverted_to=theirs,
+            log_level=logging.ERROR,
+        )
+    plan = _decided(seen, state, config, counts, profile)
+    return replace(plan, reverted_to=theirs)
+
+
+def _decided(
+    seen: Observation, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    last = state.decision
+    assert last is not None
+    decision = decide(
+        counts, profile, last, now=seen.now, hysteresis=config.hysteresis, progress=seen.view.progress
+    )
+    recheck = None
+    if decision.lower_since is not None:
+        remaining = decision.lower_since + config.hysteresis.scale_down_delay_s - seen.now
+        recheck = max(remaining, 0.0) + 0.01
+    if decision.changes and seen.reading.held_by_owner is not None:
+        return _held_by_owner(seen, state, counts, decision, last)
+    starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
+    return Plan(
+        decision.outcome,
+        decision.reason,
+        replace(state, decision=decision),
+        counts,
+        apply=decision.resources if decision.changes else None,
+        publish=seen.view.lacks(published(decision.recommended, decision.resources)),
+        recheck_after=recheck,
+        log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
+def _held_by_owner(
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, last: Decision
+) -> Plan:
+    """A change is due but its field is another owner's: recommend it, keep the size, write nothing."""
+    assert seen.reading.held_by_owner is not None
+    reason = f"{decision.reason}; not applied: {seen.reading.held_by_owner}"
+    # What the reconciler gets is the owner's: the size the RSync declares, if it declares one.
+    theirs = seen.reading.declared or last.resources
+    held = replace(decision, outcome=Outcome.HELD_BY_OWNER, resources=theirs, reason=reason)
+    return Plan(
+        Outcome.HELD_BY_OWNER,
+        reason,
+        replace(state, decision=held),
+        counts,
+        publish=seen.view.lacks(published(held.recommended, held.resources, seen.reading.held_by_owner)),
+        log_level=logging.WARNING if last.outcome != Outcome.HELD_BY_OWNER else logging.DEBUG,
+    )
+
+
+def settled(plan: Plan, restarted: bool, rsync_generation: int | None, now: float) -> RSyncState:
+    """The state after the plan's write succeeded: a restart it really caused counts toward the cap;
+    a write into the RSync is remembered to tell it from another writer's."""
+    state = replace(plan.state, failed=None)
+    if restarted and state.decision is not None:
+        state = replace(state, decision=replace(state.decision, restarts=(*state.decision.restarts, now)))
+    if rsync_generation is not None and plan.apply is not None:
+        state = replace(state, written=(rsync_generation, plan.apply))
+    return state
+
+
+def failed(before: RSyncState, plan: Plan, reason: Reason) -> RSyncState:
+    """The state after the plan's size could not be written: the decision is made again next time from
+    what was known before it; what other writers did, the OOM floor and the working set's peak are
+    kept, and the failure is remembered (the same one again is not news)."""
+    return replace(
+        before,
+        reverts=plan.state.reverts,
+        hands_off_until=plan.state.hands_off_until,
+        oom_floor=plan.state.oom_floor,
+        peak=plan.state.peak,
+        failed=None if plan.apply is None else (reason, plan.apply),
+    )
+
+
+def failed_before(before: RSyncState, plan: Plan, reason: Reason) -> bool:
+    """Whether this failure is the one the state already remembers (said once, counted each time)."""
+    return plan.apply is not None and before.failed == (reason, plan.apply)

@@ -1,0 +1,139 @@
+"""Write object counts to an RSync: our annotations, or (opt-in) its status subresource.
+
+Annotations by default: Config Sync (v1.22.0 and before) defines no count fields in the RSync status and
+its reconciler writes the status with typed updates, which would erase them even where a CRD defined
+them. `counts_in_status` is for a future Config Sync that defines `status.source.objectCount` and
+`status.sync.objectCount`: only those two are then sent (a merge patch on the status subresource), so no
+other writer's fields are touched. A write the server drops (a CRD without those fields) is detected from
+the response and reported as `fell_back`: the counts went to annotations, and the caller keeps writing
+them there for that RSync.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Literal, cast
+
+from autoscaler.core.annotations import (
+    annotation_counts,
+    annotation_patch,
+    count_annotations,
+    restored_counts,
+    status_counts,
+    status_patch,
+)
+from inventory.core.backoff import with_retries
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import RSync
+from inventory.kube import kubeapi
+from inventory.metrics import PRUNED_STATUS_FALLBACKS, STATUS_WRITE_ERRORS, STATUS_WRITES
+
+log = logging.getLogger(__name__)
+
+WriteOutcome = Literal["unchanged", "status", "annotations", "fell_back", "gone"]
+
+
+@dataclass
+class CountWriter:
+    api: kubeapi.KubeApi
+    in_status: bool = False
+    attempts: int = 5
+    sleep: Callable[[float], None] = time.sleep
+
+    def write(
+        self,
+        key: RSyncKey,
+        rsync: Mapping[str, object],
+        desired: ObjectCounts,
+        *,
+        in_annotations: bool = False,
+    ) -> WriteOutcome:
+        """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
+        if in_annotations or not self.in_status:
+            return self._write_annotations(key, rsync, desired)
+        # The status has no field for the source's KiB and kinds: they stay in annotations either way.
+        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
+        kib_only = ObjectCounts(
+            source_kib=desired.source_kib,
+            source_kinds=desired.source_kinds,
+            source_crd_path_steps=desired.source_crd_path_steps,
+        )
+        if not counts.differs_where_known(status_counts(rsync)):
+            return self._write_annotations(key, rsync, kib_only)
+        written = self._patch(key, status_patch(counts), subresource="status")
+        if written is None:
+            return "gone"
+        if counts.differs_where_known(status_counts(written)):
+            self._report_fallback(key)
+            outcome = self._write_annotations(key, written, desired)
+            return "fell_back" if outcome != "gone" else outcome
+        STATUS_WRITES.labels("status").inc()
+        log.info("%s: counts written to status: source=%s sync=%s", key, desired.source, desired.sync)
+        return "gone" if self._write_annotations(key, written, kib_only) == "gone" else "status"
+
+    @staticmethod
+    def _report_fallback(key: RSyncKey) -> None:
+        PRUNED_STATUS_FALLBACKS.inc()
+        log.warning(
+            "%s: the API server pruned status.*.objectCount (its CRD does not define them); "
+            "keeping the counts in the %s annotations instead (as with counts_in_status off).",
+            key,
+            "objcount.dev/*-object-count",
+        )
+
+    def _write_annotations(
+        self, key: RSyncKey, rsync: Mapping[str, object], desired: ObjectCounts
+    ) -> WriteOutcome:
+        if not desired.differs_where_known(annotation_counts(rsync)):
+            return "unchanged"
+        if self._patch(key, annotation_patch(count_annotations(desired))) is None:
+            return "gone"
+        STATUS_WRITES.labels("annotations").inc()
+        log.info(
+            "%s: counts written to annotations: source=%s sync=%s source KiB=%s",
+            key,
+            desired.source,
+            desired.sync,
+            desired.source_kib,
+        )
+        return "annotations"
+
+    def _patch(
+        self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
+    ) -> RSync | None:
+        """Merge-patch with retries on conflicts and transient errors; None when the RSync is gone."""
+        resource = kubeapi.RSYNC_RESOURCES[key.kind]
+
+        def count_error(error: Exception) -> None:
+            STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
+
+        def patch() -> RSync:
+            try:
+                written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
+            except kubeapi.ApiError as error:
+                if not isinstance(error, (kubeapi.Conflict, kubeapi.Transient, kubeapi.NotFound)):
+                    count_error(error)  # retried errors are counted by on_retry, a gone RSync is no error
+                raise
+            return cast(RSync, written)
+
+        try:
+            return with_retries(
+                patch,
+                retry_on=(kubeapi.Conflict, kubeapi.Transient),
+                attempts=self.attempts,
+                initial=0.05,
+                maximum=2.0,
+                sleep=self.sleep,
+                on_retry=count_error,
+            )
+        except kubeapi.NotFound:
+            return None
+
+
+def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+    """The counts a restarted service restores for one RSync (status, else annotations)."""
+    return restored_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))

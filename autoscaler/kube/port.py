@@ -1,0 +1,185 @@
+"""The port between a reconcile and the cluster: `read` what the step decides from, `write` what it
+decided. The executor (autoscaler.service.executor) talks to the cluster through nothing else; its unit
+tests use an in-memory fake of `Port`.
+
+One read per reconcile: the RSync comes parsed from the cache (`RSyncView`), the reconciler's Pod is
+listed once (its size where the target keeps it there, the other containers, the OOM kills), and the
+target reads only what it keeps elsewhere (a Deployment's template). Errors: `ReadError` from `read`,
+`WriteError` from `write`'s size, kubeapi.ApiError from the counts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+import orjson
+
+from autoscaler.core.annotations import annotation_patch
+from autoscaler.core.calibration import Sampled, usages
+from autoscaler.core.codecs import others_requests, pod_name, template_containers
+from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
+from autoscaler.core.oom import oom_kill_of
+from autoscaler.core.reasons import ReadError
+from autoscaler.core.resources import Resources
+from autoscaler.kube.count_writer import CountWriter, WriteOutcome
+from autoscaler.kube.targets import Applied, Target, read_error
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name
+from inventory.core.objects import Deployment, Pod, RSync
+from inventory.kube import kubeapi
+
+API_SURFACE_TTL_S = 600.0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write did: the size applied (None: none was due), and the annotations that could not be
+    published (they are published again on the next reconcile)."""
+
+    applied: Applied | None = None
+    unpublished: str | None = None
+
+
+class Port(Protocol):
+    @property
+    def target(self) -> Target: ...
+
+    def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading: ...
+
+    def write(
+        self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
+    ) -> Written:
+        """Apply the size (if any is due) through the target, then publish the annotations."""
+        ...
+
+    def write_counts(
+        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+    ) -> WriteOutcome: ...
+
+    def reconciler_usage(self, selector: str) -> Sampled | None:
+        """A sample of the working set of every running reconciler Pod the label selector picks; None when
+        the cluster does not serve the metrics API."""
+        ...
+
+
+@dataclass
+class KubePort:
+    api: kubeapi.KubeApi
+    target: Target
+    reconciler_namespace: str = RECONCILER_NAMESPACE
+    counts_in_status: bool = False
+    surface_ttl_s: float = API_SURFACE_TTL_S
+    clock: Callable[[], float] = time.monotonic
+    writer: CountWriter = field(init=False)
+    _surface: tuple[float, int | None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.writer = CountWriter(self.api, in_status=self.counts_in_status)
+
+    # ----- read ---------------------------------------------------------------------------------------
+    def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
+        if not needs.sizes:
+            return Reading()
+        unread: list[Unread] = []
+        pod: Pod | None = None
+        try:
+            pod = self._reconciler_pod(key)
+        except ReadError as error:
+            if (needs.current and self.target.in_place) or needs.others:
+                raise
+            unread.append(Unread("read", f"cannot read the reconciler's OOM kills: {error}"))
+        surface, surface_error = self._api_resources()
+        if surface_error is not None:
+            unread.append(Unread("discovery", surface_error))
+        return Reading(
+            current=self.target.current(key, view, pod) if needs.current else None,
+            declared=self.target.declared(view),
+            held_by_owner=self.target.held_by_owner(view),
+            others=self._others(key, pod) if needs.others else None,
+            oom_kill=oom_kill_of(pod),
+            api_resources=surface,
+            pod=pod,
+            unread=tuple(unread),
+        )
+
+    def _reconciler_pod(self, key: RSyncKey) -> Pod | None:
+        """The newest live reconciler Pod of an RSync (None when there is none)."""
+        selector = f"app=reconciler,configsync.gke.io/deployment-name={reconciler_name(key)}"
+        namespace = self.reconciler_namespace
+        try:
+            page = orjson.loads(self.api.list_page(kubeapi.POD, namespace, label_selector=selector))
+        except kubeapi.ApiError as error:
+            raise read_error(error, f"listing the reconciler pod of {key}") from error
+        live: list[Pod] = [
+            p for p in page.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")
+        ]
+        return max(live, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""), default=None)
+
+    def _others(self, key: RSyncKey, pod: Pod | None) -> tuple[int, int] | None:
+        """CPU (millicores) and memory (MiB) requested by the reconciler pod's other containers, as they
+        are: read from the running Pod (which has what admission added, a sidecar among them), else from
+        the Deployment's template; None when neither exists."""
+        if pod is not None:
+            return others_requests((pod.get("spec") or {}).get("containers") or [], f"pod {pod_name(pod)}")
+        name = reconciler_name(key)
+        try:
+            deployment = cast(Deployment, self.api.get(kubeapi.DEPLOYMENT, self.reconciler_namespace, name))
+        except kubeapi.NotFound:
+            return None
+        except kubeapi.ApiError as error:
+            raise read_error(error, f"reading Deployment {name}") from error
+        return others_requests(template_containers(deployment), "its Deployment")
+
+    def _api_resources(self) -> tuple[int | None, str | None]:
+        """The resource types the API server serves, read from discovery at most once per `surface_ttl_s`
+        (CRDs come and go rarely); after a failed read the last value stays (None before any), retried
+        after the same interval; and what went wrong."""
+        now = self.clock()
+        if self._surface is not None and now - self._surface[0] < self.surface_ttl_s:
+            return self._surface[1], None
+        last = self._surface[1] if self._surface else None
+        error = None
+        try:
+            served: int | None = self.api.api_resource_types()
+        except kubeapi.ApiError as failure:
+            error = f"cannot read the API surface from discovery ({failure}); sizing with {last}"
+            served = last
+        self._surface = (now, served)
+        return served, error
+
+    # ----- write --------------------------------------------------------------------------------------
+    def write(
+        self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
+    ) -> Written:
+        applied = None
+        if apply is not None:
+            applied = self.target.apply(key, apply, reading.pod)
+        unpublished = None
+        if publish:
+            try:
+                self.api.patch(
+                    kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, annotation_patch(publish)
+                )
+            except kubeapi.ApiError as error:
+                unpublished = str(error)
+        return Written(applied, unpublished)
+
+    def write_counts(
+        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+    ) -> WriteOutcome:
+        return self.writer.write(key, rsync, counts, in_annotations=in_annotations)
+
+    # ----- the working sets (calibration) ------------------------------------------------------------
+    def reconciler_usage(self, selector: str) -> Sampled | None:
+        namespace = self.reconciler_namespace
+        try:
+            metrics = orjson.loads(
+                self.api.list_page(kubeapi.POD_METRICS, namespace, label_selector=selector)
+            )
+        except kubeapi.NotFound:
+            return None  # no metrics-server (or no aggregated metrics API): nothing to learn from
+        pods = orjson.loads(self.api.list_page(kubeapi.POD, namespace, label_selector=selector))
+        return usages(pods.get("items") or [], metrics.get("items") or [])

@@ -1,0 +1,398 @@
+"""How a size reaches the reconciler: a Deployment template, an RSync override, an in-place pod resize,
+or nowhere (recommend only). Each target is a codec of the size in the object it writes, and says what it
+can do: whether the size can change behind our back (so it is read on every reconcile), whether a write
+restarts the reconciler, what it keeps in the RSync itself, and who else owns that field.
+
+Reads raise `ReadError`, writes `WriteError`, each with a `Reason` (autoscaler.core.reasons). The Pod a
+target reads is the one the port listed for this reconcile (`autoscaler.kube.port`): none lists it again.
+
+Adding a target is this file only: a class with the members of `Target`, and an entry in `TARGETS`
+(settings, the CLI and the README's table are derived from it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+from autoscaler.core.annotations import (
+    OVERRIDE_WRITTEN_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    parse_resources_annotation,
+    resources_annotation,
+)
+from autoscaler.core.codecs import (
+    accepted,
+    container_resources,
+    is_reconciler_entry,
+    limit_lowered,
+    override_entries,
+    override_entry,
+    pod_name,
+    pod_resources,
+    reconciler_override,
+    resize_infeasible,
+    resize_refused,
+    resources_json,
+    template_containers,
+)
+from autoscaler.core.observation import RSyncView
+from autoscaler.core.owners import RECONCILER_MANAGER, override_held, reconciler_manager_owns
+from autoscaler.core.reasons import ReadError, Reason, SizeError, WriteError
+from autoscaler.core.resources import Resources
+from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
+from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Pod, RSync, generation_of
+from inventory.kube import kubeapi
+
+log = logging.getLogger(__name__)
+
+_REASONS: dict[type[kubeapi.ApiError], Reason] = {
+    kubeapi.Conflict: Reason.CONFLICT,
+    kubeapi.Invalid: Reason.REJECTED,
+    kubeapi.Forbidden: Reason.FORBIDDEN,
+    kubeapi.NotFound: Reason.NOT_FOUND,
+    kubeapi.Gone: Reason.TRANSIENT,
+    kubeapi.Transient: Reason.TRANSIENT,
+}
+
+
+def reason_of(error: kubeapi.ApiError) -> Reason:
+    return _REASONS.get(type(error), Reason.TRANSIENT)
+
+
+def read_error(error: kubeapi.ApiError, what: str) -> ReadError:
+    return ReadError(reason_of(error), f"{what}: {error}")
+
+
+def write_error(error: kubeapi.ApiError, what: str) -> WriteError:
+    return WriteError(reason_of(error), f"{what}: {error}")
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a write did: the size the API server stored, whether it restarts the reconciler (a
+    template or override change rolls its pod out), and the RSync's generation when the size was
+    written into the RSync (to tell a later foreign write from our own)."""
+
+    resources: Resources
+    restarted: bool
+    rsync_generation: int | None = None
+
+
+class Target(Protocol):
+    name: str
+    # The size can change behind our back (a new Pod starts with its template's size): it is read on
+    # every reconcile instead of remembered.
+    rereads_current: bool
+    in_place: bool  # the size is the running Pod's (read from it and written to it, no restart)
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        """What the reconciler has now, as this target keeps it."""
+        ...
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied: ...
+
+    def declared(self, view: RSyncView) -> Resources | None:
+        """The size this target keeps in the RSync itself, as the cached RSync shows it; None when it
+        keeps none there (or it is unreadable: `current` reports that when the size is next read)."""
+        ...
+
+    def held_by_owner(self, view: RSyncView) -> str | None:
+        """Why writing this RSync's size would fight the owner of what this target writes, as the
+        cached RSync shows it; None when nothing stands in the way."""
+        ...
+
+    def refusal(self, key: RSyncKey) -> str | None:
+        """Why this target must not write `key`'s reconciler at all (checked once at start, so a wrong
+        install shows at once; every write checks again)."""
+        ...
+
+
+class _NothingInTheRSync:
+    rereads_current = False
+    in_place = False
+
+    def declared(self, view: RSyncView) -> Resources | None:
+        return None
+
+    def held_by_owner(self, view: RSyncView) -> str | None:
+        return None
+
+    def refusal(self, key: RSyncKey) -> str | None:
+        return None
+
+
+# ----- deployment ------------------------------------------------------------------------------------------
+@dataclass
+class DeploymentTarget(_NothingInTheRSync):
+    """Server-side apply of the reconciler container's resources in the Deployment's pod template, for
+    reconcilers nobody else manages.
+
+    Our field manager owns those fields only; every other container and field stays as it is. Forced,
+    because whoever created the Deployment (kubectl, a Helm chart) owns them at first. A Deployment of
+    Config Sync's reconciler-manager is refused (`owned`): it would put its own values back, and each
+    round trip rolls the reconciler out; `rsync-override` and `in-place` work with it.
+    """
+
+    api: kubeapi.KubeApi
+    namespace: str = RECONCILER_NAMESPACE
+    name: str = "deployment"
+
+    def _deployment(self, key: RSyncKey) -> Deployment:
+        try:
+            return cast(Deployment, self.api.get(kubeapi.DEPLOYMENT, self.namespace, reconciler_name(key)))
+        except kubeapi.ApiError as error:
+            raise read_error(error, f"reading Deployment {self.namespace}/{reconciler_name(key)}") from error
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        return container_resources(
+            template_containers(self._deployment(key)), f"Deployment {reconciler_name(key)}"
+        )
+
+    def refusal(self, key: RSyncKey) -> str | None:
+        if not reconciler_manager_owns(self._deployment(key)):
+            return None
+        return (
+            f"Deployment {self.namespace}/{reconciler_name(key)} is managed by Config Sync's "
+            f"{RECONCILER_MANAGER}, which would revert every change to its template (a rollout each time); "
+            "use target rsync-override (through the RSync) or in-place (the running Pod) instead"
+        )
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
+        try:
+            refusal = self.refusal(key)
+        except ReadError as error:
+            raise WriteError(error.reason, str(error)) from error
+        if refusal is not None:
+            raise WriteError(Reason.OWNED, refusal)
+        name = reconciler_name(key)
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": RECONCILER_CONTAINER, "resources": resources_json(resources)}]
+                    }
+                }
+            },
+        }
+        try:
+            written = self.api.patch(
+                kubeapi.DEPLOYMENT,
+                self.namespace,
+                name,
+                body,
+                patch_type="apply",
+                field_manager=OUR_FIELD_MANAGER,
+                force=True,
+            )
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"applying to Deployment {self.namespace}/{name}") from error
+        stored = accepted(template_containers(written), resources, f"Deployment {name}")
+        return Applied(stored, restarted=True)
+
+
+# ----- RSync spec.override.resources -------------------------------------------------------------------
+@dataclass
+class RSyncOverrideTarget:
+    """The `reconciler` entry of the RSync's `spec.override.resources`, other entries preserved.
+
+    The list has no merge key, so it is a read-modify-write with the resourceVersion as precondition. A
+    conflict is answered by reading again at once (the other writer is done; nothing to wait for), a
+    bounded number of times; then the write fails (`conflict`) and the work queue tries the reconcile
+    again after its backoff (no worker sleeps). Config Sync's reconciler manager then rolls the reconciler
+    out.
+    """
+
+    api: kubeapi.KubeApi
+    attempts: int = 8
+    name: str = "rsync-override"
+    rereads_current: bool = False
+    in_place: bool = False
+    conflicts: int = 0
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        return reconciler_override(view.rsync)
+
+    def declared(self, view: RSyncView) -> Resources | None:
+        try:
+            return reconciler_override(view.rsync)
+        except ReadError:
+            return None
+
+    def held_by_owner(self, view: RSyncView) -> str | None:
+        return override_held(view.rsync)
+
+    def refusal(self, key: RSyncKey) -> str | None:
+        return None
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
+        for _ in range(self.attempts):
+            try:
+                written = self._write(key, resources)
+            except kubeapi.Conflict:
+                self.conflicts += 1
+                continue
+            try:
+                stored = reconciler_override(written)
+            except ReadError as error:
+                raise WriteError(error.reason, str(error)) from error
+            if stored != resources:
+                raise WriteError(
+                    Reason.REJECTED, f"{key}: override stored as {stored} instead of {resources}"
+                )
+            return Applied(resources, restarted=True, rsync_generation=generation_of(written))
+        raise WriteError(Reason.CONFLICT, f"{key}: still conflicting after {self.attempts} attempts")
+
+    def _write(self, key: RSyncKey, resources: Resources) -> RSync:
+        """One read-modify-write of the override; kubeapi.Conflict when the RSync changed in between."""
+        resource = kubeapi.RSYNC_RESOURCES[key.kind]
+        try:
+            rsync = cast(RSync, self.api.get(resource, key.namespace, key.name))
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"reading {key}") from error
+        owner = override_held(rsync)
+        if owner is not None:  # since the cached copy was read, someone took it: theirs
+            raise WriteError(Reason.OWNED, f"{key}: {owner}")
+        try:
+            others = [e for e in override_entries(rsync) if not is_reconciler_entry(e)]
+        except ReadError as error:
+            raise WriteError(error.reason, str(error)) from error
+        metadata = rsync.setdefault("metadata", {})
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            OVERRIDE_WRITTEN_ANNOTATION: resources_annotation(resources),
+        }
+        spec = rsync.setdefault("spec", {})
+        override = spec.get("override") or {}
+        override["resources"] = [*others, override_entry(resources)]
+        spec["override"] = override
+        try:
+            return cast(RSync, self.api.replace(resource, key.namespace, key.name, dict(rsync)))
+        except kubeapi.Conflict:
+            raise
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"writing the override of {key}") from error
+
+
+# ----- in-place pod resize -------------------------------------------------------------------------------
+@dataclass
+class InPlaceTarget(_NothingInTheRSync):
+    """Resize the running reconciler pod through `pods/resize` (no restart).
+
+    Nothing else is written: not the Deployment (Config Sync's reconciler-manager owns it), not the
+    template (a rollout is the restart an in-place resize exists to avoid). The size is what the kubelet
+    reports the container has (`status.containerStatuses[].resources`), read on every reconcile, so a
+    new pod of a rollout, which starts with its template's size, is resized again. A lower limit the
+    kubelet refused (the container uses more: it compares the usage before lowering a memory limit) is
+    reported with the kubelet's message and not sent again until it is higher than what runs. When there
+    is no pod, or the kubelet reports the resize infeasible (`PodResizePending`, reason `Infeasible`),
+    the size goes to `fallback` (for Config Sync: the RSync override, a rollout: the result says it
+    restarted).
+    """
+
+    api: kubeapi.KubeApi
+    fallback: Target
+    namespace: str = RECONCILER_NAMESPACE
+    name: str = "in-place"
+    rereads_current: bool = True
+    in_place: bool = True
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        if pod is None:
+            return self.fallback.current(key, view, None)
+        return pod_resources(pod)
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
+        if pod is None or resize_infeasible(pod):
+            log.warning(
+                "%s: in-place resize %s; applying through %s",
+                key,
+                "impossible without a pod" if pod is None else "reported infeasible",
+                self.fallback.name,
+            )
+            return self.fallback.apply(key, resources, None)
+        name = pod_name(pod)
+        refused = resize_refused(pod)
+        try:
+            lowered = limit_lowered(pod, resources)
+        except ReadError as error:
+            raise WriteError(error.reason, str(error)) from error
+        if refused and lowered:
+            raise WriteError(
+                Reason.REFUSED, f"pod {self.namespace}/{name}: a lower limit was refused: {refused}"
+            )
+        patch = {
+            "spec": {"containers": [{"name": RECONCILER_CONTAINER, "resources": resources_json(resources)}]}
+        }
+        try:
+            written = self.api.patch(
+                kubeapi.POD, self.namespace, name, patch, patch_type="strategic", subresource="resize"
+            )
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"resizing pod {self.namespace}/{name}") from error
+        stored = accepted((written.get("spec") or {}).get("containers"), resources, f"pod {name}")
+        return Applied(stored, restarted=False)
+
+
+# ----- recommend only ------------------------------------------------------------------------------------
+@dataclass
+class RecommendTarget(_NothingInTheRSync):
+    """Apply nothing: publish the recommendation as an annotation on the RSync (metadata: no restart)."""
+
+    api: kubeapi.KubeApi
+    name: str = "recommend"
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        return parse_resources_annotation(view.annotations.get(RECOMMENDED_ANNOTATION))
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
+        patch = {"metadata": {"annotations": {RECOMMENDED_ANNOTATION: resources_annotation(resources)}}}
+        try:
+            self.api.patch(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, patch)
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"annotating {key}") from error
+        return Applied(resources, restarted=False)
+
+
+def refusal_if_known(target: Target, key: RSyncKey) -> str | None:
+    """`target.refusal(key)`, or None (with a warning) while it cannot be told yet."""
+    try:
+        return target.refusal(key)
+    except SizeError as error:
+        log.warning("cannot tell yet who manages the reconciler Deployment (%s); each apply checks", error)
+        return None
+
+
+# ----- the registry ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetKind:
+    """A target as settings name it: its description (the README's) and how it is built from the API
+    client and the reconcilers' namespace."""
+
+    description: str
+    build: Callable[[kubeapi.KubeApi, str], Target] = field(repr=False)
+
+
+TARGETS: dict[str, TargetKind] = {
+    "rsync-override": TargetKind(
+        "the RSync's `spec.override.resources` (Config Sync rolls the reconciler out)",
+        lambda api, namespace: RSyncOverrideTarget(api),
+    ),
+    "deployment": TargetKind(
+        "the reconciler Deployment's pod template (server-side apply; a rollout)",
+        lambda api, namespace: DeploymentTarget(api, namespace=namespace),
+    ),
+    "in-place": TargetKind(
+        "an in-place resize of the running pod (`pods/resize`, no restart); else the RSync override",
+        lambda api, namespace: InPlaceTarget(api, RSyncOverrideTarget(api), namespace=namespace),
+    ),
+    "recommend": TargetKind(
+        "nothing: the recommendation is published (annotation, metric, `objcount status`)",
+        lambda api, namespace: RecommendTarget(api),
+    ),
+}

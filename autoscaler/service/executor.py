@@ -1,0 +1,238 @@
+"""The executor: an interpreter of plans. Per reconcile it reads once through the port, runs the pure
+step, writes once through the port, and delivers what the plan says (`autoscaler.core.said`) as log
+lines, Events and metrics. It keeps each RSync's state between reconciles, and nothing else decides.
+
+Order of the writes: the size first (a scale-up should not wait for a counts write), then the published
+annotations, then the counts. A failed read or write ends the reconcile in `error` (the work queue tries
+again after its backoff); the counts are still recorded when the sizing failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from prometheus_client import Counter, Gauge
+
+from autoscaler.core.calibration import Peak, Sample, folded, observed
+from autoscaler.core.hysteresis import Outcome
+from autoscaler.core.observation import Observation, RSyncView
+from autoscaler.core.reasons import ReadError, WriteError
+from autoscaler.core.resources import Resources
+from autoscaler.core.said import (
+    Counted,
+    Said,
+    of_plan,
+    of_read_failure,
+    of_unread,
+    of_write,
+    of_write_failure,
+)
+from autoscaler.core.step import Plan, RSyncState, StepConfig, failed, failed_before, needs, settled, step
+from autoscaler.kube.events import Occurrence, regarding_rsync
+from autoscaler.kube.port import Port
+from autoscaler.service.metrics import (
+    APPLIED,
+    APPLY_ERRORS,
+    CALIBRATION_FACTOR,
+    CALIBRATIONS,
+    COUNT_UNKNOWN,
+    DECISIONS,
+    OBJECTS,
+    OOM_FLOORS,
+    RECOMMENDED,
+    RECONCILE_ERRORS,
+    RECONCILE_SECONDS,
+    RESTARTS_CAUSED,
+    SOURCE_REJECTED,
+    WORKING_SET,
+)
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import RSync
+from inventory.kube import kubeapi
+
+log = logging.getLogger(__name__)
+
+COUNTERS: dict[Counted, Counter] = {
+    Counted.APPLY_ERRORS: APPLY_ERRORS,
+    Counted.RECONCILE_ERRORS: RECONCILE_ERRORS,
+    Counted.RESTARTS_CAUSED: RESTARTS_CAUSED,
+    Counted.OOM_FLOORS: OOM_FLOORS,
+    Counted.CALIBRATIONS: CALIBRATIONS,
+}
+
+
+class Ended(StrEnum):
+    """How a reconcile ended without a plan of the step (the same `outcome` label as `Outcome`)."""
+
+    DEFERRED_STARTUP = "deferred_startup"  # caches not synced yet
+    FAILED = "error"  # a read or a write failed, or the reconcile crashed
+    GONE = "gone"  # the RSync was deleted: what we knew of it is forgotten
+
+
+@dataclass
+class Executor:
+    port: Port
+    config: StepConfig
+    clock: Callable[[], float]
+    later: Callable[[RSyncKey, float], None]  # look at the RSync again after so many seconds
+    states: dict[RSyncKey, RSyncState] = field(default_factory=dict)
+    wall_clock: Callable[[], float] = time.time  # for what outlives the service (an OOM floor's age)
+    events: Callable[[Occurrence], None] | None = None  # where decisions go as Kubernetes Events
+    # Working sets sampled since each RSync's last reconcile, written by the sampler's thread: the step
+    # folds them into the state's peak.
+    _samples: dict[RSyncKey, list[Sample]] = field(default_factory=dict)
+    _samples_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ----- the sampler's side ----------------------------------------------------------------------
+    def sampled(self, key: RSyncKey, sample: Sample) -> bool:
+        """A sample of the reconciler's working set, kept for the next reconcile; whether it raises the
+        window's peak (or begins a new window), so a reconcile should look at it."""
+        WORKING_SET.labels(str(key)).set(sample.mib)
+        with self._samples_lock:
+            pending = self._samples.setdefault(key, [])
+            known = folded(self._state(key).peak, pending)
+            pending.append(sample)
+        return observed(known, sample.window, sample.mib) != known
+
+    def peak(self, key: RSyncKey) -> Peak | None:
+        """The largest working set of the reconciler's current window, with the samples not yet used."""
+        with self._samples_lock:
+            return folded(self._state(key).peak, self._samples.get(key, ()))
+
+    def _state(self, key: RSyncKey) -> RSyncState:
+        return self.states.get(key, RSyncState())
+
+    def _take_samples(self, key: RSyncKey) -> tuple[Sample, ...]:
+        with self._samples_lock:
+            return tuple(self._samples.pop(key, ()))
+
+    # ----- one reconcile -----------------------------------------------------------------------------
+    def reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome | Ended:
+        """One reconcile of `key`, from its cached RSync (None: deleted) and the counts seen."""
+        with RECONCILE_SECONDS.time():
+            try:
+                outcome = self._reconcile(key, rsync, counts)
+            except Exception:
+                RECONCILE_ERRORS.labels("crash").inc()
+                log.exception("%s: reconcile crashed", key)
+                outcome = Ended.FAILED
+        DECISIONS.labels(outcome).inc()
+        return outcome
+
+    def _reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome | Ended:
+        if rsync is None:
+            self.forget(key)
+            return Ended.GONE
+        view = RSyncView.of(rsync)
+        outcome = self._size(key, view, counts)
+        try:
+            self._write_counts(key, view, counts)
+        except kubeapi.ApiError as error:
+            RECONCILE_ERRORS.labels("counts").inc()
+            log.warning("%s: could not record the counts: %s", key, error)
+            return Ended.FAILED
+        return outcome
+
+    def _size(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> Outcome | Ended:
+        before, target = self._state(key), self.port.target.name
+        try:
+            reading = self.port.read(key, view, needs(view, before, self.config))
+        except ReadError as error:
+            self._say(key, view, of_read_failure(target, error.reason, str(error)))
+            return Ended.FAILED
+        seen = Observation(
+            key, view, reading, counts, self.clock(), self.wall_clock(), self._take_samples(key)
+        )
+        plan = step(seen, before, self.config)
+        self._show(key, plan)
+        said = [s for unread in reading.unread for s in of_unread(unread)]
+        self._say(key, view, said + of_plan(plan, target, self.config.hysteresis, self.config.margin))
+        try:
+            written = self.port.write(key, reading, plan.apply, plan.publish)
+        except WriteError as error:
+            repeated = failed_before(before, plan, error.reason)
+            self._say(key, view, of_write_failure(plan, target, error.reason, str(error), repeated=repeated))
+            self.states[key] = failed(before, plan, error.reason)
+            return Ended.FAILED
+        state = plan.state
+        if written.applied is not None:
+            self._say(key, view, of_write(plan, target, written.applied.restarted))
+            state = settled(plan, written.applied.restarted, written.applied.rsync_generation, self.clock())
+        if written.unpublished is not None:
+            log.warning("%s: could not publish the recommendation: %s", key, written.unpublished)
+        self.states[key] = state
+        self._show_sizes(key, plan)
+        if plan.recheck_after is not None:
+            self.later(key, plan.recheck_after)
+        return plan.outcome
+
+    def _say(self, key: RSyncKey, view: RSyncView, said: Iterable[Said]) -> None:
+        """Deliver what happened: its log line, its Event on the RSync, its counter."""
+        regarding = regarding_rsync(view.rsync, key.kind) if self.events is not None else None
+        for each in said:
+            if each.message is not None:
+                log.log(each.level, "%s: %s", key, each.message)
+            if each.event is not None and self.events is not None and regarding is not None:
+                note = each.note or each.message or ""
+                self.events(Occurrence.of(regarding, each.event, note, self.wall_clock()))
+            if each.counted is not None:
+                counter, labels = each.counted
+                (COUNTERS[counter].labels(*labels) if labels else COUNTERS[counter]).inc()
+
+    # ----- what /metrics shows of each RSync ---------------------------------------------------------
+    def _show(self, key: RSyncKey, plan: Plan) -> None:
+        """The counts the decision used, whether one is unknown, a rejected source, the calibration."""
+        for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
+            if value is not None:
+                OBJECTS.labels(str(key), name).set(value)
+        COUNT_UNKNOWN.labels(str(key)).set(0 if plan.counts.known else 1)
+        SOURCE_REJECTED.labels(str(key)).set(0 if plan.counts.source_rejected is None else 1)
+        if plan.state.calibration is not None:
+            CALIBRATION_FACTOR.labels(str(key)).set(float(plan.state.calibration.factor))
+
+    def _show_sizes(self, key: RSyncKey, plan: Plan) -> None:
+        """Recommended and applied resources, once written (not where nothing is sized)."""
+        decision = plan.state.decision
+        sized = plan.outcome not in (Outcome.HANDS_OFF, Outcome.OPTED_OUT, Outcome.COUNTS_ONLY)
+        if decision is not None and sized:
+            _set_gauges(RECOMMENDED, key, decision.recommended)
+            _set_gauges(APPLIED, key, decision.resources)
+
+    # ----- the counts ----------------------------------------------------------------------------------
+    def _write_counts(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> None:
+        state = self._state(key)
+        written = self.port.write_counts(key, view.rsync, counts, in_annotations=state.counts_in_annotations)
+        if written == "fell_back":
+            self.states[key] = replace(state, counts_in_annotations=True)
+
+    def forget(self, key: RSyncKey) -> None:
+        """The RSync is gone: drop what we knew of it and its metric series. A new RSync of the same
+        name starts from what it has, not from the old one's decisions."""
+        self.states.pop(key, None)
+        with self._samples_lock:
+            self._samples.pop(key, None)
+        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED):
+            with contextlib.suppress(KeyError):
+                gauge.remove(str(key))
+        for gauge, labels in (
+            (OBJECTS, ("source", "sync")),
+            (RECOMMENDED, ("cpu_millicores", "memory_mib")),
+            (APPLIED, ("cpu_millicores", "memory_mib")),
+        ):
+            for label in labels:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(str(key), label)
+
+
+def _set_gauges(gauge: Gauge, key: RSyncKey, resources: Resources | None) -> None:
+    if resources is None:
+        return
+    gauge.labels(str(key), "cpu_millicores").set(resources.cpu_request_m)
+    gauge.labels(str(key), "memory_mib").set(resources.memory_request_mib)

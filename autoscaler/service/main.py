@@ -1,0 +1,365 @@
+"""The service: wires settings, the controller, the scheduler, leader election and the HTTP endpoints,
+and owns the timing of every side effect. `objcount run` calls `run(settings)`.
+
+Shutdown on SIGTERM or SIGINT: stop the watches, let the reconcile in flight finish, release the Lease,
+stop the endpoints, exit 0. A sidecar that cannot act (no credentials yet, or a target it refuses) stays
+alive serving its probes and metrics until then; one that refused its target exits 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC
+from http.server import ThreadingHTTPServer
+from types import FrameType
+from typing import cast
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
+
+from autoscaler.core.reasons import Reason
+from autoscaler.kube.events import EventWriter
+from autoscaler.kube.leader import LeaderElector
+from autoscaler.kube.targets import TARGETS, Target, refusal_if_known
+from autoscaler.service import allocator, logs
+from autoscaler.service.controller import Controller, Scope
+from autoscaler.service.handlers import QuietHandler
+from autoscaler.service.metrics import APPLY_ERRORS, RECONCILE_ERRORS
+from autoscaler.service.settings import Settings
+from inventory.core.objects import RSync
+from inventory.kube import kubeapi
+from inventory.kube.watch import WatchSettings
+from inventory.source.source_watch import SourceLayout
+
+log = logging.getLogger(__name__)
+LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
+EXIT_OK, EXIT_FAILED = 0, 1
+CREDENTIALS_RETRY_S = 30.0  # the kubelet refreshes Secret volumes about every minute
+
+
+def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
+    return TARGETS[settings.target].build(api, settings.reconciler_namespace)
+
+
+def sync_dir_of(rsync: RSync) -> str:
+    """The directory of the manifests inside the source, as the RSync names it."""
+    spec = rsync.get("spec") or {}
+    for source in (spec.get("git"), spec.get("oci")):
+        directory = (source or {}).get("dir")
+        if directory:
+            return str(directory).strip("/").removeprefix("./")
+    return ""
+
+
+def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Event) -> SourceLayout:
+    if settings.sync_dir is not None:
+        return SourceLayout(settings.source_root, settings.sync_dir)
+    key = settings.rsync
+    while True:  # the RSync may be created after its reconciler's sidecar starts
+        try:
+            rsync = cast(RSync, api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
+            return SourceLayout(settings.source_root, sync_dir_of(rsync))
+        except (kubeapi.NotFound, kubeapi.Transient) as error:
+            log.warning("waiting for %s to read its sync directory: %s", key, error)
+            if stop.wait(5):
+                return SourceLayout(settings.source_root, "")
+
+
+def build_controller(
+    settings: Settings,
+    api: kubeapi.KubeApi,
+    target: Target,
+    stop: threading.Event,
+    events: EventWriter | None = None,
+) -> Controller:
+    watch = WatchSettings(
+        server_timeout=settings.watch_timeout_seconds, inactivity_timeout=settings.watch_inactivity_seconds
+    )
+    if settings.mode == "sidecar":
+        scope = Scope.sidecar(settings.rsync)
+        layout: SourceLayout | None = _source_layout(settings, api, stop)
+    else:
+        scope = Scope.cluster(settings.inventory_selector, settings.watch_namespace or None)
+        layout = None  # the source count comes from the RSync status, written by a sidecar or the reconciler
+    controller = Controller(
+        api,
+        scope,
+        source_layout=layout,
+        watch_settings=watch,
+        target=target,
+        profile=settings.profile(),
+        hysteresis=settings.hysteresis(),
+        margin=settings.margin(),
+        measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
+        reconciler_namespace=settings.reconciler_namespace,
+        counts_in_status=settings.counts_in_status,
+        events=None if events is None else events.record,
+        # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.
+        workers=1 if settings.mode == "sidecar" else settings.workers,
+        resync_interval_s=settings.resync_interval_seconds,
+        source_poll_s=settings.source_poll_seconds,
+    )
+    return controller
+
+
+class _Endpoints(QuietHandler):
+    controller: Controller
+    leading: threading.Event
+    paths: frozenset[str]
+    # Threads besides the controller's that the service relies on (leader election, the scheduler).
+    threads: dict[str, Callable[[], bool]]
+
+    def unhealthy(self) -> list[str]:
+        """Every part that should run and does not. A standby replica runs no controller yet."""
+        broken = [name for name, alive in self.threads.items() if not alive()]
+        if self.leading.is_set():
+            broken += self.controller.unhealthy()
+        return broken
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path not in self.paths:
+            self._send(404, b"not found\n")
+        elif path == "/metrics":
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+        elif path == "/healthz":
+            broken = self.unhealthy()
+            body = "ok\n" if not broken else "not running: " + ", ".join(broken) + "\n"
+            self._send(503 if broken else 200, body.encode())
+        else:  # /readyz: caches synced and counts restored (a standby replica is ready to take over)
+            ready = self.controller.synced or not self.leading.is_set()
+            self._send(200 if ready else 503, b"ok\n" if ready else b"caches not synced yet\n")
+
+
+def start_endpoints(
+    settings: Settings,
+    controller: Controller,
+    leading: threading.Event,
+    threads: dict[str, Callable[[], bool]],
+) -> list[ThreadingHTTPServer]:
+    wanted: dict[int, set[str]] = {}
+    wanted.setdefault(settings.metrics_port, set()).add("/metrics")
+    wanted.setdefault(settings.health_port, set()).update({"/healthz", "/readyz"})
+    servers = []
+    for port, paths in wanted.items():
+        handler = type(
+            "Endpoints",
+            (_Endpoints,),
+            {"controller": controller, "leading": leading, "paths": frozenset(paths), "threads": threads},
+        )
+        server = ThreadingHTTPServer((settings.bind_address, port), handler)
+        threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True).start()
+        servers.append(server)
+    return servers
+
+
+class _Idle(QuietHandler):
+    """The endpoints of a sidecar that cannot act (no credentials yet, or a target it must refuse): alive
+    and saying why. A sidecar that exits would restart in a loop and keep Config Sync's reconciler Pod
+    from being ready; alive, it stays out of the way and its metrics can be scraped."""
+
+    healthz: bytes  # /healthz (200): alive, and why it does nothing
+    readyz: bytes  # /readyz (503): what would make it act
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/healthz":
+            self._send(200, self.healthz)
+        elif path == "/metrics":
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+        else:
+            self._send(503, self.readyz)
+
+
+@contextlib.contextmanager
+def _idle_endpoints(settings: Settings, *, healthz: str, readyz: str) -> Iterator[None]:
+    """Serve `_Idle` on the health and metrics ports while the block runs."""
+    handler = type("Idle", (_Idle,), {"healthz": f"{healthz}\n".encode(), "readyz": f"{readyz}\n".encode()})
+    servers = []
+    for port in sorted({settings.health_port, settings.metrics_port}):
+        server = ThreadingHTTPServer((settings.bind_address, port), handler)
+        threading.Thread(target=server.serve_forever, name=f"http-{port}-idle", daemon=True).start()
+        servers.append(server)
+    try:
+        yield
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | None:
+    """The API client. A sidecar whose credentials cannot be loaded waits for them (the kubelet fills an
+    optional Secret volume once the Secret exists), serving /healthz; other modes stop (None)."""
+    try:
+        return kubeapi.KubeApi.connect(settings.kubeconfig)
+    except kubeapi.ApiError as error:
+        RECONCILE_ERRORS.labels("credentials").inc()
+        log.error("%s", error)
+        if settings.mode != "sidecar":
+            return None
+    log.error(
+        "no credentials for %s %s/%s (is its RepoSync granted? objcount grant-reposync); sizing nothing, "
+        "trying again every %.0f s",
+        settings.rsync_kind,
+        settings.rsync_namespace,
+        settings.rsync_name,
+        CREDENTIALS_RETRY_S,
+    )
+    waiting = "waiting for credentials"
+    with _idle_endpoints(
+        settings, healthz=f"alive, {waiting}", readyz=f"{waiting} (objcount grant-reposync)"
+    ):
+        while not stop.wait(CREDENTIALS_RETRY_S):
+            try:
+                return kubeapi.KubeApi.connect(settings.kubeconfig)
+            except kubeapi.ApiError as error:
+                RECONCILE_ERRORS.labels("credentials").inc()
+                log.debug("%s", error)
+        return None
+
+
+def _refuse(settings: Settings, refusal: str, stop: threading.Event) -> int:
+    """A sidecar whose target someone else owns acts on nothing until it is stopped, serving its probes
+    and the `owned` error in its metrics (an exit would crash-loop the reconciler Pod and hide both);
+    the exit code then says it never ran."""
+    APPLY_ERRORS.labels(settings.target, Reason.OWNED).inc()
+    log.error("refusing to size anything: %s", refusal)
+    with _idle_endpoints(settings, healthz=f"alive, refusing: {refusal}", readyz=f"refusing: {refusal}"):
+        stop.wait()
+    log.info("stopped (refused the target at start)")
+    return EXIT_FAILED
+
+
+def _scheduler(settings: Settings, controller: Controller) -> BackgroundScheduler:
+    scheduler = BackgroundScheduler(
+        job_defaults={
+            "max_instances": 1,
+            "coalesce": True,
+            "misfire_grace_time": int(settings.misfire_grace_seconds),
+        },
+        timezone=UTC,
+    )
+    if settings.calibration_interval_seconds > 0 and controller.target is not None:
+        interval = settings.calibration_interval_seconds
+        scheduler.add_job(controller.sample_usage, "interval", seconds=interval, id="sample-usage")
+    return scheduler
+
+
+def _elect(
+    settings: Settings,
+    api: kubeapi.KubeApi,
+    stop: threading.Event,
+    *,
+    failed: threading.Event,
+    leading: threading.Event,
+    threads: dict[str, Callable[[], bool]],
+) -> LeaderElector | None:
+    """Cluster mode: wait until this replica leads (or `stop`). Elsewhere: lead at once."""
+    elector = None
+    if settings.mode == "cluster" and settings.leader_election:
+        elector = LeaderElector(
+            api,
+            settings.lease_namespace,
+            settings.lease_name,
+            settings.identity or socket.gethostname(),
+            settings.lease_duration_seconds,
+            is_leader=leading,
+        )
+
+        def lost() -> None:
+            failed.set()
+            stop.set()
+
+        election = threading.Thread(
+            target=elector.run, args=(stop, lost), name="leader-election", daemon=True
+        )
+        election.start()
+        threads["leader election"] = election.is_alive
+        log.info("waiting to become the leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
+        while not stop.is_set() and not leading.wait(0.5):
+            pass
+    else:
+        leading.set()
+    return elector
+
+
+def refusal_at_start(settings: Settings, target: Target) -> str | None:
+    """Why a sidecar must not run with its target (someone else owns what it writes), or None. Every
+    apply checks again; this makes a wrong install show at once (in the log, /readyz and the metrics)
+    instead of on the first scale change."""
+    if settings.mode != "sidecar":
+        return None
+    return refusal_if_known(target, settings.rsync)
+
+
+def run(settings: Settings, stop: threading.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or `stop`); the exit code."""
+    stop = stop or threading.Event()
+    logs.configure(
+        settings.log_level, settings.log_format, str(settings.rsync) if settings.mode == "sidecar" else ""
+    )
+    allocator.tune_for_large_events()
+    failed = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    if settings.mode == "webhook":
+        # Loaded only here: its metrics (and TLS server) are nothing a sidecar or controller exposes.
+        from autoscaler.service import webhook  # noqa: PLC0415
+
+        return webhook.serve(settings, stop)
+    api = _connected(settings, stop)
+    if api is None:
+        return EXIT_OK if stop.is_set() else EXIT_FAILED
+    log.info(
+        "starting in %s mode against %s, target %s, profile %s",
+        settings.mode,
+        api.server,
+        settings.target,
+        settings.profile().name,
+    )
+    target = build_target(settings, api)
+    refusal = refusal_at_start(settings, target)
+    if refusal is not None:
+        api.close()  # nothing is read or written while refusing
+        return _refuse(settings, refusal, stop)
+    # Events name this replica (a sidecar: its Pod, whose host name it is).
+    events = EventWriter(api, settings.identity or socket.gethostname()).start() if settings.events else None
+    controller = build_controller(settings, api, target, stop, events)
+    leading = threading.Event()
+    threads: dict[str, Callable[[], bool]] = {}
+    servers = start_endpoints(settings, controller, leading, threads)
+    elector = _elect(settings, api, stop, failed=failed, leading=leading, threads=threads)
+    scheduler = _scheduler(settings, controller)
+    if leading.is_set() and not stop.is_set():
+        LEADER.set(1)
+        controller.start()
+        scheduler.start()
+        threads["scheduler"] = lambda: bool(scheduler.running)
+    stop.wait()
+    log.info("stopping: finishing the reconcile in flight")
+    if scheduler.running:
+        scheduler.shutdown(wait=False)
+    controller.stop()
+    if events is not None:
+        events.stop()
+    if elector is not None:
+        elector.release()
+    LEADER.set(0)
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    api.close()
+    log.info("stopped")
+    return EXIT_FAILED if failed.is_set() else EXIT_OK

@@ -1,0 +1,71 @@
+"""Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from autoscaler.core.reasons import Reason
+
+DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
+APPLY_ERRORS = Counter(
+    "objcount_apply_errors_total",
+    f"Failed or refused reads and writes of the reconciler's size, by reason ({', '.join(Reason)}).",
+    ["target", "reason"],
+)
+RESTARTS_CAUSED = Counter(
+    "objcount_restarts_caused_total",
+    "Applies that restart the reconciler pod (template or override changes).",
+)
+RECONCILE_SECONDS = Histogram(
+    "objcount_reconcile_duration_seconds",
+    "Time of one reconcile (counts, decision, apply).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+OBJECTS = Gauge("objcount_objects", "Object counts the decision used.", ["rsync", "count"])
+RECOMMENDED = Gauge(
+    "objcount_recommended",
+    "Recommended reconciler resources (cpu in millicores, memory in MiB).",
+    ["rsync", "resource"],
+)
+APPLIED = Gauge(
+    "objcount_applied",
+    "Reconciler resources last applied (cpu in millicores, memory in MiB).",
+    ["rsync", "resource"],
+)
+RECONCILE_ERRORS = Counter(
+    "objcount_reconcile_errors_total",
+    "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
+    "the API surface (discovery), reads of the metrics API that failed or did not parse (usage), and "
+    "attempts to load credentials that failed (credentials).",
+    ["stage"],
+)
+OOM_FLOORS = Counter(
+    "objcount_oom_floors_total",
+    "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
+)
+WORKING_SET = Gauge(
+    "objcount_reconciler_working_set_mib",
+    "The reconciler container's working set as the metrics API (metrics-server) last reported it.",
+    ["rsync"],
+)
+CALIBRATION_FACTOR = Gauge(
+    "objcount_calibration_factor",
+    "The factor on the model learned from the reconciler's working set (objcount.dev/calibration).",
+    ["rsync"],
+)
+CALIBRATIONS = Counter(
+    "objcount_calibrations_total",
+    "Calibrations learned after a finished sync, by direction (first, lowered, raised).",
+    ["direction"],
+)
+COUNT_UNKNOWN = Gauge(
+    "objcount_count_unknown",
+    "1 while a count of the RSync is unknown (its source or its inventory): no scale-down until both are.",
+    ["rsync"],
+)
+SOURCE_REJECTED = Gauge(
+    "objcount_source_rejected",
+    "1 while Config Sync rejects the RSync's newest source commit (sidecar): it syncs none of it, and "
+    "nothing is sized for it or lowered.",
+    ["rsync"],
+)

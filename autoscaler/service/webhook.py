@@ -1,0 +1,149 @@
+"""Webhook mode: serve the mutating admission webhook that adds the sidecar to reconciler Pods.
+
+HTTPS on `webhook_port` (`POST /mutate`), with the certificate and key of `webhook_cert_dir`
+(`tls.crt`, `tls.key`: the Secret the install created, mounted as files). A rotated certificate is
+picked up on the next connection: the files are checked before each handshake. `/healthz` and
+`/metrics` are plain HTTP on their usual ports. This mode needs no Kubernetes credentials: everything it
+decides comes from the AdmissionReview (see `injection`).
+
+Every answer allows the Pod. The webhook configuration's `failurePolicy: Ignore` and short timeout cover
+the cases where this process cannot answer at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
+
+from autoscaler.core.injection import RESULTS, Decision, SidecarTemplate, TemplateError, decide
+from autoscaler.service.handlers import QuietHandler
+from autoscaler.service.settings import Settings
+
+log = logging.getLogger(__name__)
+ADMISSIONS = Counter(
+    "objcount_webhook_admissions_total",
+    "Reconciler Pod admissions answered by the webhook, by result (every answer allows the Pod).",
+    ["result"],
+)
+for _result in RESULTS:
+    ADMISSIONS.labels(_result)
+MAX_REVIEW_BYTES = 4 << 20  # a Pod's AdmissionReview is a few KiB; anything near this is not one
+
+
+class ReloadingTLS:
+    """The server's TLS context, rebuilt when the certificate or key file changes."""
+
+    def __init__(self, cert_dir: Path) -> None:
+        self.cert, self.key = cert_dir / "tls.crt", cert_dir / "tls.key"
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._context = self._load()
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert, self.key)
+        self._stamp = (self.cert.stat().st_mtime_ns, self.key.stat().st_mtime_ns)
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        with self._lock:
+            try:
+                stamp = (self.cert.stat().st_mtime_ns, self.key.stat().st_mtime_ns)
+                if stamp != self._stamp:
+                    self._context = self._load()
+                    log.info("webhook certificate reloaded from %s", self.cert)
+            except (OSError, ssl.SSLError) as error:  # mid-rotation: keep serving the one we have
+                log.warning("cannot reload the webhook certificate (%s); keeping the current one", error)
+            return self._context
+
+
+class _TLSServer(ThreadingHTTPServer):
+    tls: ReloadingTLS
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        return self.tls.context().wrap_socket(
+            connection, server_side=True, do_handshake_on_connect=False
+        ), address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()  # in the connection's own thread, never in the accept loop
+        except (ssl.SSLError, OSError) as error:
+            log.warning("TLS handshake with %s failed: %s", client_address[0], error)
+            return
+        super().finish_request(request, client_address)
+
+
+class _Mutate(QuietHandler):
+    template: SidecarTemplate
+
+    def do_POST(self) -> None:
+        if self.path.split("?")[0] != "/mutate":
+            self._send(404, b"not found\n")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if 0 < length <= MAX_REVIEW_BYTES else b""
+        decision = decide(body, self.template)
+        _record(decision)
+        self._send(200, orjson.dumps(decision.response), "application/json")
+
+
+def _record(decision: Decision) -> None:
+    ADMISSIONS.labels(decision.result).inc()
+    if decision.result == "injected":
+        log.info("sidecar added to a reconciler Pod of %s", decision.detail)
+    elif decision.result in ("invalid_labels", "malformed_review"):
+        log.warning("Pod admitted without the sidecar (%s): %s", decision.result, decision.detail)
+    else:
+        log.debug("Pod admitted unchanged (%s): %s", decision.result, decision.detail)
+
+
+class _Probes(QuietHandler):
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/metrics":
+            self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+        elif path in ("/healthz", "/readyz"):
+            self._send(200, b"ok\n")
+        else:
+            self._send(404, b"not found\n")
+
+
+def serve(settings: Settings, stop: threading.Event) -> int:
+    """Serve until `stop`; the exit code (1 when the template or the certificate cannot be read)."""
+    try:
+        template = SidecarTemplate.parse(Path(settings.sidecar_template).read_text())
+        tls = ReloadingTLS(Path(settings.webhook_cert_dir))
+    except (OSError, TemplateError, ssl.SSLError) as error:
+        log.error("cannot start the webhook: %s", error)
+        return 1
+    mutate = type("Mutate", (_Mutate,), {"template": template})
+    webhook = _TLSServer((settings.bind_address, settings.webhook_port), mutate)
+    webhook.tls = tls
+    servers: list[ThreadingHTTPServer] = [webhook]
+    for port in sorted({settings.metrics_port, settings.health_port}):
+        servers.append(ThreadingHTTPServer((settings.bind_address, port), _Probes))
+    for server in servers:
+        threading.Thread(target=server.serve_forever, name=f"http-{server.server_port}", daemon=True).start()
+    log.info(
+        "webhook serving /mutate on :%d (sidecar %r from %s)",
+        webhook.server_port,
+        template.name,
+        settings.sidecar_template,
+    )
+    stop.wait()
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,110 @@
+"""Whether the reconciler has finished syncing what it fetched, as it reports on its RSync. Pure.
+
+A scale-down must wait while a prune may still be running. The inventory alone cannot tell: it may hold
+objects the source does not name (the Namespaces an unstructured RootSync creates implicitly), so
+`inventory > source` is normal. Config Sync (v1.22.0 and v1.24.3 alike) reports its progress in the RSync
+status: the commit it fetched (`status.source.commit`), the commit it is applying or has applied
+(`status.sync.commit`, written when the apply starts), a `Syncing` condition that is True while it
+applies, error summaries, and the last commit it finished without errors (`status.lastSyncedCommit`,
+written only then). A reconciler stopped in the middle of an apply (its Pod replaced by a rollout)
+leaves `sync.commit` at the commit it was applying and may leave no `Syncing` condition at all (seen on
+the real node: the reconciler-manager's `Reconciling` condition replaced it), so a sync is finished only
+when `lastSyncedCommit` names the commit too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from inventory.core.objects import RSync, block_of
+
+_STAGES = ("source", "rendering", "sync")
+
+
+@dataclass(frozen=True)
+class SyncProgress:
+    """`reported`: the reconciler has written a sync status; `pending`: why its sync is not finished
+    (None when it has finished the commit it fetched, without errors)."""
+
+    reported: bool
+    pending: str | None = None
+
+
+UNREPORTED = SyncProgress(reported=False)
+
+
+def _errors(stage: Mapping[str, object]) -> int:
+    total = block_of(stage, "errorSummary").get("totalCount")
+    if isinstance(total, int) and total > 0:
+        return total
+    errors = stage.get("errors")
+    return len(errors) if isinstance(errors, list) else 0
+
+
+def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return {}
+    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Syncing"), {})
+
+
+def finished_commit(rsync: RSync) -> str | None:
+    """The commit the reconciler reports it has finished (applied and pruned, without errors); None
+    while a sync is pending or nothing is reported."""
+    progress = sync_progress(rsync)
+    if not progress.reported or progress.pending is not None:
+        return None
+    commit = block_of(block_of(rsync, "status"), "sync").get("commit")
+    return commit if isinstance(commit, str) and commit else None
+
+
+def fetched_commit(rsync: RSync) -> str | None:
+    """The commit the reconciler last fetched from its source (None: it reports none)."""
+    commit = block_of(block_of(rsync, "status"), "source").get("commit")
+    return commit if isinstance(commit, str) and commit else None
+
+
+def sync_written_at(rsync: RSync) -> float | None:
+    """When the reconciler last wrote its sync status (`status.sync.lastUpdate`), wall-clock seconds;
+    None when absent or not a timestamp."""
+    value = block_of(block_of(rsync, "status"), "sync").get("lastUpdate")
+    return timestamp(value)
+
+
+def timestamp(value: object) -> float | None:
+    """An RFC 3339 time as the API server writes it, in seconds; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return None if parsed.tzinfo is None else parsed.timestamp()
+
+
+def sync_progress(rsync: RSync) -> SyncProgress:
+    """What the RSync status says of the reconciler's last sync."""
+    status = block_of(rsync, "status")
+    source = block_of(status, "source").get("commit")
+    synced = block_of(status, "sync").get("commit")
+    if not source and not synced:
+        return UNREPORTED
+    if source != synced:
+        return SyncProgress(True, f"the reconciler has synced {_short(synced)}, not yet {_short(source)}")
+    syncing = _syncing(status)
+    if syncing.get("status") == "True":
+        return SyncProgress(True, f"the reconciler is syncing {_short(source)}")
+    for stage in _STAGES:
+        errors = _errors(block_of(status, stage))
+        if errors:
+            return SyncProgress(True, f"the reconciler reports {errors} {stage} error(s)")
+    last = status.get("lastSyncedCommit")
+    if last != synced:
+        return SyncProgress(True, f"the reconciler started {_short(synced)}, last finished {_short(last)}")
+    return SyncProgress(True)
+
+
+def _short(commit: object) -> str:
+    return str(commit)[:12] if commit else "nothing"

@@ -1,0 +1,147 @@
+"""Read once, write once: the real port (autoscaler.kube.port) on an in-memory API that counts its calls.
+Each reconcile lists the reconciler's Pod once and parses the RSync once, whatever the target and whether
+the platform needs the other containers' requests; the in-place target resizes the Pod it listed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+import pytest
+
+from autoscaler.core import observation
+from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.observation import RSyncView
+from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
+from autoscaler.core.step import StepConfig
+from autoscaler.kube.port import KubePort
+from autoscaler.kube.targets import TARGETS
+from autoscaler.service.executor import Executor
+from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
+from inventory.core.objects import RSync
+from inventory.kube import kubeapi
+
+KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
+NAMESPACE = "config-management-system"
+
+
+def container(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    return {"name": name, "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+
+
+CONTAINERS = [container("reconciler", "50m", "200Mi"), container("git-sync", "10m", "16Mi")]
+POD = {
+    "metadata": {
+        "name": "root-reconciler-abc",
+        "namespace": NAMESPACE,
+        "creationTimestamp": "2026-11-26T00:00:00Z",
+    },
+    "spec": {"containers": CONTAINERS},
+    "status": {"containerStatuses": [{"name": "reconciler", "resources": CONTAINERS[0]["resources"]}]},
+}
+RSYNC: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
+
+
+@dataclass
+class CountingApi:
+    """The calls a port makes, answered from memory: one reconciler Pod, its Deployment, the RSync."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+
+    def list_page(self, resource: kubeapi.Resource, namespace: str | None, **kwargs: Any) -> bytes:
+        self.calls[f"list {resource.plural}"] += 1
+        return orjson.dumps({"items": [POD] if resource == kubeapi.POD else []})
+
+    def get(self, resource: kubeapi.Resource, namespace: str | None, name: str, **kwargs: Any) -> Any:
+        self.calls[f"get {resource.plural}"] += 1
+        if resource == kubeapi.DEPLOYMENT:
+            return {"metadata": {"name": name}, "spec": {"template": {"spec": {"containers": CONTAINERS}}}}
+        return dict(RSYNC)
+
+    def patch(
+        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
+    ) -> Any:
+        self.calls[
+            f"patch {resource.plural}" + (f"/{kwargs['subresource']}" if kwargs.get("subresource") else "")
+        ] += 1
+        return body if resource != kubeapi.RSYNC_RESOURCES[KEY.kind] else dict(RSYNC)
+
+    def replace(
+        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
+    ) -> Any:
+        self.calls[f"replace {resource.plural}"] += 1
+        return body
+
+    def api_resource_types(self) -> int:
+        self.calls["discovery"] += 1
+        return 100
+
+
+@pytest.mark.parametrize(
+    "platform", [STANDARD, AUTOPILOT], ids=["standard", "autopilot (other containers read)"]
+)
+@pytest.mark.parametrize("target_name", list(TARGETS))
+def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
+    target_name: str, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = CountingApi()
+    target = TARGETS[target_name].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
+    config = StepConfig(
+        Profile(PROTOTYPE, platform),
+        Hysteresis(600, 100),
+        measure_others=True,
+        reread_current=target.rereads_current,
+    )
+    executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
+    parses: Counter[str] = Counter()
+    original = RSyncView.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[RSyncView], rsync: RSync) -> RSyncView:
+        parses["view"] += 1
+        return cast(RSyncView, original(cls, rsync))
+
+    monkeypatch.setattr(RSyncView, "of", classmethod(counted))
+    finished = observation.finished_commit
+    monkeypatch.setattr(
+        observation, "finished_commit", lambda rsync: parses.update(["status"]) or finished(rsync)
+    )
+
+    for counts in (ObjectCounts(5000, 5000), ObjectCounts(5000, 5000), ObjectCounts(100, 100)):
+        api.calls.clear()
+        parses.clear()
+        outcome = executor.reconcile(KEY, RSYNC, counts)
+        assert outcome in (Outcome.SCALED_UP, Outcome.UNCHANGED, Outcome.POSTPONED), outcome
+        assert api.calls["list pods"] == 1, api.calls
+        assert parses == {"view": 1, "status": 1}, "the RSync is parsed once, its status once"
+        assert api.calls["discovery"] <= 1
+    if target.in_place:
+        assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
+
+
+def test_a_service_without_a_target_reads_nothing_of_the_reconciler() -> None:
+    api = CountingApi()
+    port = KubePort(
+        cast(kubeapi.KubeApi, api), TARGETS["recommend"].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+    )
+    config = StepConfig(Profile(PROTOTYPE, STANDARD), sizes=False)
+    executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
+    assert executor.reconcile(KEY, RSYNC, ObjectCounts(5000, 5000)) == Outcome.COUNTS_ONLY
+    assert set(api.calls) <= {"patch rootsyncs"}, api.calls
+
+
+def test_the_in_place_target_resizes_the_pod_it_listed() -> None:
+    api = CountingApi()
+    target = TARGETS["in-place"].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
+    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), reread_current=True)
+    executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
+    assert executor.reconcile(KEY, RSYNC, ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert api.calls["list pods"] == 1
+    assert api.calls["patch pods/resize"] == 1
+    assert executor.states[KEY].decision is not None
+    assert executor.states[KEY].decision.resources == Resources(1125, 1152, 1125, 1152)

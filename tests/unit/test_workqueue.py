@@ -1,0 +1,65 @@
+"""The work queue: the service's one way of looking at an RSync again later. Waits are bounded by
+`get(timeout=...)` (the key arrives as soon as it is due); nothing here sleeps a fixed time."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.service.workqueue import ShutDown, WorkQueue
+
+SOON = 0.01
+LATER = 3600.0
+BOUND = 10.0  # the longest a due key may take to arrive before the test fails
+
+
+def test_a_delayed_key_arrives_once_due() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", SOON)
+    assert queue.get(timeout=BOUND) == "a"
+
+
+def test_a_key_waiting_for_two_delays_comes_at_the_earlier_once() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", LATER)
+    queue.add_after("a", SOON)
+    queue.add_after("a", LATER)  # later than what it waits for: changes nothing
+    assert queue.get(timeout=BOUND) == "a"
+    queue.done("a")
+    assert queue.get(timeout=0) is None, "the later times were folded into the earlier"
+
+
+def test_delayed_keys_come_in_the_order_they_fall_due() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("late", LATER)
+    queue.add_after("soon", SOON)
+    assert queue.get(timeout=BOUND) == "soon"
+    assert queue.get(timeout=0) is None
+
+
+def test_a_key_due_while_it_is_processed_is_processed_again_after_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add_after("a", SOON)
+    queue.add("b")
+    assert queue.get(timeout=BOUND) == "b", "never the same key to two workers"
+    queue.done("b")
+    queue.done("a")
+    assert queue.get(timeout=BOUND) == "a"
+
+
+def test_retries_back_off_per_key_and_forget_resets_them() -> None:
+    queue: WorkQueue[str] = WorkQueue(retry_initial=SOON, retry_max=LATER)
+    first = queue.retry("a")
+    second = queue.retry("a")
+    assert second > first
+    queue.forget("a")
+    assert queue.retry("a") == first
+
+
+def test_shutdown_drops_what_waits() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", LATER)
+    queue.shutdown()
+    with pytest.raises(ShutDown):
+        queue.get(timeout=0)
