@@ -11,8 +11,9 @@ while a sync runs. Usage above the limit is an OOM kill. Every restart (OOM kill
 or override change) takes the reconciler down for `RESTART_SECONDS`, after which it parses everything
 again.
 
-Policies: ours (the service's `decide` with the count-only `fitted` preset on the counts it persists, per
-platform);
+Policies: ours (the service's reconcile step, `autoscaler.core.step.step`, with the count-only `fitted`
+preset on the counts it persists, per platform: the hysteresis, the restart cap and the OOM floor as the
+service runs them);
 static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the
 prototype formula without count persistence (after a restart it reports the inventory as 0 until its
 first sync completes: the OOM loop of DESIGN.md 2.5); and an addon-resizer-like poller (every 10 s,
@@ -29,12 +30,17 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from autoscaler.core.hysteresis import Decision, Hysteresis, decide, initial
+from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.observation import Observation, Reading, RSyncView
+from autoscaler.core.oom import OomKill
 from autoscaler.core.sizing import FITTED, size
+from autoscaler.core.step import RSyncState, StepConfig, settled, step
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts
+from inventory.core.ids import RSyncKey
 from profiles.fit import least_squares, read_points
 from profiles.own_cost import RSYNCS, shipped
 from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static, prototype_memory_mib
@@ -99,27 +105,50 @@ class Reconciler:
 Policy = Callable[[float, Reconciler, float], tuple[float, float | None, bool]]
 
 
+SIMULATED = RSyncKey("RootSync", "config-management-system", "simulated")
+# The RSync as the service sees it in the simulation: no status (the reconciler's own report of its sync
+# is not modelled, so a prune is told by an inventory larger than the source) and nothing recorded.
+SIMULATED_VIEW = RSyncView.of({"metadata": {"name": SIMULATED.name, "namespace": SIMULATED.namespace}})
+
+
 def ours(platform_name: str) -> Callable[[], Policy]:
-    """The service on a platform with the count-only preset fitted to the reference data the usage model
-    is fitted to: the default, size-aware, needs kinds, KiB and the API surface, which this model does not
-    have (`profiles.policies_real` runs the default against the real reconciler)."""
+    """The service's own step (`autoscaler.core.step`, what a reconcile runs) on a platform, with the
+    count-only preset fitted to the reference data the usage model is fitted to: the default, size-aware,
+    needs kinds, KiB and the API surface, which this model does not have (`profiles.policies_real` runs the
+    default against the real reconciler). Each change is applied as a rollout (a restart), as the
+    rsync-override target does; an OOM kill reaches the step as the reconciler's Pod would report it."""
     profile = Settings(mode="cluster", platform=platform_name, preset="fitted").profile()
+    config = StepConfig(profile, Hysteresis(600, 6))
 
     def make() -> Policy:
-        state: list[Decision] = [initial(size(0, profile))]
+        state = [RSyncState()]
+        kills: list[tuple[int, OomKill | None]] = [(0, None)]
 
         def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
+            decision = state[0].decision
+            if reconciler.ooms > kills[0][0] and decision is not None and decision.resources is not None:
+                limit = decision.resources.memory_limit_mib or decision.resources.memory_request_mib
+                kills[0] = (reconciler.ooms, OomKill(_rfc3339(now), limit))
             # Counts persist in the RSync status: a restart loses nothing.
             counts = ObjectCounts(reconciler.source, reconciler.inventory)
-            decision = decide(counts, profile, state[0], now=now, hysteresis=Hysteresis(600, 6))
-            state[0] = decision
-            assert decision.resources is not None
-            memory = decision.resources.memory_request_mib
-            return memory, decision.resources.memory_limit_mib, decision.changes
+            reading = Reading(current=size(0, profile), oom_kill=kills[0][1])
+            plan = step(
+                Observation(SIMULATED, SIMULATED_VIEW, reading, counts, now, wall=now), state[0], config
+            )
+            restart = plan.apply is not None
+            state[0] = settled(plan, restart, None, now) if restart else plan.state
+            sized = state[0].decision
+            assert sized is not None
+            assert sized.resources is not None
+            return sized.resources.memory_request_mib, sized.resources.memory_limit_mib, restart
 
         return policy
 
     return make
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def static(rule: Static) -> Callable[[], Policy]:
