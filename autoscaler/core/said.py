@@ -150,3 +150,19 @@ def of_unread(unread: Unread) -> list[Said]:
     needed it: sized from the counts alone, and a floor already set stays; discovery: the last API
     surface read stays)."""
     return [Said(logging.WARNING, unread.message, counted=(Counted.RECONCILE_ERRORS, (unread.stage,)))]
+
+
+def of_unpublished(error: str) -> list[Said]:
+    """Our annotations could not be published: they are published again on the next reconcile."""
+    return [Said(logging.WARNING, f"could not publish the recommendation: {error}")]
+
+
+def of_counts_unwritten(error: str) -> list[Said]:
+    """The counts could not be recorded on the RSync: the reconcile ends in `error` and is tried again."""
+    return [
+        Said(
+            logging.WARNING,
+            f"could not record the counts: {error}",
+            counted=(Counted.RECONCILE_ERRORS, ("counts",)),
+        )
+    ]

@@ -12,8 +12,7 @@ them there for that RSync.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, cast
 
@@ -25,7 +24,6 @@ from autoscaler.core.annotations import (
     status_counts,
     status_patch,
 )
-from inventory.core.backoff import with_retries
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import RSync
@@ -41,8 +39,6 @@ WriteOutcome = Literal["unchanged", "status", "annotations", "fell_back", "gone"
 class CountWriter:
     api: kubeapi.KubeApi
     in_status: bool = False
-    attempts: int = 5
-    sleep: Callable[[float], None] = time.sleep
 
     def write(
         self,
@@ -105,33 +101,18 @@ class CountWriter:
     def _patch(
         self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
     ) -> RSync | None:
-        """Merge-patch with retries on conflicts and transient errors; None when the RSync is gone."""
+        """One merge patch (no resourceVersion: it never conflicts); None when the RSync is gone. A
+        failure is counted and raised: the reconcile ends in `error` and the work queue writes again
+        after its backoff (no worker waits in between)."""
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
-
-        def count_error(error: Exception) -> None:
-            STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
-
-        def patch() -> RSync:
-            try:
-                written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
-            except kubeapi.ApiError as error:
-                if not isinstance(error, (kubeapi.Conflict, kubeapi.Transient, kubeapi.NotFound)):
-                    count_error(error)  # retried errors are counted by on_retry, a gone RSync is no error
-                raise
-            return cast(RSync, written)
-
         try:
-            return with_retries(
-                patch,
-                retry_on=(kubeapi.Conflict, kubeapi.Transient),
-                attempts=self.attempts,
-                initial=0.05,
-                maximum=2.0,
-                sleep=self.sleep,
-                on_retry=count_error,
-            )
+            written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
         except kubeapi.NotFound:
             return None
+        except kubeapi.ApiError as error:
+            STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
+            raise
+        return cast(RSync, written)
 
 
 def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:

@@ -27,8 +27,10 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
     Counted,
     Said,
+    of_counts_unwritten,
     of_plan,
     of_read_failure,
+    of_unpublished,
     of_unread,
     of_write,
     of_write_failure,
@@ -135,8 +137,7 @@ class Executor:
         try:
             self._write_counts(key, view, counts)
         except kubeapi.ApiError as error:
-            RECONCILE_ERRORS.labels("counts").inc()
-            log.warning("%s: could not record the counts: %s", key, error)
+            self._say(key, view, of_counts_unwritten(str(error)))
             return Ended.FAILED
         return outcome
 
@@ -166,7 +167,7 @@ class Executor:
             self._say(key, view, of_write(plan, target, written.applied.restarted))
             state = settled(plan, written.applied.restarted, written.applied.rsync_generation, self.clock())
         if written.unpublished is not None:
-            log.warning("%s: could not publish the recommendation: %s", key, written.unpublished)
+            self._say(key, view, of_unpublished(written.unpublished))
         self.states[key] = state
         self._show_sizes(key, plan)
         if plan.recheck_after is not None:
