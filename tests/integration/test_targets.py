@@ -26,6 +26,7 @@ from autoscaler.core.annotations import (
 from autoscaler.core.codecs import resources_json, resources_of
 from autoscaler.core.hysteresis import Hysteresis, Outcome
 from autoscaler.core.observation import Needs, Reading, RSyncView
+from autoscaler.core.owners import DECLARED_FIELDS_ANNOTATION
 from autoscaler.core.reasons import WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
@@ -33,7 +34,6 @@ from autoscaler.kube.events import EventWriter
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.report import read_status
 from autoscaler.kube.targets import (
-    DECLARED_FIELDS_ANNOTATION,
     Applied,
     DeploymentTarget,
     InPlaceTarget,
