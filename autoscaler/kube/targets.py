@@ -317,6 +317,7 @@ class InPlaceTarget(_NothingInTheRSync):
             )
             return self.fallback.apply(key, resources, None)
         name = pod_name(pod)
+        namespace = str((pod.get("metadata") or {}).get("namespace") or self.namespace)  # the Pod listed
         refused = resize_refused(pod)
         try:
             lowered = limit_lowered(pod, resources)
@@ -324,17 +325,17 @@ class InPlaceTarget(_NothingInTheRSync):
             raise WriteError(error.reason, str(error)) from error
         if refused and lowered:
             raise WriteError(
-                Reason.REFUSED, f"pod {self.namespace}/{name}: a lower limit was refused: {refused}"
+                Reason.REFUSED, f"pod {namespace}/{name}: a lower limit was refused: {refused}"
             )
         patch = {
             "spec": {"containers": [{"name": RECONCILER_CONTAINER, "resources": resources_json(resources)}]}
         }
         try:
             written = self.api.patch(
-                kubeapi.POD, self.namespace, name, patch, patch_type="strategic", subresource="resize"
+                kubeapi.POD, namespace, name, patch, patch_type="strategic", subresource="resize"
             )
         except kubeapi.ApiError as error:
-            raise write_error(error, f"resizing pod {self.namespace}/{name}") from error
+            raise write_error(error, f"resizing pod {namespace}/{name}") from error
         stored = accepted((written.get("spec") or {}).get("containers"), resources, f"pod {name}")
         return Applied(stored, restarted=False)
 

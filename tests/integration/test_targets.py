@@ -132,6 +132,7 @@ class Rig:
             hysteresis=Hysteresis(DELAY, 100),
             clock=self.clock,
             events=None if events is None else events.record,
+            reconciler_namespace=self.namespace,
         ).start()
         return self.controller
 
@@ -230,9 +231,7 @@ def test_deployment_target_never_writes_a_deployment_of_the_reconciler_manager(r
     )
     before = rig.deployment()
     with pytest.raises(WriteError) as refused:
-        DeploymentTarget(rig.api, namespace=rig.namespace).apply(
-            rig.key, Resources(500, 512, 500, 512), rig.pod()
-        )
+        DeploymentTarget(rig.api, namespace=rig.namespace).apply(rig.key, Resources(500, 512, 500, 512), None)
     assert refused.value.reason == "owned"
     assert "rsync-override" in str(refused.value)
     assert "in-place" in str(refused.value)
@@ -298,7 +297,7 @@ class RacingApi(kubeapi.KubeApi):
 
 def test_rsync_override_retries_conflicts_with_the_resource_version(rig: Rig) -> None:
     target = RSyncOverrideTarget(RacingApi(rig.api, races=3))
-    applied = target.apply(rig.key, at(3000), rig.pod())
+    applied = target.apply(rig.key, at(3000), None)
     assert (applied.resources, applied.restarted) == (at(3000), True)
     assert target.conflicts == 3
     labels = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["labels"]
@@ -386,7 +385,7 @@ def test_an_override_config_sync_applies_from_git_is_left_to_that_sync(rig: Rig)
 def test_override_of_a_missing_rsync_is_reported(rig: Rig) -> None:
     rig.api.delete(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
     with pytest.raises(WriteError) as error:
-        RSyncOverrideTarget(rig.api).apply(rig.key, at(100), rig.pod())
+        RSyncOverrideTarget(rig.api).apply(rig.key, at(100), None)
     assert error.value.reason == "not_found"
 
 
