@@ -324,9 +324,7 @@ class InPlaceTarget(_NothingInTheRSync):
         except ReadError as error:
             raise WriteError(error.reason, str(error)) from error
         if refused and lowered:
-            raise WriteError(
-                Reason.REFUSED, f"pod {namespace}/{name}: a lower limit was refused: {refused}"
-            )
+            raise WriteError(Reason.REFUSED, f"pod {namespace}/{name}: a lower limit was refused: {refused}")
         patch = {
             "spec": {"containers": [{"name": RECONCILER_CONTAINER, "resources": resources_json(resources)}]}
         }
