@@ -80,7 +80,7 @@ INSTALL_TIMEOUT = 180.0
 CRASHES_BEFORE_FAILING = 2
 
 JSON = dict[str, Any]
-VPA = kubeapi.Resource("autoscaling.k8s.io", "v1", "verticalpodautoscalers", "VerticalPodAutoscaler")
+VPA = kubeapi.VPA
 
 
 def image_name(binary: str) -> str:

@@ -24,6 +24,7 @@ class Counted(StrEnum):
     RESTARTS_CAUSED = "objcount_restarts_caused_total"
     OOM_FLOORS = "objcount_oom_floors_total"
     CALIBRATIONS = "objcount_calibrations_total"  # label: direction
+    CAPPED = "objcount_capped_total"  # label: target
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,20 @@ def of_write(plan: Plan, target: str, restarted: bool) -> list[Said]:
     if restarted:
         said.append(Said(counted=(Counted.RESTARTS_CAUSED, ())))
     return said
+
+
+def of_capped(plan: Plan, target: str, capped: str) -> list[Said]:
+    """A size written, and capped by the applier's own policy (a VPA's resourcePolicy): what runs is
+    the capped size, not ours."""
+    return [
+        Said(
+            logging.WARNING,
+            f"{plan.outcome} via {target} capped by its policy: {capped}",
+            event="Capped",
+            note=f"{plan.reason}; capped by {capped}",
+            counted=(Counted.CAPPED, (target,)),
+        )
+    ]
 
 
 def of_write_failure(plan: Plan, target: str, reason: Reason, error: str, *, repeated: bool) -> list[Said]:

@@ -1,7 +1,8 @@
 """How a size reaches the reconciler: a Deployment template, an RSync override, an in-place pod resize,
-or nowhere (recommend only). Each target is a codec of the size in the object it writes, and says what it
-can do: whether the size can change behind our back (so it is read on every reconcile), whether a write
-restarts the reconciler, what it keeps in the RSync itself, and who else owns that field.
+a VerticalPodAutoscaler's recommendation (VPA applies it), or nowhere (recommend only). Each target is
+a codec of the size in the object it writes, and says what it can do: whether the size can change
+behind our back (so it is read on every reconcile), whether a write restarts the reconciler, what it
+keeps in the RSync itself, and who else owns that field.
 
 Reads raise `ReadError`, writes `WriteError`, each with a `Reason` (autoscaler.core.reasons). The Pod a
 target reads is the one the port listed for this reconcile (`autoscaler.kube.port`): none lists it again.
@@ -13,11 +14,16 @@ Adding a target is this file only: a class with the members of `Target`, and an 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
+import orjson
+
+from autoscaler.core import vpa
 from autoscaler.core.annotations import (
+    APPLIED_ANNOTATION,
     OVERRIDE_WRITTEN_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     parse_resources_annotation,
@@ -73,12 +79,14 @@ def write_error(error: kubeapi.ApiError, what: str) -> WriteError:
 @dataclass(frozen=True)
 class Applied:
     """What a write did: the size the API server stored, whether it restarts the reconciler (a
-    template or override change rolls its pod out), and the RSync's generation when the size was
-    written into the RSync (to tell a later foreign write from our own)."""
+    template or override change rolls its pod out), the RSync's generation when the size was
+    written into the RSync (to tell a later foreign write from our own), and how another's policy
+    capped what was asked (a VPA's `resourcePolicy`: its applier applies the capped size)."""
 
     resources: Resources
     restarted: bool
     rsync_generation: int | None = None
+    capped: str | None = None
 
 
 class Target(Protocol):
@@ -338,6 +346,97 @@ class InPlaceTarget(_NothingInTheRSync):
         return Applied(stored, restarted=False)
 
 
+# ----- a VPA's recommendation ------------------------------------------------------------------------------
+@dataclass
+class VpaTarget(_NothingInTheRSync):
+    """Recommend to VPA: write the `status.recommendation` of the VerticalPodAutoscaler aimed at the
+    reconciler Deployment that names our recommender (`recommender`); VPA's updater applies it (in
+    place where the kubelet can) and its admission-controller gives it to every new Pod.
+
+    The VPA is the user's (adopted) or, with `create`, made here when none aims at the Deployment
+    (`autoscaler.core.vpa.vpa_for`). A VPA that names another recommender, or none (the default
+    recommender's), is never written: `owned`. What the VPA's `resourcePolicy` lets through is what is
+    written, and the capping is reported (`Applied.capped`). Nothing restarts the reconciler here: how
+    VPA applies it (in place, or by recreating the Pod where the kubelet cannot) is VPA's.
+    """
+
+    api: kubeapi.KubeApi
+    recommender: str = "objcount"
+    create: bool = False
+    namespace: str = RECONCILER_NAMESPACE
+    name: str = "vpa"
+    clock: Callable[[], float] = time.time
+
+    def _find(self, key: RSyncKey) -> Mapping[str, object] | None:
+        """Our VPA of the reconciler (None: none aims at it); ReadError when it is not ours to write."""
+        try:
+            page = self.api.list_page(kubeapi.VPA, self.namespace)
+        except kubeapi.ApiError as error:
+            raise read_error(error, f"listing VerticalPodAutoscalers in {self.namespace}") from error
+        items = orjson.loads(page).get("items") or []
+        return vpa.ours(items, reconciler_name(key), self.recommender)
+
+    def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
+        found = self._find(key)
+        asked = None if found is None else vpa.recommended(found, RECONCILER_CONTAINER)
+        last = parse_resources_annotation(view.annotations.get(APPLIED_ANNOTATION))
+        return vpa.with_limits_of(asked, last)
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
+        try:
+            found = self._find(key) or self._create(key)
+            policy = vpa.container_policy(found, RECONCILER_CONTAINER)
+        except ReadError as error:
+            raise WriteError(error.reason, str(error)) from error
+        name = vpa.name_of(found)
+        if policy.off:
+            raise WriteError(
+                Reason.OWNED, f"VerticalPodAutoscaler {name} turns VPA off for the {RECONCILER_CONTAINER}"
+            )
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        written = vpa.recommendation(found, RECONCILER_CONTAINER, resources, now)
+        metadata = cast(Mapping[str, str], found.get("metadata") or {})
+        try:
+            self.api.patch(kubeapi.VPA, self.namespace, metadata["name"], written.patch, subresource="status")
+        except kubeapi.ApiError as error:
+            raise write_error(error, f"writing the recommendation of VerticalPodAutoscaler {name}") from error
+        stored = Resources(
+            resources.cpu_request_m if written.cpu_m is None else written.cpu_m,
+            resources.memory_request_mib if written.memory_mib is None else written.memory_mib,
+            resources.cpu_limit_m,
+            resources.memory_limit_mib,
+        )
+        capped = f"VerticalPodAutoscaler {name}: {', '.join(written.caps)}" if written.caps else None
+        return Applied(stored, restarted=False, capped=capped)
+
+    def _create(self, key: RSyncKey) -> Mapping[str, object]:
+        """The VPA for the reconciler, made when the settings ask for it (`vpa_create`); ReadError
+        (`not_found`) otherwise, saying what to do."""
+        deployment = reconciler_name(key)
+        if not self.create:
+            raise ReadError(
+                Reason.NOT_FOUND,
+                f"no VerticalPodAutoscaler aims at Deployment {self.namespace}/{deployment}: create one "
+                f"naming recommender {self.recommender!r} (docs/targets.md), or let the service create it "
+                "(OBJCOUNT_VPA_CREATE=true, with the RBAC of manifests/vpa/create)",
+            )
+        try:
+            owner = self.api.get(kubeapi.DEPLOYMENT, self.namespace, deployment)
+            body = vpa.vpa_for(
+                self.namespace,
+                deployment,
+                str((owner.get("metadata") or {}).get("uid", "")),
+                RECONCILER_CONTAINER,
+                self.recommender,
+            )
+            return cast(Mapping[str, object], self.api.create(kubeapi.VPA, self.namespace, body))
+        except kubeapi.Conflict:  # made in between (another replica, the user): take what is there
+            return self._find(key) or {}
+        except kubeapi.ApiError as error:
+            what = f"creating VerticalPodAutoscaler {self.namespace}/{deployment}"
+            raise read_error(error, what) from error
+
+
 # ----- recommend only ------------------------------------------------------------------------------------
 @dataclass
 class RecommendTarget(_NothingInTheRSync):
@@ -369,29 +468,44 @@ def refusal_if_known(target: Target, key: RSyncKey) -> str | None:
 
 # ----- the registry ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class TargetOptions:
+    """What building a target takes beside the API client: the reconcilers' namespace, and for `vpa`
+    the recommender's name and whether VPAs are made where none exists."""
+
+    namespace: str = RECONCILER_NAMESPACE
+    vpa_recommender: str = "objcount"
+    vpa_create: bool = False
+
+
+@dataclass(frozen=True)
 class TargetKind:
-    """A target as settings name it: its description (the README's) and how it is built from the API
-    client and the reconcilers' namespace."""
+    """A target as settings name it: its description (the README's) and how it is built."""
 
     description: str
-    build: Callable[[kubeapi.KubeApi, str], Target] = field(repr=False)
+    build: Callable[[kubeapi.KubeApi, TargetOptions], Target] = field(repr=False)
 
 
 TARGETS: dict[str, TargetKind] = {
     "rsync-override": TargetKind(
         "the RSync's `spec.override.resources` (Config Sync rolls the reconciler out)",
-        lambda api, namespace: RSyncOverrideTarget(api),
+        lambda api, options: RSyncOverrideTarget(api),
     ),
     "deployment": TargetKind(
         "the reconciler Deployment's pod template (server-side apply; a rollout)",
-        lambda api, namespace: DeploymentTarget(api, namespace=namespace),
+        lambda api, options: DeploymentTarget(api, namespace=options.namespace),
     ),
     "in-place": TargetKind(
         "an in-place resize of the running pod (`pods/resize`, no restart); else the RSync override",
-        lambda api, namespace: InPlaceTarget(api, RSyncOverrideTarget(api), namespace=namespace),
+        lambda api, options: InPlaceTarget(api, RSyncOverrideTarget(api), namespace=options.namespace),
+    ),
+    "vpa": TargetKind(
+        "the recommendation of the reconciler's VerticalPodAutoscaler, as its recommender (VPA applies it)",
+        lambda api, options: VpaTarget(
+            api, options.vpa_recommender, options.vpa_create, namespace=options.namespace
+        ),
     ),
     "recommend": TargetKind(
         "nothing: the recommendation is published (annotation, metric, `objcount status`)",
-        lambda api, namespace: RecommendTarget(api),
+        lambda api, options: RecommendTarget(api),
     ),
 }

@@ -27,6 +27,7 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
     Counted,
     Said,
+    of_capped,
     of_counts_unwritten,
     of_plan,
     of_read_failure,
@@ -43,6 +44,7 @@ from autoscaler.service.metrics import (
     APPLY_ERRORS,
     CALIBRATION_FACTOR,
     CALIBRATIONS,
+    CAPPED,
     COUNT_UNKNOWN,
     DECISIONS,
     OBJECTS,
@@ -67,6 +69,7 @@ COUNTERS: dict[Counted, Counter] = {
     Counted.RESTARTS_CAUSED: RESTARTS_CAUSED,
     Counted.OOM_FLOORS: OOM_FLOORS,
     Counted.CALIBRATIONS: CALIBRATIONS,
+    Counted.CAPPED: CAPPED,
 }
 
 
@@ -165,6 +168,8 @@ class Executor:
         state = plan.state
         if written.applied is not None:
             self._say(key, view, of_write(plan, target, written.applied.restarted))
+            if written.applied.capped is not None:
+                self._say(key, view, of_capped(plan, target, written.applied.capped))
             state = settled(plan, written.applied.restarted, written.applied.rsync_generation, self.clock())
         if written.unpublished is not None:
             self._say(key, view, of_unpublished(written.unpublished))

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_lat
 from autoscaler.core.reasons import Reason
 from autoscaler.kube.events import EventWriter
 from autoscaler.kube.leader import LeaderElector
-from autoscaler.kube.targets import TARGETS, Target, refusal_if_known
+from autoscaler.kube.targets import TARGETS, Target, TargetOptions, refusal_if_known
 from autoscaler.service import allocator, logs
 from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.handlers import QuietHandler
@@ -43,7 +43,8 @@ CREDENTIALS_RETRY_S = 30.0  # the kubelet refreshes Secret volumes about every m
 
 
 def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
-    return TARGETS[settings.target].build(api, settings.reconciler_namespace)
+    options = TargetOptions(settings.reconciler_namespace, settings.vpa_recommender, settings.vpa_create)
+    return TARGETS[settings.target].build(api, options)
 
 
 def sync_dir_of(rsync: RSync) -> str:

@@ -43,6 +43,12 @@ OOM_FLOORS = Counter(
     "objcount_oom_floors_total",
     "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
 )
+CAPPED = Counter(
+    "objcount_capped_total",
+    "Sizes written and capped by the applier's own policy (target vpa: the VerticalPodAutoscaler's "
+    "resourcePolicy minAllowed/maxAllowed), by target.",
+    ["target"],
+)
 WORKING_SET = Gauge(
     "objcount_reconciler_working_set_mib",
     "The reconciler container's working set as the metrics API (metrics-server) last reported it.",

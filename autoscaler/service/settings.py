@@ -81,6 +81,17 @@ class Settings(BaseSettings):
         + ".",
         json_schema_extra=_choices(TARGETS),
     )
+    vpa_recommender: str = Field(
+        "objcount",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Target `vpa`: the recommender name a reconciler's VerticalPodAutoscaler names in `spec.recommenders` for us to write its recommendation (VPAs naming another, or none, are left alone).",
+    )
+    vpa_create: bool = Field(
+        False,
+        description="Target `vpa`: create a VerticalPodAutoscaler naming our recommender for a reconciler none aims at (needs `create` on verticalpodautoscalers: manifests/vpa/create). Off: only VPAs the user made are written to.",
+    )
     platform: Annotated[str, _one_of(PLATFORMS, "platform")] = Field(
         "standard",
         description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting.",

@@ -58,6 +58,8 @@ CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "Custo
 EVENT = Resource("events.k8s.io", "v1", "events", "Event")
 # The metrics API (metrics-server): a reconciler container's working set, for calibration.
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
+# VPA v1's object (the `vpa` target writes its status as a recommender).
+VPA = Resource("autoscaling.k8s.io", "v1", "verticalpodautoscalers", "VerticalPodAutoscaler")
 RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
 
 

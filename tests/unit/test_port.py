@@ -18,7 +18,7 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.port import KubePort
-from autoscaler.kube.targets import TARGETS
+from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.executor import Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
@@ -44,17 +44,27 @@ POD = {
     "status": {"containerStatuses": [{"name": "reconciler", "resources": CONTAINERS[0]["resources"]}]},
 }
 RSYNC: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
+# A user's VPA of the reconciler, naming our recommender (the `vpa` target's).
+VPA = {
+    "metadata": {"name": "root-reconciler", "namespace": NAMESPACE},
+    "spec": {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "root-reconciler"},
+        "recommenders": [{"name": "objcount"}],
+    },
+}
+LISTED = {kubeapi.POD: [POD], kubeapi.VPA: [VPA]}
 
 
 @dataclass
 class CountingApi:
-    """The calls a port makes, answered from memory: one reconciler Pod, its Deployment, the RSync."""
+    """The calls a port makes, answered from memory: one reconciler Pod, its Deployment, its VPA, the
+    RSync."""
 
     calls: Counter[str] = field(default_factory=Counter)
 
     def list_page(self, resource: kubeapi.Resource, namespace: str | None, **kwargs: Any) -> bytes:
         self.calls[f"list {resource.plural}"] += 1
-        return orjson.dumps({"items": [POD] if resource == kubeapi.POD else []})
+        return orjson.dumps({"items": LISTED.get(resource, [])})
 
     def get(self, resource: kubeapi.Resource, namespace: str | None, name: str, **kwargs: Any) -> Any:
         self.calls[f"get {resource.plural}"] += 1
@@ -89,7 +99,7 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
     target_name: str, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api = CountingApi()
-    target = TARGETS[target_name].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+    target = TARGETS[target_name].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
     port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
     config = StepConfig(
         Profile(PROTOTYPE, platform),
@@ -126,7 +136,8 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
 def test_a_service_without_a_target_reads_nothing_of_the_reconciler() -> None:
     api = CountingApi()
     port = KubePort(
-        cast(kubeapi.KubeApi, api), TARGETS["recommend"].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+        cast(kubeapi.KubeApi, api),
+        TARGETS["recommend"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE)),
     )
     config = StepConfig(Profile(PROTOTYPE, STANDARD), sizes=False)
     executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
@@ -136,7 +147,7 @@ def test_a_service_without_a_target_reads_nothing_of_the_reconciler() -> None:
 
 def test_the_in_place_target_resizes_the_pod_it_listed() -> None:
     api = CountingApi()
-    target = TARGETS["in-place"].build(cast(kubeapi.KubeApi, api), NAMESPACE)
+    target = TARGETS["in-place"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
     port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
     config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), reread_current=True)
     executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)

@@ -13,7 +13,7 @@ from autoscaler.cli import main
 from autoscaler.core.observation import RSyncView
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PLATFORMS, size
-from autoscaler.kube.targets import TARGETS
+from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.settings import (
     CONFIG_FILE_ENV,
     Settings,
@@ -194,7 +194,7 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_every_target_in_the_registry_is_a_setting_and_builds_itself(name: str) -> None:
     settings = Settings(mode="cluster", target=name)
-    target = TARGETS[settings.target].build(cast(kubeapi.KubeApi, object()), "config-management-system")
+    target = TARGETS[settings.target].build(cast(kubeapi.KubeApi, object()), TargetOptions())
     assert target.name == name
     view = RSyncView.of({"metadata": {"name": "root-sync"}})
     assert target.declared(view) is None, "an RSync without an override"
