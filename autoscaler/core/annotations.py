@@ -53,6 +53,7 @@ SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
+TARGET_ANNOTATION = "objcount.dev/target"  # the target the applied size went through
 OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
 MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
 OOM_FLOOR_ANNOTATION = "objcount.dev/oom-floor"
@@ -290,15 +291,20 @@ def parse_calibration(text: object) -> Calibration | None:
 
 
 def published(
-    recommended: Resources | None, applied: Resources | None, held_by_owner: str | None = None
+    recommended: Resources | None,
+    applied: Resources | None,
+    held_by_owner: str | None = None,
+    target: str | None = None,
 ) -> dict[str, str | None]:
-    """The recommended and applied annotations for these sizes (those that are known), and why the
-    recommendation is held (None: not held, the annotation is removed)."""
+    """The recommended and applied annotations for these sizes (those that are known), the target the
+    applied size goes through (when one is named), and why the recommendation is held (None: not held,
+    the annotation is removed)."""
     values = {RECOMMENDED_ANNOTATION: recommended, APPLIED_ANNOTATION: applied}
     sizes: dict[str, str | None] = {
         name: resources_annotation(value) for name, value in values.items() if value is not None
     }
-    return {**sizes, HELD_ANNOTATION: held_by_owner}
+    through = {TARGET_ANNOTATION: target} if target is not None and applied is not None else {}
+    return {**sizes, **through, HELD_ANNOTATION: held_by_owner}
 
 
 def changed(rsync: Mapping[str, object], wanted: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -75,6 +75,7 @@ class StepConfig:
     # is read on every reconcile instead of remembered.
     reread_current: bool = False
     margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
+    target: str | None = None  # its name, published with the applied size (`objcount status`)
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,7 @@ def _decided(
         replace(state, decision=decision),
         counts,
         apply=decision.resources if decision.changes else None,
-        publish=seen.view.lacks(published(decision.recommended, decision.resources)),
+        publish=seen.view.lacks(published(decision.recommended, decision.resources, target=config.target)),
         recheck_after=recheck,
         log_level=logging.INFO if starts else logging.DEBUG,
     )

@@ -8,25 +8,35 @@ and from Python: `read_status(api, namespace=None)`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, cast
 
 import orjson
 import yaml
 
+from autoscaler.core import vpa
 from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     CALIBRATION_ANNOTATION,
     HELD_ANNOTATION,
     RECOMMENDED_ANNOTATION,
+    TARGET_ANNOTATION,
     annotation_counts,
     parse_calibration,
     parse_resources_annotation,
     status_counts,
 )
+from inventory.core.ids import (
+    RECONCILER_CONTAINER,
+    RECONCILER_NAMESPACE,
+    RSyncKey,
+    RSyncKind,
+    reconciler_name,
+)
 from inventory.core.objects import RSync, annotations_of
 from inventory.kube import kubeapi
 
+JSON = dict[str, Any]
 Output = Literal["table", "json", "yaml"]
 UNKNOWN = "<unknown>"
 
@@ -43,6 +53,8 @@ class RSyncRecord:
     applied: str | None = None
     held_by_owner: str | None = None  # why the recommendation is not written
     calibrated: str | None = None  # the model's factor learned on this cluster, and the peak it came from
+    target: str | None = None  # the target the applied size went through
+    vpa_applied: str | None = None  # target vpa: whether VPA applied our last recommendation to the Pod
 
 
 def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
@@ -73,6 +85,7 @@ def record_of(kind: str, rsync: RSync) -> RSyncRecord:
         _resources_text(annotations, APPLIED_ANNOTATION),
         annotations.get(HELD_ANNOTATION) or None,
         _calibration_text(annotations),
+        annotations.get(TARGET_ANNOTATION) or None,
     )
 
 
@@ -84,18 +97,73 @@ def _calibration_text(annotations: Mapping[str, str]) -> str | None:
     return f"x{float(calibration.factor):.4f} (peak {calibration.peak_mib}Mi)"
 
 
-def read_status(api: kubeapi.KubeApi, namespace: str | None = None) -> list[RSyncRecord]:
-    """Every RootSync and RepoSync in `namespace` (None: all namespaces), sorted."""
+def read_status(
+    api: kubeapi.KubeApi, namespace: str | None = None, reconcilers: str = RECONCILER_NAMESPACE
+) -> list[RSyncRecord]:
+    """Every RootSync and RepoSync in `namespace` (None: all namespaces), sorted; for those sized through
+    a VPA, whether VPA applied our recommendation (the VPAs and reconciler Pods of `reconcilers`)."""
     records: list[RSyncRecord] = []
     for kind, resource in kubeapi.RSYNC_RESOURCES.items():
-        continue_token = ""
-        while True:
-            page = orjson.loads(api.list_page(resource, namespace, continue_token=continue_token))
-            records.extend(record_of(kind, item) for item in page.get("items") or [])
-            continue_token = (page.get("metadata") or {}).get("continue", "")
-            if not continue_token:
-                break
+        records.extend(record_of(kind, cast(RSync, item)) for item in _all(api, resource, namespace))
+    if any(r.target == "vpa" for r in records):
+        records = _with_vpa_applied(api, records, reconcilers)
     return sorted(records, key=lambda r: (r.namespace, r.kind, r.name))
+
+
+def _all(
+    api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str | None, selector: str = ""
+) -> list[JSON]:
+    items: list[JSON] = []
+    continue_token = ""
+    while True:
+        page = orjson.loads(
+            api.list_page(resource, namespace, label_selector=selector, continue_token=continue_token)
+        )
+        items.extend(page.get("items") or [])
+        continue_token = (page.get("metadata") or {}).get("continue", "")
+        if not continue_token:
+            return items
+
+
+def _with_vpa_applied(
+    api: kubeapi.KubeApi, records: list[RSyncRecord], reconcilers: str
+) -> list[RSyncRecord]:
+    """Each `vpa` record with `vpa_applied`: "yes" when the reconciler Pod runs the target of its VPA,
+    "no" (with what it runs) when not yet, else why it cannot be told."""
+    try:
+        vpas = _all(api, kubeapi.VPA, reconcilers)
+        pods = _all(api, kubeapi.POD, reconcilers, "app=reconciler")
+    except kubeapi.ApiError as error:
+        return [replace(r, vpa_applied=f"unknown ({error})") if r.target == "vpa" else r for r in records]
+    return [replace(r, vpa_applied=_vpa_applied(r, vpas, pods)) if r.target == "vpa" else r for r in records]
+
+
+def _vpa_applied(record: RSyncRecord, vpas: list[JSON], pods: list[JSON]) -> str:
+    kind = cast(RSyncKind, record.kind)
+    deployment = reconciler_name(RSyncKey(kind, record.namespace, record.name))
+    aimed = [v for v in vpas if vpa.aims_at(v, deployment) and vpa.recommender_of(v)]
+    if len(aimed) != 1:
+        return f"unknown ({len(aimed)} VerticalPodAutoscalers naming a recommender aim at {deployment})"
+    labels = "configsync.gke.io/deployment-name"
+    live = [
+        p
+        for p in pods
+        if (p.get("metadata") or {}).get("labels", {}).get(labels) == deployment
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    if not live:
+        return "unknown (no reconciler Pod)"
+    pod = max(live, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
+    container: JSON = next(
+        (c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == RECONCILER_CONTAINER),
+        {},
+    )
+    requests = (container.get("resources") or {}).get("requests") or {}
+    done = vpa.applied(aimed[0], RECONCILER_CONTAINER, requests)
+    if done is None:
+        return "unknown (no recommendation yet)"
+    runs = f"{requests.get('cpu', '-')}/{requests.get('memory', '-')}"
+    return "yes" if done else f"no (the Pod requests {runs})"
 
 
 def _cell(value: object) -> str:
@@ -117,6 +185,8 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         "RECOMMENDED",
         "APPLIED",
         "CALIBRATED",
+        "TARGET",
+        "VPA APPLIED",
         "HELD BY OWNER",
     ]
     rows = [header] + [
@@ -130,6 +200,8 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
             r.recommended or "-",
             r.applied or "-",
             r.calibrated or "-",
+            r.target or "-",
+            r.vpa_applied or "-",
             r.held_by_owner or "-",
         ]
         for r in records

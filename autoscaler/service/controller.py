@@ -99,6 +99,7 @@ class Controller:
             measure_others=self.measure_others,
             reread_current=port.target.rereads_current,
             margin=self.margin,
+            target=port.target.name if self.target is not None or self.port is not None else None,
         )
         self.executor = Executor(port, config, self.clock, self.queue.add_after, events=self.events)
 

@@ -76,6 +76,9 @@ def test_reader_reports_counts_and_where_they_are_stored(
         "RECOMMENDED",
         "APPLIED",
         "CALIBRATED",
+        "TARGET",
+        "VPA",
+        "APPLIED",
         "HELD",
         "BY",
         "OWNER",
@@ -118,6 +121,8 @@ def test_cli_status_json_all_namespaces(
             "applied": None,
             "held_by_owner": None,
             "calibrated": None,
+            "target": None,
+            "vpa_applied": None,
         }
     ]
 
@@ -171,6 +176,8 @@ def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
             "applied": None,
             "held_by_owner": None,
             "calibrated": None,
+            "target": None,
+            "vpa_applied": None,
         }
     ]
     assert (
