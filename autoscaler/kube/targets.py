@@ -397,7 +397,14 @@ class VpaTarget(_NothingInTheRSync):
         written = vpa.recommendation(found, RECONCILER_CONTAINER, resources, now)
         metadata = cast(Mapping[str, str], found.get("metadata") or {})
         try:
-            self.api.patch(kubeapi.VPA, self.namespace, metadata["name"], written.patch, subresource="status")
+            self.api.patch(
+                kubeapi.VPA,
+                self.namespace,
+                metadata["name"],
+                written.patch,
+                subresource="status",
+                field_manager=OUR_FIELD_MANAGER,
+            )
         except kubeapi.ApiError as error:
             raise write_error(error, f"writing the recommendation of VerticalPodAutoscaler {name}") from error
         stored = Resources(

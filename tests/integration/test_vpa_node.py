@@ -1,29 +1,50 @@
 """The real Vertical Pod Autoscaler (v1.8.1, built from its Go module; controlplane.vpa) on the real node,
-beside real Config Sync and the real metrics-server: a VerticalPodAutoscaler written as a user would for a
-RootSync's reconciler gets a recommendation, and the updater resizes the running reconciler in place
-(InPlaceOrRecreate): same Pod, same container, the kubelet reports the new resources. Every component is
-the released software, built here (see controlplane.images)."""
+beside real Config Sync and the real metrics-server. First VPA alone: a VerticalPodAutoscaler written as a
+user would for a RootSync's reconciler gets a recommendation, and the updater resizes the running
+reconciler in place (InPlaceOrRecreate): same Pod, same container, the kubelet reports the new resources.
+Then objcount as VPA's recommender (target `vpa`): our sidecar, installed as the README says, writes the
+recommendation of the VPA that names it, and VPA's updater and admission-controller apply it. Every
+component is the released software, built here (see controlplane.images)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from autoscaler.core import quantity
+from autoscaler.kube.report import RSyncRecord, read_status
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, kustomization_objects, uninstall_webhook
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.metrics_server import install_metrics_server
-from controlplane.status_checks import synced
+from controlplane.resources import create_or_replace
+from controlplane.seed import REPO_ROOT, configmaps_yaml
+from controlplane.status_checks import rsync_gone, synced
 from controlplane.vpa import NAMESPACE as VPA_NAMESPACE
 from controlplane.vpa import VPA, install_vpa, uninstall_vpa
 from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.core.objects import OUR_FIELD_MANAGER
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, OBSERVED, wait_for
-from tests.integration.on_node import configmaps, rsync_of
+from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
+from tests.integration.on_node import (
+    PodHistory,
+    configmaps,
+    finished,
+    main_pid,
+    metric,
+    rsync_of,
+    suffix,
+)
 
 JSON = dict[str, Any]
 MiB = 1024 * 1024
@@ -37,13 +58,22 @@ RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
 POD_MIN_MEMORY = 250 * MiB
 
 
-@pytest.fixture
+# The updater's loop (`--updater-interval`, 1 min as released) is the latency VPA adds to every size, ours
+# included: a user running VPA for objcount's recommendations sets it shorter, as here.
+UPDATER_INTERVAL = "5s"
+
+
+@pytest.fixture(scope="module")
 def vpa(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
-    """metrics-server and the VPA, both with their released defaults (1 min loops, 10 s metrics)."""
+    """metrics-server and the VPA, with their released defaults (the recommender's 1 min loop, 10 s
+    metrics) but the updater's loop, and the shipped RBAC and guard of the `vpa` target (manifests/vpa)."""
     stack = config_sync_on_node.stack
+    api = cast(kubeapi.KubeApi, config_sync_on_node.api)
     began = time.monotonic()
     install_metrics_server(stack)
-    install_vpa(stack)
+    install_vpa(stack, updater_args=[f"--updater-interval={UPDATER_INTERVAL}"])
+    for item in kustomization_objects(VPA_MANIFESTS):
+        create_or_replace(api, item)
     FIGURES.append(("VPA: metrics-server and VPA installed on the running node", time.monotonic() - began))
     yield
     stack.kubectl("delete", "verticalpodautoscalers", "--all", "--all-namespaces", "--ignore-not-found")
@@ -189,3 +219,345 @@ def test_the_vpa_resizes_the_running_reconciler_in_place_to_its_recommendation(
     resources = numbers(container(pod, RECONCILER)["resources"])
     assert resources["requests"].get("cpu") == requested["requests"].get("cpu")
     assert resources["limits"].get("cpu") == requested["limits"].get("cpu")
+
+
+# ----- objcount as VPA's recommender (target `vpa`) --------------------------------------------------------
+RECOMMENDER = "objcount"
+VPA_MANIFESTS = REPO_ROOT / "manifests" / "vpa"
+DELAY_S = 30  # our scale-down delay in these tests
+# By hand, the `fitted` preset on Standard: 198 MiB + 0.174 MiB x n, up to a 32 MiB step, n the larger of
+# the source and inventory counts (the inventory holds the objects and their namespace):
+#   100 ConfigMaps: n = 101, 215.6 MiB -> 224 MiB; 1,500: n = 1,501 (1,500 while only the source has
+#   them), 459.2 MiB -> 480 MiB.
+SMALL_MIB, BIG_MIB = 224, 480
+
+
+def ours(key: RSyncKey) -> JSON:
+    """The user's VPA of a reconciler, as docs/targets.md tells them to write it: the one above, naming
+    our recommender (VPA's default recommender then leaves it alone)."""
+    body = vertical_pod_autoscaler(key)
+    body["spec"]["recommenders"] = [{"name": RECOMMENDER}]
+    return body
+
+
+def sidecar_env(**settings: str) -> dict[str, str]:
+    return {
+        "OBJCOUNT_PRESET": "fitted",
+        "OBJCOUNT_TARGET": "vpa",
+        "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
+        **{f"OBJCOUNT_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
+def mib(value: object) -> int | None:
+    return None if value is None else int(quantity.parse(value) / MiB)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The RootSync, its reconciler Pod and its VPA, read one after the other at one moment."""
+
+    at: float
+    rsync: JSON
+    pod: JSON | None
+    vpa: JSON
+
+    @property
+    def target_mib(self) -> int | None:
+        """The reconciler's memory target in the VPA's status (what VPA applies)."""
+        entries = ((self.vpa.get("status") or {}).get("recommendation") or {}).get("containerRecommendations")
+        entry = next((e for e in entries or [] if e["containerName"] == RECONCILER), {})
+        return mib((entry.get("target") or {}).get("memory"))
+
+    @property
+    def applied_mib(self) -> int | None:
+        """The reconciler's memory request as the kubelet reports the running container has it."""
+        if self.pod is None:
+            return None
+        status = (status_of(self.pod, RECONCILER).get("resources") or {}).get("requests") or {}
+        return mib(status.get("memory"))
+
+    @property
+    def container(self) -> tuple[str, str, int]:
+        """The Pod's uid, the reconciler's container id and restart count."""
+        assert self.pod is not None
+        status = status_of(self.pod, RECONCILER)
+        return self.pod["metadata"]["uid"], status["containerID"], status["restartCount"]
+
+    def synced(self, commit: str) -> bool:
+        return finished(self.rsync, commit)
+
+    def applying(self, commit: str) -> bool:
+        """The reconciler has begun to apply the commit: Config Sync sets `status.sync.commit` when it
+        starts syncing it (after it has read and parsed it)."""
+        return ((self.rsync.get("status") or {}).get("sync") or {}).get("commit") == commit
+
+
+def snapshot(cs: NodeConfigSync, key: RSyncKey) -> Snapshot:
+    api = cast(kubeapi.KubeApi, cs.api)
+    pod = cast(JSON | None, cs.reconciler_pod(key))
+    return Snapshot(time.monotonic(), rsync_of(api, key), pod, api.get(VPA, NAMESPACE, reconciler_name(key)))
+
+
+def first(samples: list[Snapshot], wanted: Callable[[Snapshot], bool]) -> int:
+    """The index of the first sample of which `wanted` holds."""
+    found = next((i for i, s in enumerate(samples) if wanted(s)), None)
+    assert found is not None, "never seen in the samples"
+    return found
+
+
+@dataclass
+class Timeline:
+    """One RootSync sized through its VPA from creation to a restart of our sidecar: what each named test
+    below looks at (one run of the real stack, several behaviours)."""
+
+    key: RSyncKey
+    sized: Snapshot  # the first size applied, the first commit synced
+    grow_commit: str
+    grow: list[Snapshot]
+    prune_commit: str
+    prune: list[Snapshot]
+    before_restart: Snapshot
+    after_restart: Snapshot
+    status: list[RSyncRecord]  # `objcount status` after the restart
+    control: JSON  # a VPA of VPA's default recommender, beside ours the whole time
+
+
+# A VPA the default recommender serves, beside ours the whole time: VPA's admission-controller, sized by
+# VPA's own recommender (updateMode Off: a recommendation, nothing applied). It shows that recommender
+# looping while it leaves ours alone.
+CONTROL = {
+    "apiVersion": "autoscaling.k8s.io/v1",
+    "kind": "VerticalPodAutoscaler",
+    "metadata": {"name": "control", "namespace": VPA_NAMESPACE},
+    "spec": {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vpa-admission-controller"},
+        "updatePolicy": {"updateMode": "Off"},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def timeline(
+    config_sync_on_node: NodeConfigSync, vpa: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Timeline]:
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    cs.install_sidecar(tmp_path_factory.mktemp("certs"), sidecar_env(scale_down_delay_seconds=str(DELAY_S)))
+    key = RSyncKey("RootSync", NAMESPACE, f"vpa-ours-{suffix()}")
+    apps = f"apps-{suffix()}"
+    api.create(VPA, VPA_NAMESPACE, CONTROL)
+    api.create(VPA, NAMESPACE, ours(key))
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+    began = time.monotonic()
+    try:
+        sized = cast(
+            Snapshot,
+            wait_for(
+                lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == SMALL_MIB and s,
+                timeout=300,
+                interval=0.5,
+                what="the first commit synced and its size applied by VPA",
+            ),
+        )
+        FIGURES.append(
+            ("VPA + objcount: RootSync created to its size applied by VPA", time.monotonic() - began)
+        )
+        grow_commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1500, namespace=apps)})
+        grow = sampled(
+            cs, key, lambda s: s.synced(grow_commit) and s.applied_mib == BIG_MIB, "the grow commit synced"
+        )
+        prune_commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
+        prune = sampled(
+            cs,
+            key,
+            lambda s: s.synced(prune_commit) and s.target_mib == SMALL_MIB and s.applied_mib == SMALL_MIB,
+            "the prune synced and the lower size applied after the delay",
+        )
+        before, after = restarted_sidecar(cs, key)
+        control = wait_for(
+            lambda: (api.get(VPA, VPA_NAMESPACE, "control").get("status") or {}).get("recommendation"),
+            timeout=180,
+            what="the default recommender's recommendation for the control VPA",
+        )
+        yield Timeline(
+            key, sized, grow_commit, grow, prune_commit, prune, before, after, read_status(api), control
+        )
+    finally:
+        with contextlib.suppress(kubeapi.NotFound):
+            api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
+        wait_for(lambda: rsync_gone(api, key), timeout=120, what=f"{key} deleted by Config Sync")
+        for namespace, name in ((NAMESPACE, reconciler_name(key)), (VPA_NAMESPACE, "control")):
+            with contextlib.suppress(kubeapi.NotFound):
+                api.delete(VPA, namespace, name)
+        uninstall_webhook(api)
+
+
+def sampled(cs: NodeConfigSync, key: RSyncKey, done: Callable[[Snapshot], bool], what: str) -> list[Snapshot]:
+    """Snapshots every 0.25 s until `done` holds of one."""
+    sampler = Sampler(lambda: snapshot(cs, key), interval=0.25, tolerate=(kubeapi.ApiError,))
+    try:
+        wait_for(lambda: any(done(s) for s in sampler.values[-3:]), timeout=300, what=what)
+    finally:
+        samples = sampler.stop()
+    return samples
+
+
+def restarted_sidecar(cs: NodeConfigSync, key: RSyncKey) -> tuple[Snapshot, Snapshot]:
+    """Our sidecar SIGKILLed, restarted by the kubelet, until its first decision: before and after."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    before = snapshot(cs, key)
+    assert before.pod is not None
+    os.kill(main_pid(cs.stack, status_of(before.pod, SIDECAR_CONTAINER)["containerID"]), signal.SIGKILL)
+
+    def back() -> bool:
+        status = status_of(cast(JSON, cs.reconciler_pod(key)), SIDECAR_CONTAINER)
+        return status.get("restartCount") == 1 and "running" in status["state"]
+
+    wait_for(back, timeout=120, what="our sidecar restarted by the kubelet")
+    name = before.pod["metadata"]["name"]
+    decided = 'objcount_decisions_total{outcome="unchanged"}'
+    wait_for(lambda: metric(api, [name], decided) >= 1, timeout=120, what="the restarted sidecar's decision")
+    return before, snapshot(cs, key)
+
+
+def test_objcount_recommends_through_the_vpa_naming_it_and_vpa_applies_it_in_place(
+    timeline: Timeline,
+) -> None:
+    sized = timeline.sized
+    assert sized.target_mib == SMALL_MIB
+    (entry,) = sized.vpa["status"]["recommendation"]["containerRecommendations"]
+    assert entry["lowerBound"] == entry["upperBound"] == entry["target"] == {"memory": f"{SMALL_MIB}Mi"}
+    conditions = {c["type"]: c for c in sized.vpa["status"]["conditions"]}
+    assert conditions["RecommendationProvided"]["status"] == "True"
+    assert sized.pod is not None
+    assert sized.pod["metadata"]["annotations"].get("vpaInPlaceUpdated") == "true"
+    # `objcount status` says which target and that VPA applied it.
+    (record,) = [r for r in timeline.status if r.name == timeline.key.name]
+    assert (record.target, record.vpa_applied) == ("vpa", "yes")
+
+
+def test_a_grow_commit_is_applied_in_place_before_the_reconciler_has_synced_it(timeline: Timeline) -> None:
+    grow, commit = timeline.grow, timeline.grow_commit
+    recommended = first(grow, lambda s: s.target_mib == BIG_MIB)
+    resized = first(grow, lambda s: s.applied_mib == BIG_MIB)
+    applying = first(grow, lambda s: s.applying(commit))
+    synced = first(grow, lambda s: s.synced(commit))
+    OBSERVED.append(
+        f"VPA + objcount, grow to 1,500 ConfigMaps (updater every {UPDATER_INTERVAL}), seconds after the "
+        f"commit's first sample: recommended {grow[recommended].at - grow[0].at:.1f}, resized in place "
+        f"{grow[resized].at - grow[0].at:.1f}, the reconciler began applying "
+        f"{grow[applying].at - grow[0].at:.1f}, synced {grow[synced].at - grow[0].at:.1f}"
+    )
+    assert recommended <= resized < synced, "VPA applied the larger size only once the sync was over"
+    assert not grow[resized].synced(commit)
+    # In place: the same Pod and reconciler container, never restarted.
+    assert {s.container for s in grow} == {timeline.sized.container}
+
+
+def test_a_prune_does_not_lower_the_vpa_target_until_the_delay(timeline: Timeline) -> None:
+    prune, commit = timeline.prune, timeline.prune_commit
+    synced = first(prune, lambda s: s.synced(commit))
+    lowered = first(prune, lambda s: s.target_mib == SMALL_MIB)
+    assert all(s.target_mib == BIG_MIB for s in prune[: synced + 1]), "lowered during the prune"
+    assert all(s.applied_mib == BIG_MIB for s in prune[: synced + 1])
+    assert lowered > synced
+    FIGURES.append(
+        (
+            f"VPA + objcount: prune synced to the target lowered (delay {DELAY_S} s)",
+            prune[lowered].at - prune[synced].at,
+        )
+    )
+    assert prune[-1].applied_mib == SMALL_MIB
+    assert {s.container for s in prune} == {timeline.sized.container}, "lowered in place"
+
+
+def test_a_restart_of_our_service_loses_nothing(timeline: Timeline) -> None:
+    before, after = timeline.before_restart, timeline.after_restart
+    # Nothing written again: the VPA, its recommendation, the RSync's annotations are as they were.
+    assert after.vpa["metadata"]["resourceVersion"] == before.vpa["metadata"]["resourceVersion"]
+    assert after.target_mib == before.target_mib == SMALL_MIB
+
+    def ours_annotations(snap: Snapshot) -> dict[str, str]:
+        annotations = snap.rsync["metadata"].get("annotations") or {}
+        return {k: v for k, v in annotations.items() if k.startswith("objcount.dev/")}
+
+    assert ours_annotations(after) == ours_annotations(before)
+    assert ours_annotations(after)["objcount.dev/target"] == "vpa"
+    assert after.container == before.container
+
+
+def test_vpas_default_recommender_never_touches_our_vpa(timeline: Timeline) -> None:
+    # It ran beside ours the whole time: it recommended for the control VPA.
+    assert timeline.control["containerRecommendations"]
+    # Every version of our VPA seen had only our recommendation (the requests we asked for), and its
+    # status was only ever written by us.
+    for snap in [timeline.sized, *timeline.grow, *timeline.prune, timeline.after_restart]:
+        (entry,) = snap.vpa["status"]["recommendation"]["containerRecommendations"]
+        assert set(entry) == {"containerName", "target", "lowerBound", "upperBound", "uncappedTarget"}
+        assert entry["target"] == entry["lowerBound"] == entry["upperBound"]
+        reasons = {c.get("reason") for c in snap.vpa["status"]["conditions"]}
+        assert reasons == {"ObjectCount"}
+        writers = {
+            m["manager"] for m in snap.vpa["metadata"]["managedFields"] if m.get("subresource") == "status"
+        }
+        assert writers == {OUR_FIELD_MANAGER}
+
+
+def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], vpa: None, tmp_path: Path
+) -> None:
+    """Settings that size far too low (by hand: 0 MiB + 0.01 MiB x 101, raised to the minimum of 24 MiB),
+    and a user's size whose limit is its request (300Mi): VPA keeps that ratio, so a new Pod VPA's
+    admission-controller sizes gets 24Mi of limit, where the kernel kills the reconciler. Our sidecar
+    reads the kill and raises the target: max(24 x 1.5, 24 + 128) = 152 MiB (8 MiB steps), and VPA's
+    updater applies it."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    tiny = {"base_mib": "0", "mib_per_object": "0.01", "min_mib": "24", "step_mib": "8", "cpu_min_m": "10"}
+    cs.install_sidecar(tmp_path / "certs", sidecar_env(scale_down_delay_seconds="0", **tiny))
+    try:
+        key = RSyncKey("RootSync", NAMESPACE, f"vpa-oom-{suffix()}")
+        commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
+        body = cs.rsync(key)
+        users = {"containerName": RECONCILER, "memoryRequest": "300Mi", "memoryLimit": "300Mi"}
+        body["spec"]["override"] = {"resources": [users]}
+        api.create(VPA, NAMESPACE, ours(key))
+
+        def killed_under_24mi(pod: JSON) -> bool:
+            last = (status_of(pod, RECONCILER).get("lastState") or {}).get("terminated") or {}
+            limits = container(pod, RECONCILER)["resources"].get("limits") or {}
+            return last.get("reason") == "OOMKilled" and mib(limits.get("memory")) == 24
+
+        with PodHistory(api, key) as history:
+            api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
+            rsyncs.append(key)
+            wait_for(lambda: snapshot(cs, key).target_mib == 24, timeout=300, what="our target of 24 MiB")
+            # The running Pod keeps the 300Mi the kubelet will not lower below its usage; the next Pod (as
+            # after a node drain or a rollout) is given the target by VPA's admission-controller.
+            pod = cast(JSON, cs.reconciler_pod(key))
+            if mib((container(pod, RECONCILER)["resources"].get("requests") or {}).get("memory")) != 24:
+                api.delete(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])
+            wait_for(
+                lambda: history.find(killed_under_24mi),
+                timeout=300,
+                what="the reconciler OOM-killed under the 24Mi VPA gave it",
+            )
+        raised = wait_for(
+            lambda: (s := snapshot(cs, key)).target_mib == 152 and s,
+            timeout=120,
+            what="our target raised after the kill",
+        )
+        floor = json.loads(cast(Snapshot, raised).rsync["metadata"]["annotations"]["objcount.dev/oom-floor"])
+        assert floor["memory"] == "152Mi"
+        synced_at_152 = wait_for(
+            lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == 152 and s,
+            timeout=300,
+            what="the reconciler at 152Mi, VPA's, and the commit synced",
+        )
+        pod = cast(Snapshot, synced_at_152).pod
+        assert pod is not None
+        assert mib(container(pod, RECONCILER)["resources"]["limits"]["memory"]) == 152, "the ratio kept"
+    finally:
+        uninstall_webhook(api)
