@@ -32,6 +32,11 @@ Policies (`POLICIES`), each installed as a user would:
   flags of `TUNED_RECOMMENDER` (a lower starting minimum, histories that decay in an hour, not a day),
   and the updater's flag `TUNED_UPDATER` (apply a recommendation within the bounds after 2 minutes, not
   12 hours), which leaves "VPA as deployed" as the released flags do (see `TUNED_UPDATER`);
+- VPA with our recommender: VPA's updater and admission-controller as above, applying what we recommend
+  (target `vpa`): a controller like the in-place one with `OBJCOUNT_TARGET=vpa` (and manifests/vpa's
+  RBAC and guard) writes the recommendation of a VerticalPodAutoscaler like the tuned one's that names our
+  recommender (`objcount`) in `spec.recommenders`; VPA's own recommenders leave it alone. The updater's
+  loop stays the released minute, the latency VPA adds to each of our sizes;
 - static Standard: Config Sync's template (200Mi request, no memory limit);
 - static Autopilot: request = limit = 512Mi (its override).
 
@@ -128,6 +133,7 @@ class Policy:
 
 
 TUNED = "tuned"
+OURS_AS_RECOMMENDER = "objcount"  # the `vpa` target's default recommender name
 # The recommender flags a user tuning VPA for Config Sync's reconciler would set (read from v1.8.1's
 # `pkg/recommender/main.go` and `logic/`): start from 64 MiB rather than 250 (the reconciler of a small
 # repository uses less), and let memory peaks and CPU usage decay in an hour rather than a day, so a prune
@@ -155,10 +161,13 @@ POLICIES: dict[str, Policy] = {
     "ours, in place": Policy("ours-inplace"),
     "VPA as deployed": Policy("vpa", vpa_recommender="default"),
     "VPA tuned": Policy("vpa-tuned", vpa_recommender=TUNED),
+    "VPA with our recommender": Policy("vpa-ours", vpa_recommender=OURS_AS_RECOMMENDER),
     "static Standard": Policy("standard"),
     "static Autopilot": Policy("autopilot", override=AUTOPILOT_OVERRIDE),
 }
 INPLACE_CONTROLLER = "objcount-autoscaler-inplace"
+VPA_CONTROLLER = "objcount-autoscaler-vpa"
+VPA_MANIFESTS = CLUSTER_MANIFESTS.parent / "vpa"
 WEBHOOKS = kubeapi.Resource(
     "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"
 )
@@ -182,9 +191,9 @@ def vpa_object(policy: Policy) -> JSON:
             ]
         },
     }
-    if policy.vpa_recommender == TUNED:
+    if policy.vpa_recommender != "default":
         spec["updatePolicy"]["minReplicas"] = 1
-        spec["recommenders"] = [{"name": TUNED}]
+        spec["recommenders"] = [{"name": policy.vpa_recommender}]
     return {
         "apiVersion": "autoscaling.k8s.io/v1",
         "kind": "VerticalPodAutoscaler",
@@ -310,11 +319,12 @@ def result_of(
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "objcount-webhook-": ("ours, sidecar",),
     f"{INPLACE_CONTROLLER}-": ("ours, in place",),
+    f"{VPA_CONTROLLER}-": ("VPA with our recommender",),
     "objcount-autoscaler-": ("ours, cluster mode",),
     f"vpa-recommender-{TUNED}-": ("VPA tuned",),
     "vpa-recommender-": ("VPA as deployed",),
-    "vpa-updater-": ("VPA as deployed", "VPA tuned"),
-    "vpa-admission-controller-": ("VPA as deployed", "VPA tuned"),
+    "vpa-updater-": ("VPA as deployed", "VPA tuned", "VPA with our recommender"),
+    "vpa-admission-controller-": ("VPA as deployed", "VPA tuned", "VPA with our recommender"),
 }
 
 
@@ -474,8 +484,13 @@ class Sampler:
         return items
 
 
+def ours_in(policies: Sequence[str]) -> bool:
+    """Whether a policy runs a component of ours."""
+    return any(p.startswith("ours") or POLICIES[p].vpa_recommender == OURS_AS_RECOMMENDER for p in policies)
+
+
 def install_ours(cs: NodeConfigSync, out: Path) -> None:
-    """Ours in its three forms, as the README installs each (see the module's docstring)."""
+    """Ours in its four forms, as the README installs each (see the module's docstring)."""
     api = cs.api
     assert api is not None
     cs.install_sidecar(out / "certs")
@@ -500,8 +515,19 @@ def install_ours(cs: NodeConfigSync, out: Path) -> None:
                     name=INPLACE_CONTROLLER,
                 ),
             )
+            create_or_replace(
+                api,
+                controller(
+                    item,
+                    POLICIES["VPA with our recommender"],
+                    {"OBJCOUNT_TARGET": "vpa", "OBJCOUNT_LEADER_ELECTION": "false"},
+                    name=VPA_CONTROLLER,
+                ),
+            )
         else:
             create_or_replace(api, item)
+    for item in kustomization_objects(VPA_MANIFESTS):
+        create_or_replace(api, item)
 
 
 def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str = "") -> JSON:
@@ -593,14 +619,14 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
         api = cs.api
         assert api is not None
         install_crds(api, [WIDGET_CRD])
-        if any(POLICIES[p].vpa_recommender or p.startswith("ours") for p in policies):
+        if any(POLICIES[p].vpa_recommender for p in policies) or ours_in(policies):
             install_metrics_server(cs.stack)  # VPA's recommender and our calibration read it
         if any(POLICIES[p].vpa_recommender for p in policies):
             tuned = any(POLICIES[p].vpa_recommender == TUNED for p in policies)
             vpa.install_vpa(cs.stack, updater_args=TUNED_UPDATER if tuned else ())
             if tuned:
                 vpa.add_recommender(cs.stack, TUNED, TUNED_RECOMMENDER)
-        if any(p.startswith("ours") for p in policies):
+        if ours_in(policies):
             install_ours(cs, out)
         first = start_rsyncs(cs, policies)
         sampler = Sampler(cs, samples={name: [] for name in policies})
@@ -636,6 +662,7 @@ def save_logs(cs: NodeConfigSync, out: Path) -> None:
     for namespace, selector in (
         (NAMESPACE, "app.kubernetes.io/name=objcount-autoscaler"),
         (NAMESPACE, f"app.kubernetes.io/name={INPLACE_CONTROLLER}"),
+        (NAMESPACE, f"app.kubernetes.io/name={VPA_CONTROLLER}"),
         (
             vpa.NAMESPACE,
             f"app in (vpa-recommender,vpa-recommender-{TUNED},vpa-updater,vpa-admission-controller)",

@@ -23,11 +23,10 @@ import pytest
 
 from autoscaler.core import quantity
 from autoscaler.kube.report import RSyncRecord, read_status
-from controlplane.autoscaler_install import SIDECAR_CONTAINER, kustomization_objects, uninstall_webhook
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, uninstall_webhook
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.metrics_server import install_metrics_server
-from controlplane.resources import create_or_replace
 from controlplane.seed import REPO_ROOT, configmaps_yaml
 from controlplane.status_checks import rsync_gone, synced
 from controlplane.vpa import NAMESPACE as VPA_NAMESPACE
@@ -39,6 +38,7 @@ from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
 from tests.integration.on_node import (
     PodHistory,
     configmaps,
+    container_status,
     finished,
     main_pid,
     metric,
@@ -68,12 +68,10 @@ def vpa(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
     """metrics-server and the VPA, with their released defaults (the recommender's 1 min loop, 10 s
     metrics) but the updater's loop, and the shipped RBAC and guard of the `vpa` target (manifests/vpa)."""
     stack = config_sync_on_node.stack
-    api = cast(kubeapi.KubeApi, config_sync_on_node.api)
     began = time.monotonic()
     install_metrics_server(stack)
     install_vpa(stack, updater_args=[f"--updater-interval={UPDATER_INTERVAL}"])
-    for item in kustomization_objects(VPA_MANIFESTS):
-        create_or_replace(api, item)
+    stack.kubectl("apply", "-k", str(VPA_MANIFESTS))  # as README "Install" says
     FIGURES.append(("VPA: metrics-server and VPA installed on the running node", time.monotonic() - began))
     yield
     stack.kubectl("delete", "verticalpodautoscalers", "--all", "--all-namespaces", "--ignore-not-found")
@@ -526,7 +524,7 @@ def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
         api.create(VPA, NAMESPACE, ours(key))
 
         def killed_under_24mi(pod: JSON) -> bool:
-            last = (status_of(pod, RECONCILER).get("lastState") or {}).get("terminated") or {}
+            last = (container_status(pod, RECONCILER).get("lastState") or {}).get("terminated") or {}
             limits = container(pod, RECONCILER)["resources"].get("limits") or {}
             return last.get("reason") == "OOMKilled" and mib(limits.get("memory")) == 24
 
