@@ -3,6 +3,7 @@ at the same time, so they share one timeline and one machine.
 
     python -m profiles.policies_real [--policies ours-sidecar,...] [--scale 1] [--hold-scale 1]
                                      [--out profiles/out/policies-real] [--phase-timeout 1200]
+                                     [--phases "grow 1,grow 2,big commit,prune"]
 
 On the local stack with a real node: Config Sync v1.24.3 built from its pinned source, every container of
 its reconciler Pods real (the reconciler, git-sync v4.4.2, the otel-agent), run by the kubelet with
@@ -593,7 +594,7 @@ def play(
 ) -> dict[str, list[float | None]]:
     seconds: dict[str, list[float | None]] = {name: [] for name in policies}
     written: set[str] = set()
-    for phase in PHASES[1:]:
+    for phase in args.phases:
         began = time.monotonic()
         commits = {}
         for name in policies:
@@ -650,7 +651,7 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
     write_rows(out / "own-components.csv", sampler.own)
     write_rows(out / "policies-real.csv", results)
     (out / "run.json").write_text(json.dumps(began | {"ended": now()}, indent=2) + "\n")
-    (out / "policies-real.md").write_text(markdown(results) + "\n" + own_table(costs))
+    (out / "policies-real.md").write_text(markdown(results, args.phases) + "\n" + own_table(costs))
     plot(out, policies)
     return results
 
@@ -691,7 +692,7 @@ def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
         "vpa": vpa.VERSION,
         "scale": args.scale,
         "hold_scale": args.hold_scale,
-        "phases": [asdict(p) for p in PHASES],
+        "phases": [asdict(p) for p in (PHASES[0], *args.phases)],
         "policies": {name: asdict(POLICIES[name]) for name in policies},
         "tuned_recommender": TUNED_RECOMMENDER,
         "tuned_updater": TUNED_UPDATER,
@@ -737,11 +738,11 @@ def _seconds(value: float | None) -> str:
     return "not synced" if value is None else f"{value:.0f}"
 
 
-def markdown(results: Sequence[Result]) -> str:
+def markdown(results: Sequence[Result], phases: Sequence[Phase] = PHASES[1:]) -> str:
     lines = [
         "| policy | OOM kills | container restarts | new Pods | in-place resizes (Deferred / Infeasible) | "
         "reserved (MiB-h) | requested (MiB-h) | largest reserved (MiB) | peak working set (MiB) | "
-        "peak above request (MiB) | to synced, s (" + " / ".join(p.name for p in PHASES[1:]) + ") | "
+        "peak above request (MiB) | to synced, s (" + " / ".join(p.name for p in phases) + ") | "
         "own components: requested / working set (MiB-h) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -812,13 +813,23 @@ def main() -> None:
     parser.add_argument(
         "--phase-timeout", type=float, default=1200.0, help="seconds a commit may take to sync"
     )
+    names = [phase.name for phase in PHASES[1:]]
+    parser.add_argument(
+        "--phases",
+        default=",".join(names),
+        help="comma-separated, in order, of the phases after the start: " + ", ".join(names),
+    )
     args = parser.parse_args()
+    by_name = {phase.name: phase for phase in PHASES[1:]}
+    if unknown_phases := sorted(set(args.phases.split(",")) - set(by_name)):
+        parser.error(f"unknown phases: {unknown_phases}")
+    args.phases = [by_name[name] for name in args.phases.split(",")]
     by_slug = {policy.slug: name for name, policy in POLICIES.items()}
     slugs = [p for p in args.policies.split(",") if p]
     if unknown := sorted(set(slugs) - set(by_slug)):
         parser.error(f"unknown policies: {unknown}")
     policies = [by_slug[slug] for slug in slugs]
-    print(markdown(run(policies, args)))
+    print(markdown(run(policies, args), args.phases))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -222,12 +221,23 @@ def test_the_vpa_resizes_the_running_reconciler_in_place_to_its_recommendation(
 # ----- objcount as VPA's recommender (target `vpa`) --------------------------------------------------------
 RECOMMENDER = "objcount"
 VPA_MANIFESTS = REPO_ROOT / "manifests" / "vpa"
-DELAY_S = 30  # our scale-down delay in these tests
-# By hand, the `fitted` preset on Standard: 198 MiB + 0.174 MiB x n, up to a 32 MiB step, n the larger of
-# the source and inventory counts (the inventory holds the objects and their namespace):
-#   100 ConfigMaps: n = 101, 215.6 MiB -> 224 MiB; 1,500: n = 1,501 (1,500 while only the source has
-#   them), 459.2 MiB -> 480 MiB.
-SMALL_MIB, BIG_MIB = 224, 480
+DELAY_S = 15  # our scale-down delay in these tests
+# Our sidecar's settings in these tests (one install for all): 0 MiB + 0.3 MiB x n, up to an 8 MiB step, at
+# least 24 MiB, n the larger of the source and inventory counts (the inventory holds the objects and
+# their namespace). By hand:
+#   100 ConfigMaps: n = 101, 30.3 MiB -> 32 MiB (below what the reconciler uses: harmless as a request
+#   without a limit, Config Sync's default on Standard; an OOM kill under a limit of 32Mi);
+#   1,500: n = 1,501 (1,500 while only the source has them), 450.3 MiB -> 456 MiB;
+#   after an OOM kill at 32 MiB: max(32 x 1.5, 32 + 128) = 160 MiB.
+SETTINGS = {
+    "base_mib": "0",
+    "mib_per_object": "0.3",
+    "min_mib": "24",
+    "step_mib": "8",
+    "cpu_min_m": "10",
+    "scale_down_delay_seconds": str(DELAY_S),
+}
+SMALL_MIB, BIG_MIB, AFTER_OOM_MIB = 32, 456, 160
 
 
 def ours(key: RSyncKey) -> JSON:
@@ -336,12 +346,20 @@ CONTROL = {
 
 
 @pytest.fixture(scope="module")
-def timeline(
+def ours_sidecar(
     config_sync_on_node: NodeConfigSync, vpa: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Timeline]:
+) -> Iterator[None]:
+    """Our sidecar installed as the README says, target `vpa`, the settings above."""
+    cs = config_sync_on_node
+    cs.install_sidecar(tmp_path_factory.mktemp("certs"), sidecar_env(**SETTINGS))
+    yield
+    uninstall_webhook(cast(kubeapi.KubeApi, cs.api))
+
+
+@pytest.fixture(scope="module")
+def timeline(config_sync_on_node: NodeConfigSync, ours_sidecar: None) -> Iterator[Timeline]:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    cs.install_sidecar(tmp_path_factory.mktemp("certs"), sidecar_env(scale_down_delay_seconds=str(DELAY_S)))
     key = RSyncKey("RootSync", NAMESPACE, f"vpa-ours-{suffix()}")
     apps = f"apps-{suffix()}"
     api.create(VPA, VPA_NAMESPACE, CONTROL)
@@ -389,7 +407,6 @@ def timeline(
         for namespace, name in ((NAMESPACE, reconciler_name(key)), (VPA_NAMESPACE, "control")):
             with contextlib.suppress(kubeapi.NotFound):
                 api.delete(VPA, namespace, name)
-        uninstall_webhook(api)
 
 
 def sampled(cs: NodeConfigSync, key: RSyncKey, done: Callable[[Snapshot], bool], what: str) -> list[Snapshot]:
@@ -504,58 +521,54 @@ def test_vpas_default_recommender_never_touches_our_vpa(timeline: Timeline) -> N
 
 
 def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], vpa: None, tmp_path: Path
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], ours_sidecar: None
 ) -> None:
-    """Settings that size far too low (by hand: 0 MiB + 0.01 MiB x 101, raised to the minimum of 24 MiB),
-    and a user's size whose limit is its request (300Mi): VPA keeps that ratio, so a new Pod VPA's
-    admission-controller sizes gets 24Mi of limit, where the kernel kills the reconciler. Our sidecar
-    reads the kill and raises the target: max(24 x 1.5, 24 + 128) = 152 MiB (8 MiB steps), and VPA's
-    updater applies it."""
+    """Our settings size 100 ConfigMaps at 32 MiB, less than the reconciler uses, and the user's size has
+    its limit at its request (300Mi): VPA keeps that ratio, so a new Pod VPA's admission-controller sizes
+    gets 32Mi of limit, where the kernel kills the reconciler. Our sidecar reads the kill and raises the
+    target to 160 MiB (by hand, above), and VPA's updater applies it."""
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    tiny = {"base_mib": "0", "mib_per_object": "0.01", "min_mib": "24", "step_mib": "8", "cpu_min_m": "10"}
-    cs.install_sidecar(tmp_path / "certs", sidecar_env(scale_down_delay_seconds="0", **tiny))
-    try:
-        key = RSyncKey("RootSync", NAMESPACE, f"vpa-oom-{suffix()}")
-        commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
-        body = cs.rsync(key)
-        users = {"containerName": RECONCILER, "memoryRequest": "300Mi", "memoryLimit": "300Mi"}
-        body["spec"]["override"] = {"resources": [users]}
-        api.create(VPA, NAMESPACE, ours(key))
+    key = RSyncKey("RootSync", NAMESPACE, f"vpa-oom-{suffix()}")
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
+    body = cs.rsync(key)
+    users = {"containerName": RECONCILER, "memoryRequest": "300Mi", "memoryLimit": "300Mi"}
+    body["spec"]["override"] = {"resources": [users]}
+    api.create(VPA, NAMESPACE, ours(key))
 
-        def killed_under_24mi(pod: JSON) -> bool:
-            last = (container_status(pod, RECONCILER).get("lastState") or {}).get("terminated") or {}
-            limits = container(pod, RECONCILER)["resources"].get("limits") or {}
-            return last.get("reason") == "OOMKilled" and mib(limits.get("memory")) == 24
+    def killed_under_32mi(pod: JSON) -> bool:
+        last = (container_status(pod, RECONCILER).get("lastState") or {}).get("terminated") or {}
+        limits = container(pod, RECONCILER)["resources"].get("limits") or {}
+        return last.get("reason") == "OOMKilled" and mib(limits.get("memory")) == SMALL_MIB
 
-        with PodHistory(api, key) as history:
-            api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
-            rsyncs.append(key)
-            wait_for(lambda: snapshot(cs, key).target_mib == 24, timeout=300, what="our target of 24 MiB")
-            # The running Pod keeps the 300Mi the kubelet will not lower below its usage; the next Pod (as
-            # after a node drain or a rollout) is given the target by VPA's admission-controller.
-            pod = cast(JSON, cs.reconciler_pod(key))
-            if mib((container(pod, RECONCILER)["resources"].get("requests") or {}).get("memory")) != 24:
-                api.delete(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])
-            wait_for(
-                lambda: history.find(killed_under_24mi),
-                timeout=300,
-                what="the reconciler OOM-killed under the 24Mi VPA gave it",
-            )
-        raised = wait_for(
-            lambda: (s := snapshot(cs, key)).target_mib == 152 and s,
-            timeout=120,
-            what="our target raised after the kill",
-        )
-        floor = json.loads(cast(Snapshot, raised).rsync["metadata"]["annotations"]["objcount.dev/oom-floor"])
-        assert floor["memory"] == "152Mi"
-        synced_at_152 = wait_for(
-            lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == 152 and s,
+    with PodHistory(api, key) as history:
+        api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
+        rsyncs.append(key)
+        wait_for(lambda: snapshot(cs, key).target_mib == SMALL_MIB, timeout=300, what="our target of 32 MiB")
+        # The running Pod keeps the 300Mi the kubelet will not lower below its usage; the next Pod (as
+        # after a node drain or a rollout) is given the target by VPA's admission-controller.
+        pod = cast(JSON, cs.reconciler_pod(key))
+        requests = container(pod, RECONCILER)["resources"].get("requests") or {}
+        if mib(requests.get("memory")) != SMALL_MIB:
+            api.delete(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])
+        wait_for(
+            lambda: history.find(killed_under_32mi),
             timeout=300,
-            what="the reconciler at 152Mi, VPA's, and the commit synced",
+            what="the reconciler OOM-killed under the 32Mi VPA gave it",
         )
-        pod = cast(Snapshot, synced_at_152).pod
-        assert pod is not None
-        assert mib(container(pod, RECONCILER)["resources"]["limits"]["memory"]) == 152, "the ratio kept"
-    finally:
-        uninstall_webhook(api)
+    raised = wait_for(
+        lambda: (s := snapshot(cs, key)).target_mib == AFTER_OOM_MIB and s,
+        timeout=120,
+        what="our target raised after the kill",
+    )
+    floor = json.loads(cast(Snapshot, raised).rsync["metadata"]["annotations"]["objcount.dev/oom-floor"])
+    assert floor["memory"] == f"{AFTER_OOM_MIB}Mi"
+    synced_after = wait_for(
+        lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == AFTER_OOM_MIB and s,
+        timeout=300,
+        what="the reconciler at 160Mi, VPA's, and the commit synced",
+    )
+    pod = cast(Snapshot, synced_after).pod
+    assert pod is not None
+    limit = container(pod, RECONCILER)["resources"]["limits"]["memory"]
+    assert mib(limit) == AFTER_OOM_MIB, "VPA kept the limit's ratio to the request"
