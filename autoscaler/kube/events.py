@@ -61,6 +61,7 @@ REASONS: dict[str, tuple[EventType, str]] = {
     "HandsOff": ("Warning", "Hold"),
     "OomFloorRaised": ("Warning", "Scale"),
     "ApplyFailed": ("Warning", "Scale"),
+    "Capped": ("Warning", "Scale"),
     "SourceRejected": ("Warning", "Hold"),
 }
 

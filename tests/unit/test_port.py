@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 
 from autoscaler.core import observation
 from autoscaler.core.hysteresis import Hysteresis, Outcome
@@ -17,6 +18,7 @@ from autoscaler.core.observation import RSyncView
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.core.step import StepConfig
+from autoscaler.kube.events import Occurrence
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.executor import Executor
@@ -156,3 +158,37 @@ def test_the_in_place_target_resizes_the_pod_it_listed() -> None:
     assert api.calls["patch pods/resize"] == 1
     assert executor.states[KEY].decision is not None
     assert executor.states[KEY].decision.resources == Resources(1125, 1152, 1125, 1152)
+
+
+def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    capped = {
+        **VPA,
+        "spec": {
+            **VPA["spec"],
+            "resourcePolicy": {
+                "containerPolicies": [{"containerName": "reconciler", "maxAllowed": {"memory": "100Mi"}}]
+            },
+        },
+    }
+    monkeypatch.setitem(LISTED, kubeapi.VPA, [capped])
+    api = CountingApi()
+    target = TARGETS["vpa"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
+    events: list[Occurrence] = []
+    executor = Executor(
+        KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE),
+        StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100)),
+        lambda: 1000.0,
+        lambda key, delay: None,
+        events=events.append,
+    )
+    before = REGISTRY.get_sample_value("objcount_capped_total", {"target": "vpa"}) or 0.0
+    # The prototype preset: 128 MiB + 0.2 MiB x 5,000 objects, far above the VPA's 100Mi.
+    rsync: RSync = {"metadata": {**RSYNC["metadata"], "uid": "u-1"}}  # an Event needs the uid
+    assert executor.reconcile(KEY, rsync, ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert api.calls["patch verticalpodautoscalers/status"] == 1
+    (occurrence,) = [e for e in events if e.reason == "Capped"]
+    assert occurrence.type == "Warning"
+    assert (
+        f"VerticalPodAutoscaler {NAMESPACE}/root-reconciler: memory lowered to maxAllowed" in occurrence.note
+    )
+    assert REGISTRY.get_sample_value("objcount_capped_total", {"target": "vpa"}) == before + 1
