@@ -507,24 +507,12 @@ def install_ours(cs: NodeConfigSync, out: Path) -> None:
     for item in kustomization_objects(CLUSTER_MANIFESTS):
         if item["kind"] == "Deployment":
             create_or_replace(api, controller(item, POLICIES["ours, cluster mode"], {}))
-            create_or_replace(
-                api,
-                controller(
-                    item,
-                    POLICIES["ours, in place"],
-                    {"OBJCOUNT_TARGET": "in-place", "OBJCOUNT_LEADER_ELECTION": "false"},
-                    name=INPLACE_CONTROLLER,
-                ),
-            )
-            create_or_replace(
-                api,
-                controller(
-                    item,
-                    POLICIES["VPA with our recommender"],
-                    {"OBJCOUNT_TARGET": "vpa", "OBJCOUNT_LEADER_ELECTION": "false"},
-                    name=VPA_CONTROLLER,
-                ),
-            )
+            for policy, target, name in (
+                ("ours, in place", "in-place", INPLACE_CONTROLLER),
+                ("VPA with our recommender", "vpa", VPA_CONTROLLER),
+            ):
+                env = {"OBJCOUNT_TARGET": target, "OBJCOUNT_LEADER_ELECTION": "false"}
+                create_or_replace(api, controller(item, POLICIES[policy], env, name=name))
         else:
             create_or_replace(api, item)
     for item in kustomization_objects(VPA_MANIFESTS):

@@ -61,10 +61,7 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
     ]
     for item in objects:
         create_or_replace(admin_api, item)
-    clients = {}
-    for account in IDENTITIES:
-        token = control_plane.issue_service_account_token(NAMESPACE, account)
-        clients[account] = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
+    clients = {account: client_of(control_plane, account) for account in IDENTITIES}
     # A policy is enforced once the API server has loaded it: until then a refused write passes.
     wait_for(lambda: _guarded(admin_api, clients["objcount-autoscaler"]), what="the guard enforced")
     return clients
@@ -155,7 +152,7 @@ def writer(
     if request.param == "RepoSync sidecar":
         for item in reposync_grant(key.namespace, key.name):
             create_or_replace(admin_api, item)
-        client = _client_of(control_plane, sidecar_account(key))
+        client = client_of(control_plane, sidecar_account(key))
     else:
         client = shipped["objcount-sidecar" if request.param == "RootSync sidecar" else "objcount-autoscaler"]
     yield client, key
@@ -163,7 +160,7 @@ def writer(
         admin_api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
 
 
-def _client_of(control_plane: LocalControlPlane, account: str) -> kubeapi.KubeApi:
+def client_of(control_plane: LocalControlPlane, account: str) -> kubeapi.KubeApi:
     token = control_plane.issue_service_account_token(NAMESPACE, account)
     return kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
 
@@ -422,7 +419,7 @@ def tenants(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, shippe
         admin_api.create(kubeapi.REPOSYNC, key.namespace, reposync(key.namespace, key.name))
     for item in reposync_grant(keys[0].namespace, keys[0].name):
         create_or_replace(admin_api, item)
-    yield {"own": keys[0], "other": keys[1], "client": _client_of(control_plane, sidecar_account(keys[0]))}
+    yield {"own": keys[0], "other": keys[1], "client": client_of(control_plane, sidecar_account(keys[0]))}
     for key in keys:
         admin_api.delete(kubeapi.NAMESPACE, None, key.namespace)
 

@@ -28,6 +28,7 @@ from controlplane.seed import REPO_ROOT, ensure_namespace, install_crds, manifes
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from tests.helpers import wait_for
+from tests.integration.test_guard import client_of
 
 JSON = dict[str, Any]
 VPA_MANIFESTS = REPO_ROOT / "manifests" / "vpa"
@@ -51,10 +52,7 @@ def clients(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
     ]
     for item in objects:
         create_or_replace(admin_api, item)
-    made = {}
-    for account in IDENTITIES:
-        token = control_plane.issue_service_account_token(NAMESPACE, account)
-        made[account] = kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
+    made = {account: client_of(control_plane, account) for account in IDENTITIES}
     wait_for(lambda: _guarded(admin_api, made["objcount-autoscaler"]), what="the VPA guard enforced")
     return made
 
