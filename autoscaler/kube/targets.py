@@ -365,6 +365,9 @@ class VpaTarget(_NothingInTheRSync):
     create: bool = False
     namespace: str = RECONCILER_NAMESPACE
     name: str = "vpa"
+    # Read on every reconcile: another writer of the status (a recommender of the same name) is
+    # answered with ours again, and our restart resumes from what the VPA holds.
+    rereads_current: bool = True
     clock: Callable[[], float] = time.time
 
     def _find(self, key: RSyncKey) -> Mapping[str, object] | None:
@@ -438,7 +441,12 @@ class VpaTarget(_NothingInTheRSync):
             )
             return cast(Mapping[str, object], self.api.create(kubeapi.VPA, self.namespace, body))
         except kubeapi.Conflict:  # made in between (another replica, the user): take what is there
-            return self._find(key) or {}
+            made = self._find(key)
+            if made is None:
+                raise ReadError(
+                    Reason.CONFLICT, f"VerticalPodAutoscaler {deployment}: made and gone"
+                ) from None
+            return made
         except kubeapi.ApiError as error:
             what = f"creating VerticalPodAutoscaler {self.namespace}/{deployment}"
             raise read_error(error, what) from error
