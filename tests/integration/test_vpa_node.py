@@ -77,6 +77,31 @@ def vpa(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
     uninstall_vpa(stack)
 
 
+@pytest.fixture(scope="module")
+def vpa_alone(config_sync_on_node: NodeConfigSync, vpa: None) -> Iterator[JSON]:
+    """VPA alone: a RootSync's reconciler synced, then a VPA as a user writes it (VPA's default
+    recommender); its running Pod as it was then. Made first, so that VPA's recommender loop (a minute)
+    runs while the RootSync sized through our recommender does, beside ours the whole time."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    commit = cs.commit(ROOT, configmaps(10, namespace="vpa-apps"))
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
+    try:
+        wait_for(lambda: synced(rsync_of(api, ROOT), commit), timeout=180, what="the RootSync to sync")
+        before = cast(
+            JSON,
+            wait_for(lambda: all_running(p := cast(JSON | None, cs.reconciler_pod(ROOT))) and p, timeout=60),
+        )
+        api.create(VPA, NAMESPACE, vertical_pod_autoscaler(ROOT))
+        yield before
+    finally:
+        with contextlib.suppress(kubeapi.NotFound):
+            api.delete(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name)
+        wait_for(lambda: rsync_gone(api, ROOT), timeout=120, what=f"{ROOT} deleted by Config Sync")
+        with contextlib.suppress(kubeapi.NotFound):
+            api.delete(VPA, NAMESPACE, reconciler_name(ROOT))
+
+
 def vertical_pod_autoscaler(key: RSyncKey) -> JSON:
     """As a user writes one for a Config Sync reconciler: its Deployment as the target, resized in place,
     a single replica allowed (the updater's default is 2: `--min-replicas`), the reconciler's memory
@@ -128,94 +153,6 @@ def numbers(resources: JSON) -> dict[str, dict[str, Fraction]]:
         kind: {name: quantity.parse(value) for name, value in (resources.get(kind) or {}).items()}
         for kind in ("requests", "limits")
     }
-
-
-@pytest.mark.timeout(900)  # the stack, Config Sync, metrics-server and the VPA built on a cold cache
-def test_the_vpa_resizes_the_running_reconciler_in_place_to_its_recommendation(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], vpa: None
-) -> None:
-    cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
-    commit = cs.commit(ROOT, configmaps(10, namespace="vpa-apps"))
-    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
-    rsyncs.append(ROOT)
-    wait_for(lambda: synced(rsync_of(api, ROOT), commit), timeout=180, what="the RootSync to sync")
-    before = cast(
-        JSON, wait_for(lambda: all_running(p := cast(JSON | None, cs.reconciler_pod(ROOT))) and p, timeout=60)
-    )
-    uid, name = before["metadata"]["uid"], before["metadata"]["name"]
-    initial = status_of(before, RECONCILER)
-    requested = numbers(container(before, RECONCILER)["resources"])
-
-    api.create(VPA, NAMESPACE, vertical_pod_autoscaler(ROOT))
-    created = time.monotonic()
-
-    def recommendation() -> JSON | None:
-        status = api.get(VPA, NAMESPACE, reconciler_name(ROOT)).get("status") or {}
-        entries = (status.get("recommendation") or {}).get("containerRecommendations") or []
-        return next((e for e in entries if e["containerName"] == RECONCILER), None)
-
-    # The recommender's loop runs every minute; it recommends once metrics-server has the Pod's usage.
-    recommended: JSON = cast(
-        JSON, wait_for(recommendation, timeout=180, interval=1, what="a recommendation for the reconciler")
-    )
-    FIGURES.append(
-        ("VPA: VerticalPodAutoscaler created to its first recommendation", time.monotonic() - created)
-    )
-    first = time.monotonic()
-    target = quantity.parse(recommended["target"]["memory"])
-    lower = quantity.parse(recommended["lowerBound"]["memory"])
-    # Only the reconciler is recommended for, so it gets the whole Pod floor; the request Config Sync
-    # gives it (200Mi) is below the lower bound: outside the recommended range, the updater acts on its
-    # next loop (inside the range it would wait until the Pod is 12 h old).
-    assert target >= POD_MIN_MEMORY
-    assert requested["requests"]["memory"] < lower
-
-    seen: list[list[str]] = []  # the resize conditions the kubelet reported, each change in turn
-
-    def resized() -> JSON | None:
-        pods = reconciler_pods(cs)
-        pod = next((p for p in pods if p["metadata"]["uid"] == uid), None)
-        assert pod is not None, f"the reconciler Pod {name} is gone: {[p['metadata']['name'] for p in pods]}"
-        reported = [
-            f"{c['type']}={c['status']} {c.get('reason', '')}".strip() for c in resize_conditions(pod)
-        ]
-        if not seen or seen[-1] != reported:
-            seen.append(reported)
-        spec = numbers(container(pod, RECONCILER)["resources"])
-        applied = numbers(status_of(pod, RECONCILER).get("resources") or {})
-        generation = pod["metadata"]["generation"]
-        observed = pod["status"].get("observedGeneration", generation) == generation
-        done = spec["requests"].get("memory") == target and applied == spec and not reported and observed
-        return pod if done else None
-
-    pod: JSON = cast(
-        JSON,
-        wait_for(resized, timeout=180, interval=0.2, what="the reconciler resized in place to the target"),
-    )
-    FIGURES.append(("VPA: first recommendation to the reconciler resized in place", time.monotonic() - first))
-    now = status_of(pod, RECONCILER)
-    OBSERVED.append(
-        f"VPA recommendation for {RECONCILER}: target {recommended['target']}, lowerBound"
-        f" {recommended['lowerBound']}, upperBound {recommended['upperBound']}; resize conditions seen:"
-        f" {seen}; containerID {now['containerID']}; resources now {now.get('resources')}"
-    )
-    # How the updater decided (its log, at its default verbosity 4), for the record.
-    log = cs.stack.kubectl("logs", "-n", VPA_NAMESPACE, "deployment/vpa-updater", check=False).stdout
-    OBSERVED.extend(f"vpa-updater: {line[:300]}" for line in log.splitlines() if name in line)
-    # The same Pod and container, never restarted: resized, not recreated.
-    assert [p["metadata"]["uid"] for p in reconciler_pods(cs)] == [uid]
-    assert now["containerID"] == initial["containerID"]
-    assert now["restartCount"] == initial["restartCount"]
-    assert "running" in now["state"]
-    # The updater did it (its annotation), through the resize subresource (the Pod's generation moved; the
-    # kubelet has reported on that generation).
-    assert pod["metadata"]["annotations"].get("vpaInPlaceUpdated") == "true"
-    assert pod["metadata"]["generation"] > before["metadata"]["generation"]
-    # Memory only: the CPU the reconciler had is as it was.
-    resources = numbers(container(pod, RECONCILER)["resources"])
-    assert resources["requests"].get("cpu") == requested["requests"].get("cpu")
-    assert resources["limits"].get("cpu") == requested["limits"].get("cpu")
 
 
 # ----- objcount as VPA's recommender (target `vpa`) --------------------------------------------------------
@@ -328,21 +265,7 @@ class Timeline:
     before_restart: Snapshot
     after_restart: Snapshot
     status: list[RSyncRecord]  # `objcount status` after the restart
-    control: JSON  # a VPA of VPA's default recommender, beside ours the whole time
-
-
-# A VPA the default recommender serves, beside ours the whole time: VPA's admission-controller, sized by
-# VPA's own recommender (updateMode Off: a recommendation, nothing applied). It shows that recommender
-# looping while it leaves ours alone.
-CONTROL = {
-    "apiVersion": "autoscaling.k8s.io/v1",
-    "kind": "VerticalPodAutoscaler",
-    "metadata": {"name": "control", "namespace": VPA_NAMESPACE},
-    "spec": {
-        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vpa-admission-controller"},
-        "updatePolicy": {"updateMode": "Off"},
-    },
-}
+    control: JSON  # the recommendation of VPA alone's VPA (the default recommender's), made meanwhile
 
 
 @pytest.fixture(scope="module")
@@ -357,12 +280,11 @@ def ours_sidecar(
 
 
 @pytest.fixture(scope="module")
-def timeline(config_sync_on_node: NodeConfigSync, ours_sidecar: None) -> Iterator[Timeline]:
+def timeline(config_sync_on_node: NodeConfigSync, vpa_alone: JSON, ours_sidecar: None) -> Iterator[Timeline]:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     key = RSyncKey("RootSync", NAMESPACE, f"vpa-ours-{suffix()}")
     apps = f"apps-{suffix()}"
-    api.create(VPA, VPA_NAMESPACE, CONTROL)
     api.create(VPA, NAMESPACE, ours(key))
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
@@ -393,9 +315,11 @@ def timeline(config_sync_on_node: NodeConfigSync, ours_sidecar: None) -> Iterato
         )
         before, after = restarted_sidecar(cs, key)
         control = wait_for(
-            lambda: (api.get(VPA, VPA_NAMESPACE, "control").get("status") or {}).get("recommendation"),
+            lambda: (api.get(VPA, NAMESPACE, reconciler_name(ROOT)).get("status") or {}).get(
+                "recommendation"
+            ),
             timeout=180,
-            what="the default recommender's recommendation for the control VPA",
+            what="the default recommender's recommendation for VPA alone's RootSync",
         )
         yield Timeline(
             key, sized, grow_commit, grow, prune_commit, prune, before, after, read_status(api), control
@@ -404,9 +328,8 @@ def timeline(config_sync_on_node: NodeConfigSync, ours_sidecar: None) -> Iterato
         with contextlib.suppress(kubeapi.NotFound):
             api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
         wait_for(lambda: rsync_gone(api, key), timeout=120, what=f"{key} deleted by Config Sync")
-        for namespace, name in ((NAMESPACE, reconciler_name(key)), (VPA_NAMESPACE, "control")):
-            with contextlib.suppress(kubeapi.NotFound):
-                api.delete(VPA, namespace, name)
+        with contextlib.suppress(kubeapi.NotFound):
+            api.delete(VPA, NAMESPACE, reconciler_name(key))
 
 
 def sampled(cs: NodeConfigSync, key: RSyncKey, done: Callable[[Snapshot], bool], what: str) -> list[Snapshot]:
@@ -504,7 +427,7 @@ def test_a_restart_of_our_service_loses_nothing(timeline: Timeline) -> None:
 
 
 def test_vpas_default_recommender_never_touches_our_vpa(timeline: Timeline) -> None:
-    # It ran beside ours the whole time: it recommended for the control VPA.
+    # It ran beside ours the whole time: it recommended for VPA alone's RootSync meanwhile.
     assert timeline.control["containerRecommendations"]
     # Every version of our VPA seen had only our recommendation (the requests we asked for), and its
     # status was only ever written by us.
@@ -518,6 +441,80 @@ def test_vpas_default_recommender_never_touches_our_vpa(timeline: Timeline) -> N
             m["manager"] for m in snap.vpa["metadata"]["managedFields"] if m.get("subresource") == "status"
         }
         assert writers == {OUR_FIELD_MANAGER}
+
+
+def test_the_vpa_resizes_the_running_reconciler_in_place_to_its_recommendation(
+    config_sync_on_node: NodeConfigSync, vpa_alone: JSON, timeline: Timeline
+) -> None:
+    """(After the tests of the timeline, which ran while VPA's recommender looped for this one.)"""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    before = vpa_alone
+    uid, name = before["metadata"]["uid"], before["metadata"]["name"]
+    initial = status_of(before, RECONCILER)
+    requested = numbers(container(before, RECONCILER)["resources"])
+
+    def recommendation() -> JSON | None:
+        status = api.get(VPA, NAMESPACE, reconciler_name(ROOT)).get("status") or {}
+        entries = (status.get("recommendation") or {}).get("containerRecommendations") or []
+        return next((e for e in entries if e["containerName"] == RECONCILER), None)
+
+    # The recommender's loop runs every minute; it recommends once metrics-server has the Pod's usage.
+    recommended: JSON = cast(
+        JSON, wait_for(recommendation, timeout=180, interval=1, what="a recommendation for the reconciler")
+    )
+    target = quantity.parse(recommended["target"]["memory"])
+    lower = quantity.parse(recommended["lowerBound"]["memory"])
+    # Only the reconciler is recommended for, so it gets the whole Pod floor; the request Config Sync
+    # gives it (200Mi) is below the lower bound: outside the recommended range, the updater acts on its
+    # next loop (inside the range it would wait until the Pod is 12 h old).
+    assert target >= POD_MIN_MEMORY
+    assert requested["requests"]["memory"] < lower
+
+    seen: list[list[str]] = []  # the resize conditions the kubelet reported, each change in turn
+
+    def resized() -> JSON | None:
+        pods = reconciler_pods(cs)
+        pod = next((p for p in pods if p["metadata"]["uid"] == uid), None)
+        assert pod is not None, f"the reconciler Pod {name} is gone: {[p['metadata']['name'] for p in pods]}"
+        reported = [
+            f"{c['type']}={c['status']} {c.get('reason', '')}".strip() for c in resize_conditions(pod)
+        ]
+        if not seen or seen[-1] != reported:
+            seen.append(reported)
+        spec = numbers(container(pod, RECONCILER)["resources"])
+        applied = numbers(status_of(pod, RECONCILER).get("resources") or {})
+        generation = pod["metadata"]["generation"]
+        observed = pod["status"].get("observedGeneration", generation) == generation
+        done = spec["requests"].get("memory") == target and applied == spec and not reported and observed
+        return pod if done else None
+
+    pod: JSON = cast(
+        JSON,
+        wait_for(resized, timeout=180, interval=0.2, what="the reconciler resized in place to the target"),
+    )
+    now = status_of(pod, RECONCILER)
+    OBSERVED.append(
+        f"VPA recommendation for {RECONCILER}: target {recommended['target']}, lowerBound"
+        f" {recommended['lowerBound']}, upperBound {recommended['upperBound']}; resize conditions seen:"
+        f" {seen}; containerID {now['containerID']}; resources now {now.get('resources')}"
+    )
+    # How the updater decided (its log, at its default verbosity 4), for the record.
+    log = cs.stack.kubectl("logs", "-n", VPA_NAMESPACE, "deployment/vpa-updater", check=False).stdout
+    OBSERVED.extend(f"vpa-updater: {line[:300]}" for line in log.splitlines() if name in line)
+    # The same Pod and container, never restarted: resized, not recreated.
+    assert [p["metadata"]["uid"] for p in reconciler_pods(cs)] == [uid]
+    assert now["containerID"] == initial["containerID"]
+    assert now["restartCount"] == initial["restartCount"]
+    assert "running" in now["state"]
+    # The updater did it (its annotation), through the resize subresource (the Pod's generation moved; the
+    # kubelet has reported on that generation).
+    assert pod["metadata"]["annotations"].get("vpaInPlaceUpdated") == "true"
+    assert pod["metadata"]["generation"] > before["metadata"]["generation"]
+    # Memory only: the CPU the reconciler had is as it was.
+    resources = numbers(container(pod, RECONCILER)["resources"])
+    assert resources["requests"].get("cpu") == requested["requests"].get("cpu")
+    assert resources["limits"].get("cpu") == requested["limits"].get("cpu")
 
 
 def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
