@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument(
         "--offline", action="store_true", help="contact no cluster: assume the preset's API surface"
     )
-    status = commands.add_parser("status", help="list RSyncs with their recorded object counts")
+    status = commands.add_parser(
+        "status",
+        help="list RSyncs with their recorded object counts, sizes, target and whether VPA applied it",
+    )
     status.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )
