@@ -98,11 +98,16 @@ def vpa_alone(config_sync_on_node: NodeConfigSync, vpa: None) -> Iterator[JSON]:
         api.create(VPA, NAMESPACE, vertical_pod_autoscaler(ROOT))
         yield before
     finally:
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name)
-        wait_for(lambda: rsync_gone(api, ROOT), timeout=120, what=f"{ROOT} deleted by Config Sync")
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(VPA, NAMESPACE, reconciler_name(ROOT))
+        remove(api, ROOT)
+
+
+def remove(api: kubeapi.KubeApi, key: RSyncKey) -> None:
+    """The RootSync deleted (Config Sync's finalizers run: its reconciler goes), then its VPA."""
+    with contextlib.suppress(kubeapi.NotFound):
+        api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
+    wait_for(lambda: rsync_gone(api, key), timeout=120, what=f"{key} deleted by Config Sync")
+    with contextlib.suppress(kubeapi.NotFound):
+        api.delete(VPA, NAMESPACE, reconciler_name(key))
 
 
 def vertical_pod_autoscaler(key: RSyncKey) -> JSON:
@@ -332,11 +337,7 @@ def timeline(config_sync_on_node: NodeConfigSync, vpa_alone: JSON, ours_sidecar:
             key, sized, grow_commit, grow, prune_commit, prune, before, after, read_status(api), control
         )
     finally:
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
-        wait_for(lambda: rsync_gone(api, key), timeout=120, what=f"{key} deleted by Config Sync")
-        with contextlib.suppress(kubeapi.NotFound):
-            api.delete(VPA, NAMESPACE, reconciler_name(key))
+        remove(api, key)
 
 
 def sampled(cs: NodeConfigSync, key: RSyncKey, done: Callable[[Snapshot], bool], what: str) -> list[Snapshot]:
