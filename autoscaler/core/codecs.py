@@ -7,7 +7,8 @@ that hold the size: ReadError, reason `unreadable`), so "unreadable" is never ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from autoscaler.core import quantity
 from autoscaler.core.reasons import ReadError, Reason, WriteError
@@ -16,6 +17,7 @@ from inventory.core.ids import RECONCILER_CONTAINER
 from inventory.core.objects import OverrideEntry, block_of, named
 
 Block = dict[str, dict[str, str]]
+P = TypeVar("P", bound=Mapping[str, object])
 
 # Override entry field -> (requests | limits, cpu | memory) of a resources block.
 _OVERRIDE_FIELDS = {
@@ -131,6 +133,12 @@ def reconciler_override(rsync: Mapping[str, object]) -> Resources | None:
         raise ReadError(
             Reason.UNREADABLE, f"the reconciler's override entry is unreadable: {error}"
         ) from error
+
+
+def newest_live(pods: Iterable[P]) -> P | None:
+    """The newest Pod not being deleted (a Deployment's Pod during a rollout); None when there is none."""
+    live = [p for p in pods if not block_of(p, "metadata").get("deletionTimestamp")]
+    return max(live, key=lambda p: str(block_of(p, "metadata").get("creationTimestamp", "")), default=None)
 
 
 def pod_name(pod: Mapping[str, object]) -> str:

@@ -19,7 +19,7 @@ import orjson
 
 from autoscaler.core.annotations import annotation_patch
 from autoscaler.core.calibration import Sampled, usages
-from autoscaler.core.codecs import others_requests, pod_name, template_containers
+from autoscaler.core.codecs import newest_live, others_requests, pod_name, template_containers
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
@@ -113,10 +113,8 @@ class KubePort:
             page = orjson.loads(self.api.list_page(kubeapi.POD, namespace, label_selector=selector))
         except kubeapi.ApiError as error:
             raise read_error(error, f"listing the reconciler pod of {key}") from error
-        live: list[Pod] = [
-            p for p in page.get("items") or [] if not (p.get("metadata") or {}).get("deletionTimestamp")
-        ]
-        return max(live, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""), default=None)
+        pods: list[Pod] = page.get("items") or []
+        return newest_live(pods)
 
     def _others(self, key: RSyncKey, pod: Pod | None) -> tuple[int, int] | None:
         """CPU (millicores) and memory (MiB) requested by the reconciler pod's other containers, as they

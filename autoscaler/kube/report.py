@@ -26,6 +26,7 @@ from autoscaler.core.annotations import (
     parse_resources_annotation,
     status_counts,
 )
+from autoscaler.core.codecs import newest_live
 from inventory.core.ids import (
     RECONCILER_CONTAINER,
     RECONCILER_NAMESPACE,
@@ -144,16 +145,10 @@ def _vpa_applied(record: RSyncRecord, vpas: list[JSON], pods: list[JSON]) -> str
     aimed = [v for v in vpas if vpa.aims_at(v, deployment) and vpa.recommender_of(v)]
     if len(aimed) != 1:
         return f"unknown ({len(aimed)} VerticalPodAutoscalers naming a recommender aim at {deployment})"
-    labels = "configsync.gke.io/deployment-name"
-    live = [
-        p
-        for p in pods
-        if (p.get("metadata") or {}).get("labels", {}).get(labels) == deployment
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
-    ]
-    if not live:
+    label = "configsync.gke.io/deployment-name"
+    pod = newest_live(p for p in pods if (p.get("metadata") or {}).get("labels", {}).get(label) == deployment)
+    if pod is None:
         return "unknown (no reconciler Pod)"
-    pod = max(live, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
     container: JSON = next(
         (c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == RECONCILER_CONTAINER),
         {},

@@ -91,15 +91,16 @@ class Controller:
             self.reconciler_namespace,
             self.counts_in_status,
         )
+        sizes = self.target is not None or self.port is not None
         config = StepConfig(
             self.profile,
             self.hysteresis,
             self.max_reverts_per_hour,
-            sizes=self.target is not None or self.port is not None,
+            sizes=sizes,
             measure_others=self.measure_others,
             reread_current=port.target.rereads_current,
             margin=self.margin,
-            target=port.target.name if self.target is not None or self.port is not None else None,
+            target=port.target.name if sizes else None,
         )
         self.executor = Executor(port, config, self.clock, self.queue.add_after, events=self.events)
 
