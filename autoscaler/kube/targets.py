@@ -369,6 +369,8 @@ class VpaTarget(_NothingInTheRSync):
     # answered with ours again, and our restart resumes from what the VPA holds.
     rereads_current: bool = True
     clock: Callable[[], float] = time.time
+    # The VPA `current` found, for the `apply` of the same reconcile (one list of VPAs per reconcile).
+    _found: dict[RSyncKey, Mapping[str, object] | None] = field(default_factory=dict, init=False)
 
     def _find(self, key: RSyncKey) -> Mapping[str, object] | None:
         """Our VPA of the reconciler (None: none aims at it); ReadError when it is not ours to write."""
@@ -380,14 +382,14 @@ class VpaTarget(_NothingInTheRSync):
         return vpa.ours(items, reconciler_name(key), self.recommender)
 
     def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
-        found = self._find(key)
+        found = self._found[key] = self._find(key)
         asked = None if found is None else vpa.recommended(found, RECONCILER_CONTAINER)
         last = parse_resources_annotation(view.annotations.get(APPLIED_ANNOTATION))
         return vpa.with_limits_of(asked, last)
 
     def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
         try:
-            found = self._find(key) or self._create(key)
+            found = (self._found.pop(key) if key in self._found else self._find(key)) or self._create(key)
             policy = vpa.container_policy(found, RECONCILER_CONTAINER)
         except ReadError as error:
             raise WriteError(error.reason, str(error)) from error

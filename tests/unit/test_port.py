@@ -131,6 +131,8 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         assert api.calls["list pods"] == 1, api.calls
         assert parses == {"view": 1, "status": 1}, "the RSync is parsed once, its status once"
         assert api.calls["discovery"] <= 1
+        if target_name == "vpa":
+            assert api.calls["list verticalpodautoscalers"] == 1, "read and written from one list"
     if target.in_place:
         assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
 
