@@ -53,18 +53,27 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
     """The guard, and our ServiceAccounts with exactly the shipped roles and bindings (both installs,
     less the Deployment and the webhook, which these tests do not need), each as a client with its own
     token. On the bare API server: the guard matches only these accounts, which no other test uses."""
+    clients = shipped_accounts(control_plane, admin_api)
+    # A policy is enforced once the API server has loaded it: until then a refused write passes.
+    wait_for(lambda: _guarded(admin_api, clients["objcount-autoscaler"]), what="the guard enforced")
+    return clients
+
+
+def shipped_accounts(
+    control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, *more: JSON
+) -> dict[str, kubeapi.KubeApi]:
+    """Our accounts with the shipped roles and bindings of both installs (less the Deployment and the
+    webhook), the guard, and `more` objects; a client of each with its own token."""
     ensure_namespace(admin_api, NAMESPACE)
     objects = [
         *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] != "Deployment"),
         *manifests_in(SIDECAR_MANIFESTS / "accounts.yaml"),
         *manifests_in(SIDECAR_MANIFESTS / "rbac-bindings.yaml"),
+        *more,
     ]
     for item in objects:
         create_or_replace(admin_api, item)
-    clients = {account: client_of(control_plane, account) for account in IDENTITIES}
-    # A policy is enforced once the API server has loaded it: until then a refused write passes.
-    wait_for(lambda: _guarded(admin_api, clients["objcount-autoscaler"]), what="the guard enforced")
-    return clients
+    return {account: client_of(control_plane, account) for account in IDENTITIES}
 
 
 def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:

@@ -21,38 +21,28 @@ from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.kube.targets import VpaTarget
 from controlplane import LocalControlPlane, vpa
-from controlplane.autoscaler_install import CLUSTER_MANIFESTS, SIDECAR_MANIFESTS, kustomization_objects
+from controlplane.autoscaler_install import kustomization_objects
 from controlplane.configsync_install import NAMESPACE
-from controlplane.resources import create_or_replace
-from controlplane.seed import REPO_ROOT, ensure_namespace, install_crds, manifests_in, reconciler_deployment
+from controlplane.seed import REPO_ROOT, ensure_namespace, install_crds, reconciler_deployment
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from tests.helpers import wait_for
-from tests.integration.test_guard import client_of
+from tests.integration.test_guard import IDENTITIES, shipped_accounts
 
 JSON = dict[str, Any]
 VPA_MANIFESTS = REPO_ROOT / "manifests" / "vpa"
 POLICY = "objcount-guard-vpas"
-IDENTITIES = ("objcount-autoscaler", "objcount-sidecar")
 
 
 @pytest.fixture(scope="module")
 def clients(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dict[str, kubeapi.KubeApi]:
     """VPA's CRDs as released, and our accounts with the shipped roles and bindings and the VPA guard,
     each as a client with its own token."""
-    ensure_namespace(admin_api, NAMESPACE)
+    ensure_namespace(admin_api, NAMESPACE)  # before the CRDs: the probe VPA lives there
     crds = [o for o in vpa.release_objects(vpa.deploy_dir(), {}) if o["kind"] == "CustomResourceDefinition"]
     install_crds(admin_api, crds)
     wait_for(lambda: _served(admin_api), what="the VerticalPodAutoscaler CRD served")
-    objects = [
-        *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] != "Deployment"),
-        *manifests_in(SIDECAR_MANIFESTS / "accounts.yaml"),
-        *manifests_in(SIDECAR_MANIFESTS / "rbac-bindings.yaml"),
-        *kustomization_objects(VPA_MANIFESTS / "create"),
-    ]
-    for item in objects:
-        create_or_replace(admin_api, item)
-    made = {account: client_of(control_plane, account) for account in IDENTITIES}
+    made = shipped_accounts(control_plane, admin_api, *kustomization_objects(VPA_MANIFESTS / "create"))
     wait_for(lambda: _guarded(admin_api, made["objcount-autoscaler"]), what="the VPA guard enforced")
     return made
 
