@@ -18,7 +18,7 @@ from controlplane.resources import RESOURCES, create_or_replace
 from controlplane.seed import JSON, REPO_ROOT, manifests_in
 from inventory.kube import kubeapi
 
-SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/sidecar-template.yaml
+SIDECAR_CONTAINER = "objcount-autoscaler"  # the name in manifests/sidecar/base/sidecar-template.yaml
 SIDECAR_MANIFESTS = REPO_ROOT / "manifests" / "sidecar"
 GUARD_MANIFEST = REPO_ROOT / "manifests" / "rbac" / "guard.yaml"
 CLUSTER_MANIFESTS = REPO_ROOT / "manifests" / "cluster"
@@ -98,7 +98,7 @@ def uninstall_webhook(api: kubeapi.KubeApi) -> None:
 def sidecar_template_text(env: Mapping[str, str] | None = None) -> str:
     """The sidecar template of the shipped ConfigMap (what the webhook's Pod has mounted), with `env` set
     in the container's environment (as a user edits that ConfigMap to set the sidecar's settings)."""
-    (configmap,) = manifests_in(SIDECAR_MANIFESTS / "sidecar-template.yaml")
+    (configmap,) = manifests_in(SIDECAR_MANIFESTS / "base" / "sidecar-template.yaml")
     text: str = configmap["data"]["sidecar.yaml"]
     if not env:
         return text

@@ -79,8 +79,8 @@ def shipped() -> dict[str, OwnCost]:
     return {
         "sidecar": OwnCost(
             "sidecar",
-            _sidecar_request_mib(MANIFESTS / "sidecar" / "sidecar-template.yaml"),
-            _deployment_requests_mib(MANIFESTS / "sidecar" / "webhook.yaml"),
+            _sidecar_request_mib(MANIFESTS / "sidecar" / "base" / "sidecar-template.yaml"),
+            _deployment_requests_mib(MANIFESTS / "sidecar" / "base" / "webhook.yaml"),
         ),
         "cluster": OwnCost("cluster", 0, _deployment_requests_mib(MANIFESTS / "cluster" / "deployment.yaml")),
     }

@@ -8,7 +8,7 @@ Pure: an AdmissionReview in, an AdmissionReview response out. The answer always 
 anything is wrong (a malformed review, a Pod that is not a reconciler, hostile labels) it is allowed
 unchanged, with the reason for the caller's log and metric. The webhook never stops Config Sync.
 
-The sidecar comes from a template (`manifests/sidecar/sidecar-template.yaml`): one container and the
+The sidecar comes from a template (`manifests/sidecar/base/sidecar-template.yaml`): one container and the
 volumes only it uses. The RSync's kind, name and namespace are set as literal environment variables from
 the Pod's `configsync.gke.io/sync-*` labels, validated here; names are never parsed.
 """

@@ -67,8 +67,8 @@ def shipped_accounts(
     ensure_namespace(admin_api, NAMESPACE)
     objects = [
         *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] != "Deployment"),
-        *manifests_in(SIDECAR_MANIFESTS / "accounts.yaml"),
-        *manifests_in(SIDECAR_MANIFESTS / "rbac-bindings.yaml"),
+        *manifests_in(SIDECAR_MANIFESTS / "base" / "accounts.yaml"),
+        *manifests_in(SIDECAR_MANIFESTS / "base" / "rbac-bindings.yaml"),
         *more,
     ]
     for item in objects:

@@ -44,7 +44,7 @@ def test_workloads_run_as_non_root_on_a_read_only_root_filesystem() -> None:
 
 
 def shipped_sidecar_template() -> SidecarTemplate:
-    (configmap,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "sidecar-template.yaml")
+    (configmap,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / "sidecar-template.yaml")
     return SidecarTemplate.parse(configmap["data"]["sidecar.yaml"])
 
 
@@ -58,14 +58,14 @@ def test_the_shipped_sidecar_has_its_own_token_a_liveness_probe_and_no_readiness
     (mount,) = [m for m in sidecar["volumeMounts"] if m["mountPath"] == token]
     (volume,) = [v for v in shipped_sidecar_template().volumes if v["name"] == mount["name"]]
     assert volume["secret"] == {"secretName": "objcount-sidecar-token"}
-    accounts = list(manifests_in(REPO_ROOT / "manifests" / "sidecar" / "accounts.yaml"))
+    accounts = list(manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / "accounts.yaml"))
     (secret,) = [m for m in accounts if m["kind"] == "Secret"]
     assert secret["metadata"]["name"] == "objcount-sidecar-token"
     assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "objcount-sidecar"}
 
 
 def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
-    (config,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "mutating-webhook.yaml")
+    (config,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / "mutating-webhook.yaml")
     (webhook,) = config["webhooks"]
     assert webhook["failurePolicy"] == "Ignore"
     assert webhook["timeoutSeconds"] <= 5
@@ -80,7 +80,9 @@ def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
 
 # ----- the webhook the tests run is the webhook we ship ----------------------------------------------------
 def _shipped(kind: str, file: str) -> dict[str, Any]:
-    (item,) = [m for m in manifests_in(REPO_ROOT / "manifests" / "sidecar" / file) if m["kind"] == kind]
+    (item,) = [
+        m for m in manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / file) if m["kind"] == kind
+    ]
     return item
 
 
@@ -190,12 +192,12 @@ def test_no_variable_of_our_services_is_read_as_a_setting() -> None:
 
 
 def test_our_own_pods_take_no_service_links() -> None:
-    for path in ("cluster/deployment.yaml", "sidecar/webhook.yaml"):
+    for path in ("cluster/deployment.yaml", "sidecar/base/webhook.yaml"):
         (deployment,) = [i for i in manifests_in(REPO_ROOT / "manifests" / path) if i["kind"] == "Deployment"]
         assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False, path
 
 
-@pytest.mark.parametrize(("install", "allowed"), [("cluster", {9464}), ("sidecar", {9443, 9464})])
+@pytest.mark.parametrize(("install", "allowed"), [("cluster", {9464}), ("sidecar/base", {9443, 9464})])
 def test_each_install_has_a_network_policy_for_its_own_pods_on_their_own_ports(
     install: str, allowed: set[int]
 ) -> None:
