@@ -418,6 +418,28 @@ def objcount_image(base: Image) -> Image:
     return Image(OBJCOUNT_IMAGE, archive, time.monotonic() - began)
 
 
+def oci_archive(image: Image, archive: Path, reference: str) -> str:
+    """`image` written to `archive` as an OCI archive naming it `reference`; the digest of its manifest
+    (`sha256:...`), which a registry keeps when the archive is copied there as it is (`skopeo copy
+    oci-archive:ARCHIVE docker://REFERENCE`): the digest a release names its image by."""
+    _require("buildah")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="objcount-digest-") as tmp:
+        digest_file = Path(tmp) / "digest"
+        _run(
+            _buildah(
+                "push",
+                "--quiet",
+                "--format=oci",
+                f"--digestfile={digest_file}",
+                image.name,
+                f"oci-archive:{archive}:{reference}",
+            )
+        )
+        return digest_file.read_text().strip()
+
+
 def main() -> None:
     """`make image`: our image from the checkout as the suite builds it; with `--all`, every image the real
     node runs (Config Sync's with their stand-ins): name, build time, size of its archive (BENCHMARKS.md).

@@ -1,0 +1,208 @@
+"""`make release VERSION=... IMAGE=...`: one manifest per install mode, our image named by digest.
+
+Builds our image as `make image` does (the checkout's Dockerfile), writes it as an OCI archive named
+`IMAGE:VERSION` (`dist/objcount-autoscaler-VERSION.oci.tar`), and renders with the real kustomize
+(`kubectl kustomize`, the pinned kubectl the control plane is built with) each install into one file
+whose every container of ours runs `IMAGE@sha256:DIGEST`, the digest of that archive's manifest:
+
+- `objcount-cluster.yaml`: `manifests/cluster`;
+- `objcount-sidecar.yaml`: `manifests/sidecar` (its certificate by `objcount-certificate.sh`, copied
+  beside it, for clusters without cert-manager);
+- `objcount-sidecar-cert-manager.yaml`: `manifests/sidecar/cert-manager`.
+
+kustomize's `images:` rewrites the Deployments' containers; the sidecar's container is text inside the
+ConfigMap `objcount-sidecar-template`, so its `image:` is set here. Copy the archive to the registry as it
+is (`skopeo copy oci-archive:dist/objcount-autoscaler-VERSION.oci.tar docker://IMAGE:VERSION`: the
+manifest, and so the digest, are kept); a copy that rewrites the image (`docker load` then `docker push`)
+changes the digest, and the release files would name an image the registry does not have.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from controlplane import images
+from controlplane.autoscaler_install import (
+    CLUSTER_MANIFESTS,
+    SIDECAR_CONTAINER,
+    SIDECAR_MANIFESTS,
+    SIDECAR_TEMPLATE,
+)
+from controlplane.launcher import build_binaries
+from controlplane.seed import JSON, REPO_ROOT
+
+SHIPPED_IMAGE = "objcount-autoscaler"  # the name every shipped manifest gives our image (no registry)
+# What each release file renders: its name, the install it is made from.
+FILES = {
+    "objcount-cluster.yaml": CLUSTER_MANIFESTS,
+    "objcount-sidecar.yaml": SIDECAR_MANIFESTS,
+    "objcount-sidecar-cert-manager.yaml": SIDECAR_MANIFESTS / "cert-manager",
+}
+CERTIFICATE_SCRIPT = "objcount-certificate.sh"
+# A repository without a tag or digest: the release adds both.
+REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._/-][a-z0-9]+)*)*$")
+VERSION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # a valid image tag
+
+
+class ReleaseError(ValueError):
+    """A release that cannot be made as asked (an invalid version or image name)."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """What `make release` wrote: the files, the image they name (`IMAGE@sha256:...`), and the archive
+    holding that image under the name `tagged` (`IMAGE:VERSION`)."""
+
+    image: str
+    tagged: str
+    archive: Path
+    files: dict[str, Path]
+
+
+def image_reference(repository: str, digest: str) -> str:
+    return f"{repository}@{digest}"
+
+
+def validate(version: str, repository: str) -> None:
+    if not VERSION.fullmatch(version):
+        raise ReleaseError(f"VERSION={version!r} is not a valid image tag (letters, digits, '.', '_', '-')")
+    if not REPOSITORY.fullmatch(repository):
+        raise ReleaseError(
+            f"IMAGE={repository!r} must be a repository without tag or digest, "
+            "for example registry.example/team/objcount-autoscaler"
+        )
+
+
+def kustomize(kubectl: Path, directory: Path, image: str) -> list[JSON]:
+    """`kubectl kustomize` of `directory` with our image set to `image` (kustomize's `images:`)."""
+    repository, digest = image.split("@", 1)
+    with tempfile.TemporaryDirectory(prefix="objcount-release-") as tmp:
+        # kustomize takes a base by a relative path only.
+        base = os.path.relpath(directory, tmp)
+        entry = {"name": SHIPPED_IMAGE, "newName": repository, "digest": digest}
+        Path(tmp, "kustomization.yaml").write_text(
+            yaml.safe_dump({"resources": [base], "images": [entry]}, sort_keys=False)
+        )
+        rendered = subprocess.run(
+            [str(kubectl), "kustomize", tmp], capture_output=True, text=True, check=False, timeout=120
+        )
+    if rendered.returncode != 0:
+        raise ReleaseError(f"kubectl kustomize {directory} failed:\n{rendered.stderr}")
+    return [o for o in yaml.safe_load_all(rendered.stdout) if o]
+
+
+def with_sidecar_image(objects: list[JSON], image: str) -> list[JSON]:
+    """The sidecar template's container set to run `image` (kustomize does not look inside ConfigMaps)."""
+    for item in objects:
+        if item["kind"] == "ConfigMap" and item["metadata"]["name"] == SIDECAR_TEMPLATE:
+            template = yaml.safe_load(item["data"]["sidecar.yaml"])
+            assert template["container"]["name"] == SIDECAR_CONTAINER
+            template["container"]["image"] = image
+            item["data"]["sidecar.yaml"] = yaml.safe_dump(template, sort_keys=False)
+    return objects
+
+
+def render(kubectl: Path, directory: Path, image: str) -> list[JSON]:
+    return with_sidecar_image(kustomize(kubectl, directory, image), image)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the sidecar template, the guard's expressions) as `|` blocks, as the
+    manifests have them, not as one quoted line."""
+
+
+def _block_strings(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _block_strings)
+
+
+def release_text(name: str, version: str, image: str, objects: list[JSON]) -> str:
+    header = (
+        f"# objcount-autoscaler {version}: {name}, rendered by `make release` from "
+        f"{FILES[name].relative_to(REPO_ROOT)} at {source_revision()}.\n"
+        f"# Our image: {image}. Install: kubectl apply -f {name} (docs/install.md).\n"
+    )
+    return header + yaml.dump_all(objects, Dumper=_BlockDumper, sort_keys=False, width=120)
+
+
+def source_revision() -> str:
+    """The checkout's commit, `-dirty` when its files differ from it; `unknown` outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(REPO_ROOT),
+                "status",
+                "--porcelain",
+                "--",
+                "manifests",
+                "autoscaler",
+                "inventory",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}-dirty" if dirty else commit
+
+
+def make_release(version: str, repository: str, out: Path) -> Release:
+    """Build our image, write its OCI archive and the release files into `out`."""
+    validate(version, repository)
+    built = images.objcount_image(images.base_image())
+    archive, tagged = out / f"objcount-autoscaler-{version}.oci.tar", f"{repository}:{version}"
+    image = image_reference(repository, images.oci_archive(built, archive, tagged))
+    kubectl = build_binaries() / "kubectl"
+    files = {}
+    for name, directory in FILES.items():
+        path = out / name
+        path.write_text(release_text(name, version, image, render(kubectl, directory, image)))
+        files[name] = path
+    script = out / CERTIFICATE_SCRIPT
+    shutil.copyfile(SIDECAR_MANIFESTS / "certificate.sh", script)
+    files[CERTIFICATE_SCRIPT] = script
+    return Release(image, tagged, archive, files)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m controlplane.release", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--version", required=True, help="the release's version, the image's tag")
+    parser.add_argument("--image", required=True, help="the repository to push to, e.g. reg.example/objcount")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="where to write (default dist/)")
+    args = parser.parse_args()
+    try:
+        release = make_release(args.version, args.image, args.out)
+    except ReleaseError as error:
+        parser.exit(2, f"make release: {error}\n")
+    print(
+        f"image {release.image}\n  push: skopeo copy oci-archive:{release.archive} docker://{args.image}:{args.version}"
+    )
+    for path in release.files.values():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
