@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test install node-packages binaries image lint unit integration e2e clean
+.PHONY: run test install node-packages binaries image release lint unit integration e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
@@ -20,7 +20,7 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync (every pinned release), git-sync, the OpenTelemetry Collector, metrics-server and VPA,
+## Config Sync (every pinned release), git-sync, the OpenTelemetry Collector, metrics-server, VPA and cert-manager,
 ## built once and cached; promtool (it tests the alert rules) from Debian's package
 binaries: node-packages
 	@bash controlplane/build.sh >/dev/null
@@ -30,11 +30,19 @@ binaries: node-packages
 	@bash controlplane/build_otelcol.sh >/dev/null
 	@bash controlplane/build_metrics_server.sh >/dev/null
 	@bash controlplane/build_vpa.sh >/dev/null
+	@bash controlplane/build_certmanager.sh >/dev/null
 	@bash controlplane/build_promtool.sh >/dev/null
 
 ## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)
 image: install node-packages
 	$(BIN)/python -m controlplane.images
+
+## release: dist/objcount-cluster.yaml, objcount-sidecar.yaml and objcount-sidecar-cert-manager.yaml naming
+## our image (built as `make image` builds it) by digest, and that image as an OCI archive to push:
+##   make release VERSION=0.1.0 IMAGE=registry.example/team/objcount-autoscaler
+release: install node-packages
+	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "usage: make release VERSION=0.1.0 IMAGE=REGISTRY/objcount-autoscaler" >&2; exit 2; }
+	$(BIN)/python -m controlplane.release --version "$(VERSION)" --image "$(IMAGE)"
 
 ## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
 run: install binaries
