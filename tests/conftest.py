@@ -9,6 +9,10 @@ Each version's stack is started when its first test needs it and stopped before 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +20,20 @@ import pytest
 
 from controlplane.configsync_build import VERSION, VERSIONS
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.release import Release, make_release
+from controlplane.seed import REPO_ROOT
 from controlplane.status_checks import rsync_gone
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, NODE_STARTUP, OBSERVED, wait_for
+from tests.helpers import (
+    FIGURES,
+    NODE_STARTUP,
+    OBSERVED,
+    RELEASE_REPOSITORY,
+    RELEASE_VERSION,
+    Shell,
+    wait_for,
+)
 
 TESTS = Path(__file__).parent
 
@@ -65,6 +79,60 @@ def config_sync_on_node(configsync_version: str) -> Iterator[NodeConfigSync]:
     with running_config_sync_on_node(configsync_version) as config_sync:
         FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
         yield config_sync
+
+
+@pytest.fixture(scope="session")
+def release_files(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """`make release VERSION=0.1.0-test IMAGE=registry.example/platform/objcount-autoscaler`, once."""
+    return make_release(RELEASE_VERSION, RELEASE_REPOSITORY, tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def release(config_sync_on_node: NodeConfigSync, release_files: Release) -> Release:
+    """The release, its image in the node's containerd as a pull of it by digest leaves it there (under
+    its tag and its digest reference): no registry is reachable here, and none is tried."""
+    node = config_sync_on_node.stack.node
+    node.ctr(
+        "images",
+        "import",
+        "--no-unpack=false",
+        f"--index-name={release_files.tagged}",
+        str(release_files.archive),
+    )
+    node.ctr("images", "tag", "--force", release_files.tagged, release_files.image)
+    return release_files
+
+
+@pytest.fixture
+def shell(config_sync_on_node: NodeConfigSync, release: Release, tmp_path: Path) -> Shell:
+    """Runs commands as a user at a checkout's root would after `make release` (a copy of `manifests/`,
+    the release files in `dist/`, certificates written there), with `kubectl` and `objcount` on the PATH
+    and KUBECONFIG naming the local stack."""
+    shutil.copytree(REPO_ROOT / "manifests", tmp_path / "manifests")
+    (tmp_path / "dist").mkdir()
+    for name, path in release.files.items():
+        shutil.copy(path, tmp_path / "dist" / name)
+    stack = config_sync_on_node.stack
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(stack.plane.kubeconfig),
+        "PATH": os.pathsep.join([str(stack.bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]),
+    }
+
+    def run(commands: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", commands],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0 or not check, f"{commands}\nexit {done.returncode}: {done.stderr}"
+        return done.stdout
+
+    return run
 
 
 @pytest.fixture

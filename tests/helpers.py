@@ -37,6 +37,11 @@ NODE_STARTUP = (
     "real node: stack start (sandbox, control plane, kubelet, containerd, images imported) to a Ready Node"
 )
 
+# The release the tests make (`make release VERSION=... IMAGE=...`): a registry of no one's, never reached.
+RELEASE_VERSION = "0.1.0-test"
+RELEASE_REPOSITORY = "registry.example/platform/objcount-autoscaler"
+Shell = Callable[..., str]  # the `shell` fixture: (commands, check=True) -> standard output
+
 
 def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
     """Poll `probe` until it returns something truthy; fail with the last value after `timeout` seconds."""

@@ -3,20 +3,16 @@ module) on the local real node, Config Sync v1.24.3 running there (and v1.22.0: 
 commands are read from the
 README's own text, each block pinned here, so this fails if the README's commands change without this
 test following. The only change is the one a user makes: a RepoSync's namespace in `objcount
-grant-reposync NAMESPACE [NAME]`. Our image keeps the manifests' name (`objcount-autoscaler:0.1.0`), the
-name under which the suite loads the image it built from this checkout's Dockerfile.
+grant-reposync NAMESPACE [NAME]`. The release files are those `make release` wrote (the `release`
+fixture, in `dist/` as the README has them), naming by digest the image built from this checkout's
+Dockerfile, which the suite loads into the node as a pull by digest would.
 
 Every container of Config Sync's Pods is the real component (see controlplane.images)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import cast
 
 import pytest
@@ -24,11 +20,12 @@ import pytest
 from controlplane.autoscaler_install import SIDECAR_CONTAINER, install_guard
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
+from controlplane.release import Release
 from controlplane.seed import REPO_ROOT, configmaps_yaml
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, OBSERVED, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, OBSERVED, Shell, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
     assert_sidecar_has_only_its_own_token,
@@ -51,19 +48,24 @@ README = REPO_ROOT / "README.md"
 SYNC_TIMEOUT = 240.0
 
 CLUSTER_INSTALL = """\
-kubectl apply -k manifests/cluster        # RBAC, ServiceAccount, Deployment (image objcount-autoscaler:0.1.0)
+kubectl apply -f dist/objcount-cluster.yaml        # RBAC, the guard, ServiceAccount, Deployment
 """
 CLUSTER_UNINSTALL = """\
-kubectl delete -k manifests/cluster --ignore-not-found
+kubectl delete -f dist/objcount-cluster.yaml --ignore-not-found
 kubectl -n config-management-system delete lease objcount-autoscaler --ignore-not-found
 """
 SIDECAR_INSTALL = """\
-bash manifests/sidecar/certificate.sh ./objcount-certs          # a CA and the webhook's certificate
+bash dist/objcount-certificate.sh ./objcount-certs               # a CA and the webhook's certificate
 kubectl -n config-management-system create secret tls objcount-webhook-tls \\
   --cert ./objcount-certs/tls.crt --key ./objcount-certs/tls.key
-kubectl apply -k manifests/sidecar                               # roles, accounts, webhook, template
+kubectl apply -f dist/objcount-sidecar.yaml                      # roles, accounts, webhook, template
 kubectl patch mutatingwebhookconfiguration objcount-sidecar --type=json -p \\
   "[{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/0/clientConfig/caBundle\\",\\"value\\":\\"$(base64 -w0 ./objcount-certs/ca.crt)\\"}]"
+kubectl -n config-management-system rollout status deployment/objcount-webhook
+kubectl -n config-management-system delete pods -l app=reconciler   # running reconcilers get it now
+"""
+SIDECAR_CERT_MANAGER_INSTALL = """\
+kubectl apply -f dist/objcount-sidecar-cert-manager.yaml
 kubectl -n config-management-system rollout status deployment/objcount-webhook
 kubectl -n config-management-system delete pods -l app=reconciler   # running reconcilers get it now
 """
@@ -74,7 +76,7 @@ SIDECAR_UNINSTALL = """\
 kubectl delete mutatingwebhookconfiguration objcount-sidecar --ignore-not-found
 kubectl -n config-management-system delete pods -l app=reconciler
 objcount grant-reposync NAMESPACE [NAME] | kubectl delete --ignore-not-found -f -   # each granted
-kubectl delete -k manifests/sidecar --ignore-not-found
+kubectl delete -f dist/objcount-sidecar.yaml --ignore-not-found
 kubectl -n config-management-system delete secret objcount-webhook-tls --ignore-not-found
 """
 CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
@@ -89,37 +91,6 @@ def readme_block(pinned: str) -> str:
     return pinned
 
 
-Shell = Callable[..., str]  # (commands, check=True) -> standard output
-
-
-@pytest.fixture
-def shell(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Shell:
-    """Runs commands as a user at a checkout's root would (a copy of `manifests/`, certificates written
-    there), with `kubectl` and `objcount` on the PATH and KUBECONFIG naming the local stack."""
-    shutil.copytree(REPO_ROOT / "manifests", tmp_path / "manifests")
-    stack = config_sync_on_node.stack
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(stack.plane.kubeconfig),
-        "PATH": os.pathsep.join([str(stack.bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]),
-    }
-
-    def run(commands: str, check: bool = True) -> str:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", commands],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0 or not check, f"{commands}\nexit {done.returncode}: {done.stderr}"
-        return done.stdout
-
-    return run
-
-
 @pytest.fixture
 def guard_kept(config_sync_on_node: NodeConfigSync, shell: Shell) -> Iterator[None]:
     """After the test, both installs removed (again: a test that failed half way must not leave our
@@ -132,9 +103,9 @@ def guard_kept(config_sync_on_node: NodeConfigSync, shell: Shell) -> Iterator[No
     install_guard(config_sync_on_node.api)
 
 
-def left_of(shell: Shell, directory: str, *extra: str) -> str:
-    """What of an install's objects (`kubectl get -k`) and of `extra` is still on the API server."""
-    listed = shell(f"kubectl get -k {directory} --ignore-not-found -o name")
+def left_of(shell: Shell, release_file: str, *extra: str) -> str:
+    """What of an install's objects (`kubectl get -f`) and of `extra` is still on the API server."""
+    listed = shell(f"kubectl get -f {release_file} --ignore-not-found -o name")
     others = (
         shell(f"kubectl -n {NAMESPACE} get {' '.join(extra)} --ignore-not-found -o name") if extra else ""
     )
@@ -153,7 +124,11 @@ def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RS
 
 @pytest.mark.both_versions
 def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
+    config_sync_on_node: NodeConfigSync,
+    rsyncs: list[RSyncKey],
+    shell: Shell,
+    guard_kept: None,
+    release: Release,
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
@@ -163,6 +138,7 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
         timeout=180,
         what="both controller Pods Ready (one the leader, the other a ready standby)",
     )
+    assert {c["image"] for p in ours for c in p["spec"]["containers"]} == {release.image}
     root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster", grant_sidecar=False)
     sizes = default_sizes(api, {root: 41, repo: 25})
     for key in (root, repo):
@@ -217,7 +193,7 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
 
     shell(readme_block(CLUSTER_UNINSTALL))
     wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="no controller Pod left")
-    assert not left_of(shell, "manifests/cluster", "lease/objcount-autoscaler")
+    assert not left_of(shell, "dist/objcount-cluster.yaml", "lease/objcount-autoscaler")
     # Config Sync goes on syncing; what stays on the RSync is what the README says stays.
     commit = cs.commit(root, {"configmaps.yaml": configmaps_yaml(45, namespace=f"apps-{suffix()}")})
     wait_for(
@@ -231,7 +207,11 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
 
 @pytest.mark.both_versions
 def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], shell: Shell, guard_kept: None
+    config_sync_on_node: NodeConfigSync,
+    rsyncs: list[RSyncKey],
+    shell: Shell,
+    guard_kept: None,
+    release: Release,
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
@@ -262,6 +242,9 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
             what=f"{key}'s reconciler Pod Ready with the sidecar, at its size",
         )
         status = container_status(pod, SIDECAR_CONTAINER)
+        assert [c["image"] for c in pod["spec"]["containers"] if c["name"] == SIDECAR_CONTAINER] == [
+            release.image
+        ]
         account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
         assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
     FIGURES.append(
@@ -280,7 +263,7 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
             what=f"{key}'s reconciler Pod without the sidecar",
         )
     wait_for(lambda: not cs.pods(WEBHOOK), timeout=120, what="no webhook Pod left")
-    assert not left_of(shell, "manifests/sidecar", "secret/objcount-webhook-tls")
+    assert not left_of(shell, "dist/objcount-sidecar.yaml", "secret/objcount-webhook-tls")
     assert not shell(
         f"objcount grant-reposync {repo.namespace} | kubectl get -f - --ignore-not-found -o name"
     )

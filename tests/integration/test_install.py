@@ -54,25 +54,25 @@ def test_kubectl_apply_k_installs_the_guard_and_what_the_tests_install(
     assert [name for kind, name in applied if kind == "ValidatingAdmissionPolicyBinding"] == GUARD
 
 
-# The README's kustomization that pins our image by digest, as printed there.
-README_DIGEST_KUSTOMIZATION = """resources: [manifests/sidecar]
+# docs/install.md's kustomization that pins our image by digest (building from a checkout), as printed there.
+DOCS_DIGEST_KUSTOMIZATION = """resources: [manifests/sidecar]
 images:
 - {name: objcount-autoscaler, newName: REGISTRY/objcount-autoscaler, digest: "sha256:DIGEST"}
 """
 
 
-def test_the_readmes_digest_kustomization_pins_the_deployments_and_not_the_sidecar_template(
+def test_the_docs_digest_kustomization_pins_the_deployments_and_not_the_sidecar_template(
     control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     """Filled in as a user would (a registry, a digest), next to a copy of `manifests/`, rendered by the
     real kubectl's kustomize: the webhook's Deployment runs the image by digest, while the sidecar's image,
-    text inside a ConfigMap, is left as the README warns."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"```yaml\n{README_DIGEST_KUSTOMIZATION}```" in readme, (
-        "the README's example changed: follow it here"
+    text inside a ConfigMap, is left as docs/install.md warns (`make release` sets both)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
+    assert f"```yaml\n{DOCS_DIGEST_KUSTOMIZATION}```" in docs, (
+        "docs/install.md's example changed: follow it here"
     )
     digest = "sha256:" + "0123456789abcdef" * 4
-    filled = README_DIGEST_KUSTOMIZATION.replace("REGISTRY", "registry.example/team").replace(
+    filled = DOCS_DIGEST_KUSTOMIZATION.replace("REGISTRY", "registry.example/team").replace(
         "sha256:DIGEST", digest
     )
     shutil.copytree(CLUSTER_MANIFESTS.parent, tmp_path / "manifests")

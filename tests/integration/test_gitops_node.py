@@ -1,0 +1,447 @@
+"""Our installs the way Config Sync users install add-ons: the release file committed into the root
+repository a RootSync syncs (docs/install.md, "From your own repository"), on the real node, real Config
+Sync v1.24.3, our image as `make release` names it (by the digest of the archive it wrote).
+
+No registry is reachable here: the release's OCI archive is imported into the node's containerd and
+given the names a pull by digest leaves there (`REPOSITORY:VERSION` and `REPOSITORY@sha256:...`), so the
+kubelet finds the image the release file names. The RootSync is made by hand (as Config Sync's own
+install makes `root-sync`); everything of ours comes from git, applied and pruned by its reconciler."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+import yaml
+
+from autoscaler.core.annotations import SOURCE_ANNOTATION
+from controlplane.autoscaler_install import (
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_NAME,
+    WEBHOOK_TLS_SECRET,
+    install_guard,
+)
+from controlplane.configsync_install import NAMESPACE
+from controlplane.configsync_node import NodeConfigSync
+from controlplane.release import CERTIFICATE_SCRIPT, Release
+from controlplane.resources import RESOURCES, create_or_replace
+from inventory.core.ids import RSyncKey, reconciler_name
+from inventory.kube import kubeapi
+from tests.helpers import RELEASE_REPOSITORY, Sampler, wait_for
+from tests.integration.on_node import (
+    JSON,
+    configmaps,
+    finished,
+    main_pid,
+    objects_in,
+    override,
+    override_of,
+    quantity_bytes,
+    reconciler_memory_limit,
+    rsync_of,
+)
+
+ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
+APPS = "platform-apps"
+SYNC_TIMEOUT = 300.0
+OVERRIDE_WRITTEN = "objcount.dev/override-written"
+HELD = "objcount.dev/held-by-owner"
+SIDECAR = "objcount-autoscaler"  # the sidecar container's name (the shipped template)
+CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
+
+
+def release_objects(release: Release, name: str) -> list[JSON]:
+    return [o for o in yaml.safe_load_all(release.files[name].read_text()) if o]
+
+
+def manifest_digest(archive: Path) -> str:
+    """The digest of the manifest in an OCI archive, read here from its index and blob."""
+    with tarfile.open(archive) as tar:
+        index = json.load(cast("tarfile.ExFileObject", tar.extractfile("index.json")))
+        (entry,) = index["manifests"]
+        blob = cast("tarfile.ExFileObject", tar.extractfile(f"blobs/sha256/{entry['digest'].split(':')[1]}"))
+        digest = "sha256:" + hashlib.sha256(blob.read()).hexdigest()
+    assert digest == entry["digest"]
+    return digest
+
+
+@pytest.fixture(scope="module")
+def root_repo(config_sync_on_node: NodeConfigSync) -> Iterator[dict[str, str]]:
+    """The platform's root repository (20 ConfigMaps in their namespace), synced by the RootSync
+    `root-sync`; the files a test commits go on top of these. Teardown: the RootSync deleted, and the
+    admission guard, which the uninstall tests prune with our release, put back for the session's other
+    tests."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    files = {"namespace.yaml": json.dumps(_namespace(APPS)), **configmaps(20, namespace=APPS)}
+    start_root_sync(cs, cs.commit(ROOT, files))
+    yield files
+    delete_root_sync(cs)
+    install_guard(api)
+
+
+def start_root_sync(cs: NodeConfigSync, commit: str) -> None:
+    """root-sync created by hand (as Config Sync's own install makes it), synced to `commit`."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
+    wait_for(lambda: finished(rsync_of(api, ROOT), commit), timeout=SYNC_TIMEOUT, what="root-sync to sync")
+
+
+def delete_root_sync(cs: NodeConfigSync) -> None:
+    """root-sync deleted (what it applied stays: Config Sync orphans it by default) and its reconciler
+    gone."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    with contextlib.suppress(kubeapi.NotFound):
+        api.delete(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name)
+    wait_for(lambda: _gone(api, kubeapi.ROOTSYNC, ROOT.name), timeout=120, what="root-sync deleted")
+    wait_for(lambda: cs.reconciler_pod(ROOT) is None, timeout=120, what="root-sync's reconciler gone")
+
+
+def pruned_without_waiting_for_the_sync(
+    cs: NodeConfigSync, files: dict[str, str | None], objects: list[JSON]
+) -> None:
+    """Commit the removal and wait until Config Sync has pruned `objects`. Not until root-sync reports
+    the commit synced: its reconciler then stops its watch of each kind no longer declared, each at that
+    watch's next bookmark, one after the other (seen here: about a minute per kind, 10 kinds), and
+    reports Syncing meanwhile (Config Sync's behaviour, with or without us; docs/install.md)."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    commit = cs.commit(ROOT, files)
+    wait_for(
+        lambda: (rsync_of(api, ROOT).get("status") or {}).get("sync", {}).get("commit") == commit,
+        timeout=SYNC_TIMEOUT,
+        what=f"root-sync applying {commit[:12]}",
+    )
+    assert wait_for(lambda: not all_pruned(api, objects), timeout=120, what="our objects pruned")
+
+
+def _namespace(name: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _gone(
+    api: kubeapi.KubeApi, resource: kubeapi.Resource, name: str, namespace: str | None = NAMESPACE
+) -> bool:
+    try:
+        api.get(resource, namespace, name)
+    except kubeapi.NotFound:
+        return True
+    return False
+
+
+def commit_and_sync(cs: NodeConfigSync, files: dict[str, str | None]) -> str:
+    """Commit to the root repository and wait until root-sync has synced it; the commit."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    commit = cs.commit(ROOT, files)
+    wait_for(
+        lambda: finished(rsync_of(api, ROOT), commit),
+        timeout=SYNC_TIMEOUT,
+        what=f"root-sync to sync {commit[:12]}",
+    )
+    return commit
+
+
+def resource_of(item: JSON) -> kubeapi.Resource:
+    return RESOURCES[item["kind"]]
+
+
+def namespace_of(item: JSON) -> str | None:
+    return cast("str | None", item["metadata"].get("namespace"))
+
+
+def all_present(api: kubeapi.KubeApi, objects: list[JSON]) -> bool:
+    return not any(_gone(api, resource_of(o), o["metadata"]["name"], namespace_of(o)) for o in objects)
+
+
+def all_pruned(api: kubeapi.KubeApi, objects: list[JSON]) -> list[str]:
+    """The objects still there (empty once Config Sync has pruned them all)."""
+    return [
+        f"{o['kind']}/{o['metadata']['name']}"
+        for o in objects
+        if not _gone(api, resource_of(o), o["metadata"]["name"], namespace_of(o))
+    ]
+
+
+def sized_by_us(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
+    """The override we wrote on the RSync, once its reconciler runs in a memory cgroup of that size (read
+    from the cgroup the kubelet made); None before."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    rsync = rsync_of(api, key)
+    entry = override_of(rsync)
+    written = (rsync["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
+    if (
+        not entry
+        or written is None
+        or json.loads(written)["limits"].get("memory") != entry.get("memoryLimit")
+    ):
+        return None
+    if reconciler_memory_limit(cs, key) != quantity_bytes(entry["memoryLimit"]):
+        return None
+    return entry
+
+
+def delete_pods(cs: NodeConfigSync, selector: str) -> set[str]:
+    """Delete the Pods of `selector`; the names deleted."""
+    names = {p["metadata"]["name"] for p in cs.pods(selector)}
+    cs.stack.kubectl("delete", "pods", "-n", NAMESPACE, "-l", selector, "--wait=false")
+    return names
+
+
+def reconciler_pod_is_new(cs: NodeConfigSync, key: RSyncKey, old: set[str]) -> JSON | None:
+    pod = cs.reconciler_pod(key)
+    if pod is None or pod["metadata"]["name"] in old:
+        return None
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return cast(JSON, pod) if statuses and all(s.get("ready") for s in statuses) else None
+
+
+def test_the_release_files_name_our_image_by_the_digest_of_its_archive(release: Release) -> None:
+    """Every container of ours in every release file, the sidecar's inside its template too, runs the
+    archive's image by the digest of its manifest (read here from the archive)."""
+    assert release.image == f"{RELEASE_REPOSITORY}@{manifest_digest(release.archive)}"
+    for name in ("objcount-cluster.yaml", "objcount-sidecar.yaml", "objcount-sidecar-cert-manager.yaml"):
+        objects = release_objects(release, name)
+        containers = [
+            c
+            for o in objects
+            if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]
+        ]
+        templates = [
+            yaml.safe_load(o["data"]["sidecar.yaml"])["container"]
+            for o in objects
+            if o["kind"] == "ConfigMap" and "sidecar.yaml" in o.get("data", {})
+        ]
+        assert containers, name
+        assert [c["image"] for c in containers + templates] == [release.image] * len(containers + templates)
+        assert (name == "objcount-cluster.yaml") == (not templates), name
+    assert release.files[CERTIFICATE_SCRIPT].read_text().startswith("#!/usr/bin/env bash")
+
+
+DECLARED_HELD = RSyncKey("RootSync", NAMESPACE, "declared-held")
+DECLARED_FREE = RSyncKey("RootSync", NAMESPACE, "declared-free")
+GIT_OVERRIDE = {
+    "containerName": "reconciler",
+    "cpuRequest": "100m",
+    "memoryRequest": "300Mi",
+    "memoryLimit": "300Mi",
+}
+
+
+def declared_rootsyncs(cs: NodeConfigSync) -> str:
+    """Two RootSyncs declared in the root repository (each of its own repository of 3 ConfigMaps): one
+    declares the reconciler's resources in spec.override (Config Sync owns them: we must only
+    recommend), the other does not (we size it, and Config Sync must not put anything back)."""
+    documents = []
+    for key in (DECLARED_HELD, DECLARED_FREE):
+        cs.commit(key, configmaps(3, namespace=f"{key.name}-apps"))
+        cs.commit(key, {"namespace.yaml": json.dumps(_namespace(f"{key.name}-apps"))})
+        body = cs.rsync(key)
+        if key == DECLARED_HELD:
+            body["spec"]["override"] = {"resources": [GIT_OVERRIDE]}
+        documents.append(body)
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies_it(
+    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str]
+) -> None:
+    """objcount-cluster.yaml committed into the root repository: Config Sync applies it, our controller
+    (the release's image, by digest) sizes root-sync's reconciler, the one that applied it, and the
+    RootSyncs declared beside it by the owner rules; through a restart of that reconciler and of our
+    Pods, and a later commit Config Sync applies, nothing we wrote is put back or changed."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    objects = release_objects(release, "objcount-cluster.yaml")
+    commit_and_sync(
+        cs,
+        {
+            "objcount-cluster.yaml": release.files["objcount-cluster.yaml"].read_text(),
+            "declared.yaml": declared_rootsyncs(cs),
+        },
+    )
+    assert all_present(api, objects)
+    ours = wait_for(
+        lambda: [
+            p
+            for p in cs.pods(CONTROLLER)
+            if all(s.get("ready") for s in p["status"].get("containerStatuses") or [{}])
+        ],
+        timeout=180,
+        what="our controller's Pods ready",
+    )
+    assert {c["image"] for p in ours for c in p["spec"]["containers"]} == {release.image}
+    root_size = wait_for(
+        lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync's reconciler sized by us"
+    )
+    free_size = wait_for(
+        lambda: sized_by_us(cs, DECLARED_FREE), timeout=240, what="declared-free sized by us"
+    )
+    held = wait_for(
+        lambda: (rsync_of(api, DECLARED_HELD)["metadata"].get("annotations") or {}).get(HELD),
+        timeout=240,
+        what="declared-held held by its owner",
+    )
+    assert held == "spec.override is applied from git by Config Sync (its managed fields): change it there"
+    assert override(api, DECLARED_HELD) == GIT_OVERRIDE
+
+    # A restart of the reconciler that applied us, then of our Pods, then a commit Config Sync applies,
+    # every override sampled throughout: never put back, never changed.
+    sampler = Sampler(
+        lambda: [override(api, k) for k in (ROOT, DECLARED_FREE, DECLARED_HELD)],
+        interval=0.5,
+        tolerate=(kubeapi.ApiError,),
+    )
+    old = delete_pods(cs, f"configsync.gke.io/deployment-name={reconciler_name(ROOT)}")
+    wait_for(lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's new reconciler Pod")
+    old_ours = delete_pods(cs, CONTROLLER)
+    wait_for(
+        lambda: len([p for p in cs.pods(CONTROLLER) if p["metadata"]["name"] not in old_ours]) == 2,
+        timeout=180,
+        what="our controller's new Pods",
+    )
+    lease = wait_for(
+        lambda: (
+            (api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get("holderIdentity") or "")
+            not in old_ours
+            and api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
+        ),
+        timeout=180,
+        what="a new Pod of ours leading",
+    )
+    assert lease
+    commit_and_sync(cs, {"more.yaml": json.dumps(_configmap("one-more", APPS))})
+    for key, size in ((ROOT, root_size), (DECLARED_FREE, free_size)):
+        assert wait_for(lambda k=key: sized_by_us(cs, k), timeout=240, what=f"{key} still sized") == size
+    seen = sampler.stop()
+    assert seen
+    assert all(sample == [root_size, free_size, GIT_OVERRIDE] for sample in seen), "an override changed"
+    assert (rsync_of(api, DECLARED_HELD)["metadata"].get("annotations") or {}).get(HELD) == held
+    assert all_present(api, objects)
+
+
+def _configmap(name: str, namespace: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"a": "b"},
+    }
+
+
+def test_removing_the_cluster_release_from_the_repository_uninstalls_it(
+    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str]
+) -> None:
+    """The file removed from git: Config Sync prunes every object of ours; what stays on purpose (docs):
+    the Lease, and our override and annotations on the RSyncs we sized."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    objects = release_objects(release, "objcount-cluster.yaml")
+    sized = override(api, ROOT)
+    assert sized
+    pruned_without_waiting_for_the_sync(cs, {"objcount-cluster.yaml": None, "declared.yaml": None}, objects)
+    wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="our Pods gone")
+    assert api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
+    assert override(api, ROOT) == sized
+    assert (rsync_of(api, ROOT)["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
+    api.delete(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")  # the README's uninstall, by hand
+    # A new root-sync for the next tests, rather than waiting out the watch stops above.
+    delete_root_sync(cs)
+    start_root_sync(cs, cs.commit(ROOT, {}))
+
+
+def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies_it(
+    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str], tmp_path: Path
+) -> None:
+    """objcount-sidecar.yaml committed into the root repository, its certificate made by the release's
+    script and kept out of git (the TLS Secret and the caBundle, by hand, as docs/install.md says):
+    Config Sync applies it, root-sync's next reconciler Pod gets our sidecar (the release's image), which
+    counts the source and sizes that reconciler; through a restart of it and of our sidecar and webhook,
+    and a later commit Config Sync applies, the Secret and the caBundle stay and the size holds."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    certs = tmp_path / "certs"
+    subprocess.run(
+        ["bash", str(release.files[CERTIFICATE_SCRIPT]), str(certs)], check=True, capture_output=True
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": WEBHOOK_TLS_SECRET, "namespace": NAMESPACE},
+        "data": {n: base64.b64encode((certs / n).read_bytes()).decode() for n in ("tls.crt", "tls.key")},
+    }
+    create_or_replace(api, secret)
+    objects = release_objects(release, "objcount-sidecar.yaml")
+    files = {"objcount-sidecar.yaml": release.files["objcount-sidecar.yaml"].read_text()}
+    commit_and_sync(cs, files)
+    ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+    cs.stack.kubectl(
+        "patch",
+        "mutatingwebhookconfiguration",
+        WEBHOOK_CONFIGURATION,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]),
+    )
+    cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
+    old = delete_pods(cs, "app=reconciler")
+    pod = wait_for(
+        lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's Pod with the sidecar"
+    )
+    sidecar = next((c for c in pod["spec"]["containers"] if c["name"] == SIDECAR), None)
+    assert sidecar is not None
+    assert sidecar["image"] == release.image
+    # What the root repository holds now, counted here: its own files, more.yaml (committed by the
+    # cluster test) and our release file.
+    source = sum(objects_in(text) for text in root_repo.values()) + 1 + len(objects)
+    wait_for(
+        lambda: (
+            (rsync_of(api, ROOT)["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION) == str(source)
+        ),
+        timeout=240,
+        what=f"the sidecar's source count, {source}",
+    )
+    size = wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync sized by the sidecar")
+
+    old = delete_pods(cs, f"configsync.gke.io/deployment-name={reconciler_name(ROOT)}")
+    pod = wait_for(lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's next Pod")
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == SIDECAR)
+    subprocess.run(["kill", "-KILL", str(main_pid(cs.stack, status["containerID"]))], check=True)
+    delete_pods(cs, f"app.kubernetes.io/name={WEBHOOK_NAME}")
+    cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
+    commit_and_sync(cs, {"later.yaml": json.dumps(_configmap("later", APPS))})
+    assert wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync still sized") == size
+    webhook = api.get(RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
+    assert webhook["webhooks"][0]["clientConfig"].get("caBundle") == ca_bundle
+    assert api.get(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)["data"] == secret["data"]
+    assert all_present(api, objects)
+
+
+def test_removing_the_sidecar_release_from_the_repository_uninstalls_it(
+    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str]
+) -> None:
+    """The file removed from git: Config Sync prunes every object of ours; the reconcilers restarted
+    (docs) run without the sidecar. What stays on purpose: the TLS Secret made by hand (deleted by hand),
+    our override and annotations."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    objects = release_objects(release, "objcount-sidecar.yaml")
+    sized = override(api, ROOT)
+    pruned_without_waiting_for_the_sync(cs, {"objcount-sidecar.yaml": None}, objects)
+    old = delete_pods(cs, "app=reconciler")
+    pod = wait_for(
+        lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's Pod without us, Ready"
+    )
+    assert SIDECAR not in [c["name"] for c in pod["spec"]["containers"]]
+    assert override(api, ROOT) == sized
+    assert (rsync_of(api, ROOT)["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
+    assert api.get(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)
+    api.delete(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)  # the README's uninstall, by hand
