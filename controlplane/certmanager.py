@@ -61,6 +61,7 @@ from controlplane import images
 from controlplane.builds import run_build_script
 from controlplane.errors import ControlPlaneError
 from controlplane.stack import NodeStack
+from controlplane.status_checks import any_container_running, most_restarts
 
 BUILD_SCRIPT = Path(__file__).with_name("build_certmanager.sh")
 WRAPPER_MODULE = Path(__file__).with_name("certmanager")
@@ -391,34 +392,14 @@ def _delete_probe(stack: NodeStack) -> None:
     )  # fmt: skip
 
 
-def _pods(stack: NodeStack, binary: str) -> list[JSON]:
-    """The live Pods of a component's Deployment."""
-    result = stack.kubectl("get", "pods", "-n", NAMESPACE, "-l", _selector(binary), "-o", "json", check=False)
-    if result.returncode != 0:
-        return []
-    pods: list[JSON] = json.loads(result.stdout).get("items") or []
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
 def running(stack: NodeStack, binary: str) -> bool:
     """A Pod of the component has its container running."""
-    return any(
-        "running" in (s.get("state") or {})
-        for pod in _pods(stack, binary)
-        for s in pod.get("status", {}).get("containerStatuses") or []
-    )
+    return any_container_running(stack.live_pods(NAMESPACE, _selector(binary)))
 
 
 def restarts(stack: NodeStack, binary: str) -> int:
     """How often the kubelet has restarted the component's container (0 before it has a Pod)."""
-    return max(
-        (
-            s.get("restartCount", 0)
-            for pod in _pods(stack, binary)
-            for s in pod.get("status", {}).get("containerStatuses") or []
-        ),
-        default=0,
-    )
+    return most_restarts(stack.live_pods(NAMESPACE, _selector(binary)))
 
 
 def condition(obj: JSON, kind: str) -> JSON | None:

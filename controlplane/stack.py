@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,7 @@ from controlplane import images
 from controlplane.kubelet import CGROUP_PREFIX, RealNode, cgroup_root_name
 from controlplane.launcher import LocalControlPlane, build_binaries
 from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups, remove_stale_sandboxes
+from controlplane.seed import JSON
 
 
 def node_images() -> list[images.Image]:
@@ -75,6 +77,14 @@ class NodeStack:
             check=check,
             timeout=120,
         )
+
+    def live_pods(self, namespace: str, selector: str) -> list[JSON]:
+        """The Pods of `selector` in `namespace` not being deleted ([] when they cannot be listed)."""
+        result = self.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json", check=False)
+        if result.returncode != 0:
+            return []
+        pods: list[JSON] = json.loads(result.stdout).get("items") or []
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def container_cgroup(self, container_id: str, controller: str = "memory") -> Path:
         """The cgroup the kubelet made for a container (cgroupfs driver: under its cgroupRoot's kubepods)."""

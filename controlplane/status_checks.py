@@ -38,3 +38,24 @@ def container_running(pod: JSON, container: str) -> bool:
     """The Pod's status reports `container` running."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
+
+
+def any_container_running(pods: list[JSON]) -> bool:
+    """A container of one of `pods` is running."""
+    return any(
+        "running" in (s.get("state") or {})
+        for pod in pods
+        for s in (pod.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+def most_restarts(pods: list[JSON]) -> int:
+    """The most restarts the kubelet has made of one container of `pods` (0 without a Pod)."""
+    return max(
+        (
+            s.get("restartCount", 0)
+            for pod in pods
+            for s in (pod.get("status") or {}).get("containerStatuses") or []
+        ),
+        default=0,
+    )

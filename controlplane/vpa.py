@@ -53,6 +53,7 @@ from controlplane import images
 from controlplane.builds import run_build_script
 from controlplane.errors import ControlPlaneError
 from controlplane.stack import NodeStack
+from controlplane.status_checks import any_container_running, most_restarts
 from inventory.kube import kubeapi
 
 BUILD_SCRIPT = Path(__file__).with_name("build_vpa.sh")
@@ -267,35 +268,14 @@ def _apply(stack: NodeStack, objects: Sequence[JSON]) -> None:
     stack.kubectl("apply", "--server-side", "--field-manager=objcount-vpa", "-f", "-", input_text=document)
 
 
-def _pods(stack: NodeStack, deployment: str) -> list[JSON]:
-    """The live Pods of one of the VPA's Deployments (labelled `app: <its name>`, as the release's are)."""
-    selector = f"app={deployment}"
-    result = stack.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json", check=False)
-    if result.returncode != 0:
-        return []
-    pods: list[JSON] = json.loads(result.stdout).get("items") or []
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
 def running(stack: NodeStack, deployment: str) -> bool:
-    """A Pod of the Deployment has its container running."""
-    return any(
-        "running" in (s.get("state") or {})
-        for pod in _pods(stack, deployment)
-        for s in pod.get("status", {}).get("containerStatuses") or []
-    )
+    """A Pod of the Deployment (labelled `app: <its name>`, as the release's are) runs its container."""
+    return any_container_running(stack.live_pods(NAMESPACE, f"app={deployment}"))
 
 
 def restarts(stack: NodeStack, deployment: str) -> int:
     """How often the kubelet has restarted the Deployment's container (0 before it has a Pod)."""
-    return max(
-        (
-            s.get("restartCount", 0)
-            for pod in _pods(stack, deployment)
-            for s in pod.get("status", {}).get("containerStatuses") or []
-        ),
-        default=0,
-    )
+    return most_restarts(stack.live_pods(NAMESPACE, f"app={deployment}"))
 
 
 # A VerticalPodAutoscaler the CRD's schema accepts and only the admission-controller's validation rejects
