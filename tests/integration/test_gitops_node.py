@@ -39,6 +39,7 @@ from tests.helpers import RELEASE_REPOSITORY, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,
     configmaps,
+    container_status,
     finished,
     main_pid,
     objects_in,
@@ -110,7 +111,7 @@ def pruned_without_waiting_for_the_sync(
 ) -> None:
     """Commit the removal and wait until Config Sync has pruned `objects`. Not until root-sync reports
     the commit synced: its reconciler then stops its watch of each kind no longer declared, each at that
-    watch's next bookmark, one after the other (seen here: about a minute per kind, 10 kinds), and
+    watch's next bookmark, one after the other (seen here: about a minute per kind), and
     reports Syncing meanwhile (Config Sync's behaviour, with or without us; docs/install.md)."""
     api = cast(kubeapi.KubeApi, cs.api)
     commit = cs.commit(ROOT, files)
@@ -119,7 +120,7 @@ def pruned_without_waiting_for_the_sync(
         timeout=SYNC_TIMEOUT,
         what=f"root-sync applying {commit[:12]}",
     )
-    assert wait_for(lambda: not all_pruned(api, objects), timeout=120, what="our objects pruned")
+    assert wait_for(lambda: not still_there(api, objects), timeout=120, what="our objects pruned")
 
 
 def _namespace(name: str) -> JSON:
@@ -156,17 +157,17 @@ def namespace_of(item: JSON) -> str | None:
     return cast("str | None", item["metadata"].get("namespace"))
 
 
-def all_present(api: kubeapi.KubeApi, objects: list[JSON]) -> bool:
-    return not any(_gone(api, resource_of(o), o["metadata"]["name"], namespace_of(o)) for o in objects)
-
-
-def all_pruned(api: kubeapi.KubeApi, objects: list[JSON]) -> list[str]:
-    """The objects still there (empty once Config Sync has pruned them all)."""
+def still_there(api: kubeapi.KubeApi, objects: list[JSON]) -> list[str]:
+    """Those of `objects` the API server still has (none once Config Sync has pruned them)."""
     return [
         f"{o['kind']}/{o['metadata']['name']}"
         for o in objects
         if not _gone(api, resource_of(o), o["metadata"]["name"], namespace_of(o))
     ]
+
+
+def all_present(api: kubeapi.KubeApi, objects: list[JSON]) -> bool:
+    return len(still_there(api, objects)) == len(objects)
 
 
 def sized_by_us(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
@@ -241,8 +242,10 @@ def declared_rootsyncs(cs: NodeConfigSync) -> str:
     recommend), the other does not (we size it, and Config Sync must not put anything back)."""
     documents = []
     for key in (DECLARED_HELD, DECLARED_FREE):
-        cs.commit(key, configmaps(3, namespace=f"{key.name}-apps"))
-        cs.commit(key, {"namespace.yaml": json.dumps(_namespace(f"{key.name}-apps"))})
+        namespace = f"{key.name}-apps"
+        cs.commit(
+            key, {"namespace.yaml": json.dumps(_namespace(namespace)), **configmaps(3, namespace=namespace)}
+        )
         body = cs.rsync(key)
         if key == DECLARED_HELD:
             body["spec"]["override"] = {"resources": [GIT_OVERRIDE]}
@@ -411,14 +414,31 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     )
     size = wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync sized by the sidecar")
 
+    # A restart of the reconciler that applied us, then of our sidecar (killed) and our webhook, then a
+    # commit Config Sync applies, the override sampled throughout: never changed.
+    sampler = Sampler(lambda: override(api, ROOT), interval=0.5, tolerate=(kubeapi.ApiError,))
     old = delete_pods(cs, f"configsync.gke.io/deployment-name={reconciler_name(ROOT)}")
     pod = wait_for(lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's next Pod")
     status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == SIDECAR)
     subprocess.run(["kill", "-KILL", str(main_pid(cs.stack, status["containerID"]))], check=True)
+    wait_for(
+        lambda: (
+            (now := container_status(cast(JSON, cs.reconciler_pod(ROOT) or {}), SIDECAR)).get(
+                "restartCount", 0
+            )
+            > status.get("restartCount", 0)
+            and "running" in now.get("state", {})
+        ),
+        timeout=120,
+        what="our sidecar restarted by the kubelet",
+    )
     delete_pods(cs, f"app.kubernetes.io/name={WEBHOOK_NAME}")
     cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
     commit_and_sync(cs, {"later.yaml": json.dumps(_configmap("later", APPS))})
     assert wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync still sized") == size
+    seen = sampler.stop()
+    assert seen
+    assert all(sample == size for sample in seen), "the override changed"
     webhook = api.get(RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
     assert webhook["webhooks"][0]["clientConfig"].get("caBundle") == ca_bundle
     assert api.get(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)["data"] == secret["data"]
