@@ -201,6 +201,18 @@ def test_the_cert_manager_overlay_installs_the_sidecar_with_one_kubectl_apply_k(
     assert data["ca.crt"] == cast(JSON, secret_data(cs, CA_SECRET))["ca.crt"]
     wait_for(lambda: ca_bundle(cs) == data["ca.crt"], timeout=120, what="the CA injected by cert-manager")
     cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
+    # Webhook Pods that ran before (an earlier install's, with a certificate of the script's) are not
+    # replaced by this apply: they serve cert-manager's certificate once the kubelet has updated their
+    # Secret volume (until then the API server does not trust them, and Pods start without the sidecar).
+    issued_serial = secret_serial(cs)
+    for pod in webhook_pods(cs):
+        ip = pod["status"]["podIP"]
+        wait_for(
+            lambda i=ip: served_serial(cs, i) == issued_serial,
+            timeout=SERVED_TIMEOUT,
+            interval=1,
+            what=f"{ip} serving cert-manager's certificate",
+        )
     readmitted_with_sidecar(cs, root)
 
 
