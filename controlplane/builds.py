@@ -3,6 +3,7 @@ entry of pinned binaries and prints its directory last."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,3 +19,10 @@ def run_build_script(script: Path, what: str, hint: str = "", *args: str) -> Pat
     if result.returncode != 0:
         raise ControlPlaneError(f"building {what} failed (exit {result.returncode}); see above.{hint}")
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def given_or_built(variable: str, script: Path, what: str) -> Path:
+    """The directory the environment variable `variable` names (binaries built already: no build), else
+    the one `script` builds or reuses."""
+    given = os.environ.get(variable)
+    return Path(given) if given else run_build_script(script, what)

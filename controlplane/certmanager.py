@@ -58,7 +58,7 @@ from typing import Any
 import yaml
 
 from controlplane import images
-from controlplane.builds import run_build_script
+from controlplane.builds import given_or_built
 from controlplane.errors import ControlPlaneError
 from controlplane.stack import NodeStack
 from controlplane.status_checks import any_container_running, most_restarts
@@ -105,8 +105,7 @@ def image_name(binary: str) -> str:
 def build_certmanager() -> Path:
     """Build or reuse the pinned cert-manager; return the directory holding `controller` and `cainjector`.
     `OBJCOUNT_CERTMANAGER_BIN_DIR` names a directory holding them already (no build)."""
-    cached = os.environ.get("OBJCOUNT_CERTMANAGER_BIN_DIR")
-    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "cert-manager")
+    return given_or_built("OBJCOUNT_CERTMANAGER_BIN_DIR", BUILD_SCRIPT, "cert-manager")
 
 
 def certmanager_images(bin_dir: Path | None = None) -> list[images.Image]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shutil
 import ssl
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from controlplane.builds import run_build_script
+from controlplane.builds import given_or_built
 from controlplane.errors import ControlPlaneError
 from controlplane.ports import free_port
 from controlplane.process import Process
@@ -53,8 +52,7 @@ SANDBOX_ETCD_PORTS = (2379, 2380)
 def build_binaries() -> Path:
     """Build or reuse the pinned binaries; return the directory holding `etcd`, `kube-apiserver` and
     `kube-controller-manager`."""
-    cached = os.environ.get("OBJCOUNT_CP_BIN_DIR")
-    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "the control plane")
+    return given_or_built("OBJCOUNT_CP_BIN_DIR", BUILD_SCRIPT, "the control plane")
 
 
 def _openssl(*args: str | Path) -> None:

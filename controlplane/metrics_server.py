@@ -21,13 +21,12 @@ itself when the stack was not started with it (well under a second).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from controlplane import images
-from controlplane.builds import run_build_script
+from controlplane.builds import given_or_built
 from controlplane.errors import ControlPlaneError
 from controlplane.images import METRICS_SERVER_IMAGE
 from controlplane.stack import NodeStack
@@ -49,8 +48,7 @@ JSON = dict[str, Any]
 def build_metrics_server() -> Path:
     """Build or reuse the pinned metrics-server; return the directory holding `metrics-server`.
     `OBJCOUNT_MS_BIN_DIR` names a directory holding one already (no build)."""
-    cached = os.environ.get("OBJCOUNT_MS_BIN_DIR")
-    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "metrics-server")
+    return given_or_built("OBJCOUNT_MS_BIN_DIR", BUILD_SCRIPT, "metrics-server")
 
 
 def metrics_server_image() -> images.Image:

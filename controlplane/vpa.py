@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from controlplane import images
-from controlplane.builds import run_build_script
+from controlplane.builds import given_or_built
 from controlplane.errors import ControlPlaneError
 from controlplane.stack import NodeStack
 from controlplane.status_checks import any_container_running, most_restarts
@@ -91,8 +91,7 @@ def image_name(binary: str) -> str:
 def build_vpa() -> Path:
     """Build or reuse the pinned VPA; return the directory holding its three binaries.
     `OBJCOUNT_VPA_BIN_DIR` names a directory holding them already (no build)."""
-    cached = os.environ.get("OBJCOUNT_VPA_BIN_DIR")
-    return Path(cached) if cached else run_build_script(BUILD_SCRIPT, "the Vertical Pod Autoscaler")
+    return given_or_built("OBJCOUNT_VPA_BIN_DIR", BUILD_SCRIPT, "the Vertical Pod Autoscaler")
 
 
 def vpa_images(bin_dir: Path | None = None) -> list[images.Image]:

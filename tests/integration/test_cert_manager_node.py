@@ -133,6 +133,18 @@ def served_serial(cs: NodeConfigSync, pod_ip: str) -> str | None:
     return serial(handshake.stdout)
 
 
+def wait_until_served(cs: NodeConfigSync, pods: list[JSON], serial: str) -> None:
+    """Until each of the webhook's `pods` serves the certificate of this serial."""
+    for pod in pods:
+        ip = pod["status"]["podIP"]
+        wait_for(
+            lambda i=ip: served_serial(cs, i) == serial,
+            timeout=SERVED_TIMEOUT,
+            interval=1,
+            what=f"{ip} serving the certificate {serial}",
+        )
+
+
 def webhook_pods(cs: NodeConfigSync) -> list[JSON]:
     return [p for p in cs.pods(WEBHOOK_PODS) if pod_ready(p)]
 
@@ -204,15 +216,7 @@ def test_the_cert_manager_overlay_installs_the_sidecar_with_one_kubectl_apply_k(
     # Webhook Pods that ran before (an earlier install's, with a certificate of the script's) are not
     # replaced by this apply: they serve cert-manager's certificate once the kubelet has updated their
     # Secret volume (until then the API server does not trust them, and Pods start without the sidecar).
-    issued_serial = secret_serial(cs)
-    for pod in webhook_pods(cs):
-        ip = pod["status"]["podIP"]
-        wait_for(
-            lambda i=ip: served_serial(cs, i) == issued_serial,
-            timeout=SERVED_TIMEOUT,
-            interval=1,
-            what=f"{ip} serving cert-manager's certificate",
-        )
+    wait_until_served(cs, webhook_pods(cs), cast(str, secret_serial(cs)))
     readmitted_with_sidecar(cs, root)
 
 
@@ -234,14 +238,7 @@ def test_a_renewed_certificate_is_served_by_the_running_webhook_without_a_restar
         lambda: (s := secret_serial(cs)) != old and s, timeout=120, what="a new certificate issued"
     )
     began = time.monotonic()
-    for pod in pods:
-        ip = pod["status"]["podIP"]
-        wait_for(
-            lambda i=ip: served_serial(cs, i) == new,
-            timeout=SERVED_TIMEOUT,
-            interval=1,
-            what=f"{ip} serving it",
-        )
+    wait_until_served(cs, pods, new)
     FIGURES.append(
         ("cert-manager renewal: the new certificate served by both webhook Pods", time.monotonic() - began)
     )
