@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from tests.helpers import (
     FIGURES,
     NODE_STARTUP,
     OBSERVED,
+    RECOVERIES,
     RELEASE_REPOSITORY,
     RELEASE_VERSION,
     Shell,
@@ -45,15 +48,87 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, folder))
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from tests.helpers import RECOVERIES  # noqa: PLC0415 - filled by this run's tests
+# ----- the suite over several workers (`make test`: pytest-xdist) ---------------------------------------------
+_OTHER_VERSION = re.compile(r"[\[-](v\d+\.\d+\.\d+)[\]-]")
 
+
+def worker_group(nodeid: str) -> str:
+    """What runs in one worker, in collection order: a whole module, so its fixtures are set up once; but a
+    test on a Config Sync version other than the default (its id names the version) joins that version's
+    group, so one worker starts that version's stack, once."""
+    version = _OTHER_VERSION.search(nodeid)
+    if version and version.group(1) != VERSION:
+        return f"configsync-{version.group(1)}"
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's scheduler by scope, the scopes being worker_group's, handed out in collection order
+    (each worker's modules in the order a run in one process has them), other versions' groups first."""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only where the suite is spread
+
+    class ByWorkerGroup(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            # The other versions' groups go first: each is one of the longest units (a stack of its own
+            # and its tests), and pytest collects them last, where they would run alone at the end.
+            for scope in [s for s in self.workqueue if s.startswith("configsync-")][::-1]:
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    config.option.loadscopereorder = False
+    return ByWorkerGroup(config, log)
+
+
+# ----- what the tests measured, printed at the end (gathered from every worker) -------------------------------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a worker: hand what its tests measured to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["measured"] = {"recoveries": RECOVERIES, "figures": FIGURES, "observed": OBSERVED}
+
+
+def pytest_testnodedown(node: object, error: object) -> None:
+    """In the controller: a worker's figures join the run's (pytest-xdist's hook)."""
+    measured = getattr(node, "workeroutput", {}).get("measured")
+    if measured:
+        RECOVERIES.extend(tuple(r) for r in measured["recoveries"])
+        FIGURES.extend(tuple(f) for f in measured["figures"])
+        OBSERVED.extend(measured["observed"])
+
+
+_SESSION_STARTED = pytest.StashKey[float]()
+CI_BUDGET_SECONDS = 3000
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_SESSION_STARTED] = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    ci_budget(terminalreporter, config)
     for what, seconds, bound in RECOVERIES:
         terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")
     for what, seconds in FIGURES:
         terminalreporter.write_line(f"{what}: {seconds:.2f} s")
     for line in OBSERVED:
         terminalreporter.write_line(line)
+
+
+def ci_budget(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Under `.ci/run` (which exports when it started and when its builds ended): the builds, lint and
+    type-check, and the tests, in seconds, against the budget of a cold run."""
+    started, built = os.environ.get("OBJCOUNT_CI_STARTED"), os.environ.get("OBJCOUNT_CI_BUILT")
+    if not (started and built):
+        return
+    now, tests_started = time.time(), config.stash[_SESSION_STARTED]
+    terminalreporter.write_line(
+        f"ci: builds {int(built) - int(started)} s, lint and types {tests_started - int(built):.0f} s,"
+        f" tests {now - tests_started:.0f} s, total {now - int(started):.0f} s"
+        f" (budget of a cold run: {CI_BUDGET_SECONDS} s)"
+    )
 
 
 # ----- real Config Sync on the real node ----------------------------------------------------------------------

@@ -19,9 +19,9 @@ from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.helpers import Service, alive, wait_for
+from tests.helpers import FIGURES, Service, alive, wait_for
 
-_STARTUP_KEY = pytest.StashKey[float]()
+CONTROL_PLANE_STARTUP = "local control plane: start to ready"
 
 
 @pytest.fixture(scope="session")
@@ -35,13 +35,13 @@ def configsync_build() -> ConfigSyncBuild:
 
 
 @pytest.fixture(scope="session")
-def control_plane(control_plane_bin_dir: Path, pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
+def control_plane(control_plane_bin_dir: Path) -> Iterator[LocalControlPlane]:
     # Config Sync's CRDs and our objects on a bare API server (no controller-manager); Config Sync itself
     # runs on the real node (the `config_sync_on_node` fixture).
     plane = LocalControlPlane(control_plane_bin_dir, controller_manager=False)
     plane.start()
     assert plane.startup_seconds is not None
-    pytestconfig.stash[_STARTUP_KEY] = plane.startup_seconds
+    FIGURES.append((CONTROL_PLANE_STARTUP, plane.startup_seconds))
     try:
         yield plane
     finally:
@@ -72,12 +72,6 @@ def namespace(admin_api: kubeapi.KubeApi) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     ensure_namespace(admin_api, name)
     return name
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    seconds = config.stash.get(_STARTUP_KEY, None)
-    if seconds is not None:
-        terminalreporter.write_line(f"local control plane: start to ready in {seconds:.2f} s")
 
 
 @pytest.fixture
