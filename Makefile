@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test install node-packages binaries image release lint unit integration e2e clean
+.PHONY: run test check install node-packages binaries image release lint unit integration e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
+
+# The suite runs in WORKERS processes (pytest-xdist), each module whole in one of them, the modules handed out
+# in the order they are collected (tests/conftest.py, worker_group); WORKERS=0 runs it in one.
+WORKERS ?= 2
+PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
 ## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
 node-packages:
@@ -51,7 +56,10 @@ run: install binaries
 ## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
 ## Config Sync, e2e if kind)
 test: install binaries lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
+
+## check: the fast loop for every edit (lint, type-check, unit tests; no cluster, nothing built but promtool)
+check: lint unit
 
 lint: install
 	$(BIN)/ruff check .
@@ -60,7 +68,7 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest $(PARALLEL) tests/unit
 
 integration: install binaries
 	$(BIN)/pytest tests/integration

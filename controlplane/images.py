@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -125,18 +126,31 @@ def _buildah(*args: str) -> list[str]:
 
 @contextlib.contextmanager
 def _cached(name: str, key: str) -> Iterator[tuple[Path, bool]]:
-    """The archive for `name` at `key`, and whether it must be built; a build that fails leaves nothing."""
+    """The archive for `name` at `key`, and whether it must be built; a build that fails leaves nothing.
+    Held under a lock of its own, so test workers starting stacks at once build it once."""
     safe = name.replace("/", "_").replace(":", "_")
     archive = CACHE / f"{safe}-{key}.tar"
     if archive.exists():
         yield archive, False
         return
+    with _exclusive(safe):
+        if archive.exists():
+            yield archive, False
+            return
+        try:
+            yield archive, True
+        except BaseException:
+            archive.unlink(missing_ok=True)
+            raise
+
+
+@contextlib.contextmanager
+def _exclusive(name: str) -> Iterator[None]:
+    """One process at a time builds `name` (an advisory lock beside the cache, freed when its owner dies)."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        yield archive, True
-    except BaseException:
-        archive.unlink(missing_ok=True)
-        raise
+    with (CACHE / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _push(reference: str, name: str, archive: Path) -> None:
@@ -389,6 +403,11 @@ def _wheelhouse() -> Path:
 def objcount_image(base: Image) -> Image:
     """Our image, built from the checkout's Dockerfile (every time: never a stale image)."""
     _require("buildah")
+    with _exclusive("objcount-autoscaler"):
+        return _build_objcount_image(base)
+
+
+def _build_objcount_image(base: Image) -> Image:
     began = time.monotonic()
     house = _wheelhouse()
     pip_conf = CACHE / "pip-offline.conf"
