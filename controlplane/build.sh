@@ -47,8 +47,10 @@ start=$(date +%s)
 echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 5-10 minutes on 2 cores)" >&2
 cd "$mod"
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
-for c in "${components[@]}"; do
-  go build -trimpath -ldflags "$ldflags" -o "$tmp/$c" "k8s.io/kubernetes/cmd/$c"
-done
+# One `go build` for every Kubernetes main: one load of the package graph, the links in parallel.
+packages=()
+for c in "${components[@]}"; do packages+=("k8s.io/kubernetes/cmd/$c"); done
+go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${packages[@]}"
+for c in "${components[@]}"; do [[ -x "$tmp/$c" ]] || { echo "build.sh: go build left no $c" >&2; exit 1; }; done
 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 publish_cache_entry "$tmp" "$out" "$start"
