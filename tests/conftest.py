@@ -62,9 +62,25 @@ def worker_group(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+# Modules whose tests start stacks of their own (the benchmark scripts' end-to-end runs), among the longest
+# units of work (BENCHMARKS, "CI time"): handed out first, so none runs alone at the end; they share nothing
+# with the modules before them in a worker.
+OWN_STACKS = (
+    "tests/integration/test_reconciler_memory.py",
+    "tests/integration/test_policies_real.py",
+    "tests/integration/test_demo.py",
+)
+
+
+def first_handed_out(group: str) -> bool:
+    """The other versions' groups (pytest collects them last: one of the longest units each, a stack of its
+    own and its tests) and the modules of OWN_STACKS."""
+    return group.startswith("configsync-") or group in OWN_STACKS
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """pytest-xdist's scheduler by scope, the scopes being worker_group's, handed out in collection order
-    (each worker's modules in the order a run in one process has them), other versions' groups first."""
+    (each worker's modules in the order a run in one process has them), but first_handed_out's first."""
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only where the suite is spread
 
     class ByWorkerGroup(LoadScopeScheduling):  # type: ignore[misc]
@@ -72,9 +88,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return worker_group(nodeid)
 
         def _assign_work_unit(self, node: object) -> None:
-            # The other versions' groups go first: each is one of the longest units (a stack of its own
-            # and its tests), and pytest collects them last, where they would run alone at the end.
-            for scope in [s for s in self.workqueue if s.startswith("configsync-")][::-1]:
+            for scope in [s for s in self.workqueue if first_handed_out(s)][::-1]:
                 self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 

@@ -705,7 +705,7 @@ def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
                 container_status(api.get(kubeapi.POD, NAMESPACE, name), SIDECAR_CONTAINER).get("lastState")
                 or {}
             ).get("terminated"),
-            timeout=60,
+            timeout=120,  # its shutdown, the kubelet's next relist and the restart, on a loaded node
             what="the container's exit in the Pod status",
         )
         assert last["exitCode"] == 1

@@ -68,7 +68,9 @@ def steady_pod(cs: NodeConfigSync, key: RSyncKey, memory: str) -> JSON | None:
     containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
     if SIDECAR_CONTAINER not in containers or not pod_ready(pod):
         return None
-    return pod if containers["reconciler"]["resources"]["limits"]["memory"] == memory else None
+    # A Pod the reconciler-manager made before our size reached its template has no limit yet.
+    limits = containers["reconciler"]["resources"].get("limits") or {}
+    return pod if limits.get("memory") == memory else None
 
 
 def containers_of(pod: JSON) -> dict[str, tuple[str, int]]:

@@ -250,6 +250,13 @@ class Snapshot:
         return ((self.rsync.get("status") or {}).get("sync") or {}).get("commit") == commit
 
 
+OOM_FLOOR = "objcount.dev/oom-floor"
+
+
+def annotations_of(obj: JSON) -> dict[str, str]:
+    return cast(dict[str, str], obj["metadata"].get("annotations") or {})
+
+
 def snapshot(cs: NodeConfigSync, key: RSyncKey) -> Snapshot:
     api = cast(kubeapi.KubeApi, cs.api)
     pod = cast(JSON | None, cs.reconciler_pod(key))
@@ -561,12 +568,18 @@ def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
             timeout=300,
             what="the reconciler OOM-killed under the 32Mi VPA gave it",
         )
+    # The target (on the VPA) and the floor (on the RootSync) are two writes, and a snapshot reads the
+    # RootSync first: one snapshot can hold the new target beside the RootSync read before its floor.
     raised = wait_for(
-        lambda: (s := snapshot(cs, key)).target_mib == AFTER_OOM_MIB and s,
+        lambda: (
+            (s := snapshot(cs, key)).target_mib == AFTER_OOM_MIB
+            and OOM_FLOOR in annotations_of(s.rsync)
+            and s
+        ),
         timeout=120,
-        what="our target raised after the kill",
+        what="our target raised after the kill, and its floor recorded",
     )
-    floor = json.loads(cast(Snapshot, raised).rsync["metadata"]["annotations"]["objcount.dev/oom-floor"])
+    floor = json.loads(annotations_of(cast(Snapshot, raised).rsync)[OOM_FLOOR])
     assert floor["memory"] == f"{AFTER_OOM_MIB}Mi"
     synced_after = wait_for(
         lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == AFTER_OOM_MIB and s,
