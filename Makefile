@@ -17,7 +17,7 @@ install: $(STAMP)
 
 # The suite runs in WORKERS processes (pytest-xdist), each module whole in one of them, the modules handed out
 # in the order they are collected (tests/conftest.py, worker_group); WORKERS=0 runs it in one.
-WORKERS ?= 3
+WORKERS ?= 2
 PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
 ## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
@@ -58,7 +58,7 @@ run: install binaries
 test: install binaries lint
 	$(BIN)/pytest $(PARALLEL)
 
-## check: the fast loop for every edit (lint, type-check, unit tests; no cluster, nothing built but promtool)
+## check: the fast loop for every edit: lint, type-check and the unit tests (no cluster, no build)
 check: lint unit
 
 lint: install
@@ -71,10 +71,10 @@ unit: install
 	$(BIN)/pytest $(PARALLEL) tests/unit
 
 integration: install binaries
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest $(PARALLEL) tests/integration
 
 e2e: install binaries
-	$(BIN)/pytest tests/e2e
+	$(BIN)/pytest $(PARALLEL) tests/e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
