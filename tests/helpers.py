@@ -43,15 +43,24 @@ RELEASE_REPOSITORY = "registry.example/platform/objcount-autoscaler"
 Shell = Callable[..., str]  # the `shell` fixture: (commands, check=True) -> standard output
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
-    """Poll `probe` until it returns something truthy; fail with the last value after `timeout` seconds."""
+def wait_for(
+    probe: Callable[[], T],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "",
+    explain: Callable[[], str] | None = None,
+) -> T:
+    """Poll `probe` until it returns something truthy; fail with the last value after `timeout` seconds,
+    and with what `explain` says then (a log read at the timeout, not before the wait)."""
     began = time.monotonic()
     deadline = began + timeout
     last: T = probe()
     while not last:
         if time.monotonic() > deadline:
+            seen = f"\n{explain()}" if explain else ""
             raise AssertionError(
-                f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}"
+                f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}{seen}"
             )
         time.sleep(interval)
         last = probe()

@@ -212,7 +212,8 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     wait_for(
         lambda: counts(api, key) == ("40", "41"),
         timeout=120,
-        what=f"counts in annotations; the sidecar's log:\n{sidecar_log(cs, key)}",
+        what="counts in annotations",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     assert counts(api, key) == (str(objects_in(manifests)), str(len(inventory_entries(api, key))))
     annotations = rsync_of(api, key)["metadata"]["annotations"]
@@ -271,12 +272,14 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
         wait_for(
             lambda: history.find(killed_under_24mi),
             timeout=SYNC_TIMEOUT,
-            what=f"the reconciler OOM-killed under 24Mi; the sidecar's log:\n{sidecar_log(cs, key)}",
+            what="the reconciler OOM-killed under 24Mi",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
         )
     wait_for(
         lambda: override(api, key).get("memoryLimit") == "152Mi",
         timeout=120,
-        what=f"the size raised after the kill; the sidecar's log:\n{sidecar_log(cs, key)}",
+        what="the size raised after the kill",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     assert override(api, key).get("cpuRequest") == "149m"
     floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
@@ -396,7 +399,8 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     wait_for(
         lambda: resized(first["metadata"]["uid"]),
         timeout=120,
-        what=f"the running Pod resized; the sidecar's log:\n{sidecar_log(cs, key)}",
+        what="the running Pod resized",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     # Resized in place: the same container, never restarted, and the same process in it.
     assert_runs_on_unchanged(cs, key, first, container, 224 * MiB)
@@ -441,7 +445,8 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
     wait_for(
         lambda: sidecar_metric(cs, key, refused) >= 1,
         timeout=120,
-        what=f"the refusal reported by the sidecar; its log:\n{sidecar_log(cs, key)}",
+        what="the refusal reported by the sidecar",
+        explain=lambda: "its log:\n" + sidecar_log(cs, key),
     )
     assert "below current usage" in resize_refusal(api, pod["metadata"]["name"])
     assert "a lower limit was refused" in sidecar_log(cs, key)
@@ -468,7 +473,8 @@ def test_size_comes_down_after_a_real_prune(
     wait_for(
         lambda: override(api, key).get("memoryLimit") == "384Mi",
         timeout=120,
-        what=f"the size for 1,000 objects; the sidecar's log:\n{sidecar_log(cs, key)}",
+        what="the size for 1,000 objects",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     # The size rolled the reconciler out; the prune starts once the new Pod's reconciler has synced.
     wait_for(lambda: reconciler_memory_limit(cs, key) == 384 * MiB, timeout=SYNC_TIMEOUT, what="384 MiB")
@@ -533,7 +539,8 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
         wait_for(
             lambda k=key: counts(api, k) == expected[k],
             timeout=120,
-            what=f"{key}'s counts; the sidecar's log:\n{sidecar_log(cs, key)}",
+            what=f"{key}'s counts",
+            explain=lambda k=key: "the sidecar's log:\n" + sidecar_log(cs, k),
         )
         wait_for(
             lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
@@ -759,7 +766,8 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
         wait_for(
             lambda: override(api, key).get("memoryLimit") == "192Mi",
             timeout=SYNC_TIMEOUT,
-            what=f"the model's size; the sidecar's log:\n{sidecar_log(cs, key)}",
+            what="the model's size",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
         )
 
         def lowered() -> int | None:
@@ -773,7 +781,8 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
         limit_mib = wait_for(
             lowered,
             timeout=2 * SYNC_TIMEOUT,
-            what=f"a calibrated size; the sidecar's log:\n{sidecar_log(cs, key)}",
+            what="a calibrated size",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
         )
         # Every reconciler container of this RSync so far synced (or began to sync) this one commit.
         peaks = dict(kernel.peaks)
@@ -803,7 +812,8 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
             and sidecar_metric(cs, key, 'objcount_decisions_total{outcome="unchanged"}') > 0
         ),
         timeout=120,
-        what=f"the next Pod's sidecar sampling and keeping the size; its log:\n{sidecar_log(cs, key)}",
+        what="the next Pod's sidecar sampling and keeping the size",
+        explain=lambda: "its log:\n" + sidecar_log(cs, key),
     )
     assert override(api, key).get("memoryLimit") == f"{limit_mib}Mi"
     assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]
@@ -814,7 +824,8 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
     wait_for(
         lambda: "objcount.dev/oom-floor" in (rsync_of(api, key)["metadata"].get("annotations") or {}),
         timeout=2 * SYNC_TIMEOUT,
-        what=f"an OOM kill answered by a floor; the sidecar's log:\n{sidecar_log(cs, key)}",
+        what="an OOM kill answered by a floor",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
     floor_mib = quantity_bytes(floor["memory"]) // MiB
