@@ -1,5 +1,6 @@
-"""Shared pytest configuration: markers by folder, the figures printed at the end, and Config Sync on
-the real node, one stack per Config Sync version for the session's integration and e2e tests.
+"""Shared pytest configuration: markers by folder, the suite spread over workers, the figures printed at
+the end, and Config Sync on the real node, one stack per Config Sync version for a worker's (or a
+one-process session's) integration and e2e tests.
 
 Every test on Config Sync runs on the default version (the newest release pinned); the tests marked
 `both_versions` (the named subset) run on every pinned version too, each test id naming its version.
@@ -163,8 +164,8 @@ def configsync_version(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def config_sync_on_node(configsync_version: str) -> Iterator[NodeConfigSync]:
-    """Config Sync on the real node (kubelet, containerd, runc), shared by the session's tests of its
-    version."""
+    """Config Sync on the real node (kubelet, containerd, runc), shared by the tests of its version that
+    run in this process (a worker of `make test`)."""
     with running_config_sync_on_node(configsync_version) as config_sync:
         FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
         yield config_sync

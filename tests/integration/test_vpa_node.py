@@ -46,7 +46,7 @@ from tests.integration.on_node import (
 )
 
 # The stack, Config Sync, metrics-server and VPA built on a cold cache, then one RootSync's whole timeline
-# in the first test's setup (module fixtures): more than the suite's 300 s per test.
+# in the first test's setup (module fixtures): more than the suite's 600 s per test under load.
 pytestmark = pytest.mark.timeout(900)
 JSON = dict[str, Any]
 MiB = 1024 * 1024
