@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test check install node-packages binaries image release lint unit integration e2e clean
+.PHONY: run test check install node-packages binaries images image release lint unit integration e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
@@ -17,7 +17,7 @@ install: $(STAMP)
 
 # The suite runs in WORKERS processes (pytest-xdist), each module whole in one of them, the modules handed out
 # in the order they are collected (tests/conftest.py, worker_group); WORKERS=0 runs it in one.
-WORKERS ?= 2
+WORKERS ?= 3
 PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
 ## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
@@ -38,6 +38,11 @@ binaries: node-packages
 	@bash controlplane/build_certmanager.sh >/dev/null
 	@bash controlplane/build_promtool.sh >/dev/null
 
+## images: every image the suite's real nodes run (ours, Config Sync's, VPA's, ...), each cached, built before the
+## tests so no test waits on a build (controlplane/suite_images.py)
+images: install node-packages binaries
+	@$(BIN)/python -m controlplane.suite_images >/dev/null
+
 ## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)
 image: install node-packages
 	$(BIN)/python -m controlplane.images
@@ -55,7 +60,7 @@ run: install binaries
 
 ## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
 ## Config Sync, e2e if kind)
-test: install binaries lint
+test: install binaries images lint
 	$(BIN)/pytest $(PARALLEL)
 
 ## check: the fast loop for every edit: lint, type-check and the unit tests (no cluster, no build)
@@ -70,10 +75,10 @@ lint: install
 unit: install
 	$(BIN)/pytest $(PARALLEL) tests/unit
 
-integration: install binaries
+integration: install binaries images
 	$(BIN)/pytest $(PARALLEL) tests/integration
 
-e2e: install binaries
+e2e: install binaries images
 	$(BIN)/pytest $(PARALLEL) tests/e2e
 
 clean:
