@@ -73,11 +73,20 @@ def install_guard(api: kubeapi.KubeApi) -> None:
         create_or_replace(api, item)
 
 
-def install_cluster(api: kubeapi.KubeApi) -> None:
+def install_cluster(api: kubeapi.KubeApi, env: Mapping[str, str] | None = None) -> None:
     """The README's cluster-mode installation, `kubectl apply -k manifests/cluster` (our roles, their
-    bindings to our ServiceAccount, the Deployment), by the API rather than by kubectl."""
+    bindings to our ServiceAccount, the Deployment), by the API rather than by kubectl; `env`: settings
+    set in the Deployment's container (as `kubectl set env` does)."""
     for item in kustomization_objects(CLUSTER_MANIFESTS):
+        if item["kind"] == "Deployment" and env:
+            (container,) = item["spec"]["template"]["spec"]["containers"]
+            container["env"] = with_env(container["env"], env)
         create_or_replace(api, item)
+
+
+def with_env(entries: list[JSON], env: Mapping[str, str]) -> list[JSON]:
+    """A container's `env` with `env`'s settings set (replacing entries of the same name)."""
+    return [e for e in entries if e["name"] not in env] + [{"name": n, "value": v} for n, v in env.items()]
 
 
 def uninstall_cluster(api: kubeapi.KubeApi) -> None:
@@ -103,8 +112,7 @@ def sidecar_template_text(env: Mapping[str, str] | None = None) -> str:
     if not env:
         return text
     template = yaml.safe_load(text)
-    kept = [e for e in template["container"]["env"] if e["name"] not in env]
-    template["container"]["env"] = kept + [{"name": name, "value": value} for name, value in env.items()]
+    template["container"]["env"] = with_env(template["container"]["env"], env)
     return yaml.safe_dump(template, sort_keys=False)
 
 

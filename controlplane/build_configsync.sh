@@ -24,7 +24,7 @@ pins="$here/configsync-pins"
 fail() { echo "build_configsync.sh: $*" >&2; exit 1; }
 
 version=${1:-${OBJCOUNT_CONFIGSYNC_VERSION:-$(awk '!/^#/ && NF { print $1; exit }' "$pins")}}
-read -r _ commit module repository archive sha256 < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
+read -r _ commit module repository archive sha256 _ < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
   || fail "Config Sync $version is not pinned in $pins (pinned: $(awk '!/^#/ && NF { printf "%s ", $1 }' "$pins"))"
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}

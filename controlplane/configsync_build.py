@@ -21,13 +21,18 @@ OTELCOL_BUILD_SCRIPT = Path(__file__).with_name("build_otelcol.sh")
 PINS = Path(__file__).with_name("configsync-pins")
 
 
-def pinned_versions(pins: Path = PINS) -> tuple[str, ...]:
-    """The Config Sync releases pinned (the first is the default), as build_configsync.sh reads them."""
+def pinned_versions(pins: Path = PINS) -> dict[str, str]:
+    """The Config Sync releases pinned (the first is the default), as build_configsync.sh reads them, each
+    with what CI tests on it: `all`, `subset` (the tests marked both_versions) or `none`."""
     lines = (line.split() for line in pins.read_text().splitlines() if line.strip())
-    return tuple(fields[0] for fields in lines if not fields[0].startswith("#"))
+    return {fields[0]: fields[6] for fields in lines if not fields[0].startswith("#")}
 
 
-VERSIONS = pinned_versions()
+PINNED = pinned_versions()
+VERSIONS = tuple(PINNED)
+# The releases the suite runs (`make binaries` and `make images` build them): the default, every test;
+# the others, the tests marked both_versions. A release pinned with `none` is built only when named.
+TESTED = tuple(version for version, tests in PINNED.items() if tests != "none")
 DEFAULT_VERSION = VERSIONS[0]
 # The version this process builds and runs: the default, or another pinned one by name.
 VERSION = os.environ.get("OBJCOUNT_CONFIGSYNC_VERSION") or DEFAULT_VERSION

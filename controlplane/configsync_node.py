@@ -2,8 +2,8 @@
 reconciler-manager and reconcilers built from the pinned source into images the kubelet runs, and a git
 server on the node's network its RSyncs fetch from.
 
-What runs is unmodified Config Sync, the release pinned in `configsync-pins` (v1.24.3 by default,
-v1.22.0 too: `OBJCOUNT_CONFIGSYNC_VERSION` chooses; see controlplane.configsync_build), installed as
+What runs is unmodified Config Sync, the release pinned in `configsync-pins` (v1.25.0 by default,
+another by `OBJCOUNT_CONFIGSYNC_VERSION`; see controlplane.configsync_build), installed as
 controlplane.configsync_install says; kube-controller-manager creates the Pods, kube-scheduler binds
 them, the kubelet runs them with containerd and runc. git-sync and the OpenTelemetry Collector (the
 otel-agent in each reconciler Pod, the otel-collector in config-management-monitoring) are their pinned

@@ -3,7 +3,7 @@
 With no kubeconfig:
 1. the local stack in namespaces of its own (`controlplane.stack`): etcd, kube-apiserver,
    kube-controller-manager, kube-scheduler, a real kubelet with containerd and runc, kube-proxy;
-2. Config Sync as released (v1.24.3; OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0 for the other pinned release),
+2. Config Sync as released (v1.25.0; OBJCOUNT_CONFIGSYNC_VERSION names another pinned release),
    its images built from the pinned source, git-sync and the OpenTelemetry Collector from theirs (see
    `controlplane.images`), and a git server on the node's network serves the sample repository;
 3. our sidecar installed as the README says: the webhook runs as Pods of our image (built from this

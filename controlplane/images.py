@@ -17,11 +17,12 @@ uses (`Image.name`), with `imagePullPolicy: IfNotPresent` (a tag that is not `la
   gives it): the real binary built from its Go module (`controlplane/build_metrics_server.sh`) on the same
   distroless stand-in, `USER 65534` and `/metrics-server` as its entrypoint, like upstream's Dockerfile.
   Only tests that ask for it run it (`controlplane.metrics_server`).
-- `git-sync` (`registry.k8s.io/git-sync/git-sync:v4.4.2`): the release both pinned Config Sync versions
-  run, built from its source archive with its vendor/ (`controlplane/build_gitsync.sh`; the module proxy
+- `git-sync` (`registry.k8s.io/git-sync/git-sync:v4.4.2`): the release every pinned Config Sync version
+  runs, built from its source archive with its vendor/ (`controlplane/build_gitsync.sh`; the module proxy
   refuses k8s.io/git-sync), on Debian with `git` as upstream's image is made.
 - `otelcontribcol` (`localhost/objcount/otelcontribcol:v0.118.0`): the OpenTelemetry Collector v0.118.0
-  (the release Config Sync v1.24.3's image is built from) built from its Go modules with the components
+  (the release Config Sync v1.24.3's image is built from; v1.25.0 names v0.152.0 and runs the same
+  configurations) built from its Go modules with the components
   Config Sync's configurations name (`controlplane/build_otelcol.sh`); it runs Config Sync's `otel-agent`
   and `otel-collector` with their ConfigMaps unchanged.
 - the Pod sandbox (`pause`): `build/pause/linux/pause.c` of the pinned `k8s.io/kubernetes` module.

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from controlplane import images
 from controlplane.certmanager import certmanager_images
-from controlplane.configsync_build import VERSIONS, build_configsync
+from controlplane.configsync_build import TESTED, build_configsync
 from controlplane.metrics_server import metrics_server_image
 from controlplane.stack import node_images
 from controlplane.vpa import vpa_images
 
 
 def every_image() -> list[images.Image]:
-    """Ours (with the sandbox's and the base), every pinned Config Sync release's with git-sync and the
+    """Ours (with the sandbox's and the base), every tested Config Sync release's with git-sync and the
     collector, VPA's, cert-manager's and metrics-server's; each built unless cached."""
     configsync = [
-        image for version in VERSIONS for image in images.configsync_node_images(build_configsync(version))
+        image for version in TESTED for image in images.configsync_node_images(build_configsync(version))
     ]
     return [*node_images(), *configsync, *vpa_images(), *certmanager_images(), metrics_server_image()]
 

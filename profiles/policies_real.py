@@ -5,16 +5,16 @@ at the same time, so they share one timeline and one machine.
                                      [--out profiles/out/policies-real] [--phase-timeout 1200]
                                      [--phases "grow 1,grow 2,big commit,prune"]
 
-On the local stack with a real node: Config Sync v1.24.3 built from its pinned source, every container of
-its reconciler Pods real (the reconciler, git-sync v4.4.2, the otel-agent), run by the kubelet with
-containerd; the real metrics-server; the real VPA v1.8.1 (`controlplane.vpa`). Each policy gets a
-RootSync of its own repository; the same commits go to each at the same moment (each repository's
-objects in namespaces of their own, so the RootSyncs never manage the same object). The timeline
-(`PHASES`): an empty commit, two commits that grow (500 ConfigMaps; 1,000 and 250 Deployments), a big
-commit (2,000 ConfigMaps, 1,000 Deployments, 1,000 objects of the platform mix), a prune (100
+On the local stack with a real node: Config Sync (v1.25.0, the default release) built from its pinned
+source, every container of its reconciler Pods real (the reconciler, git-sync v4.4.2, the otel-agent), run
+by the kubelet with containerd; the real metrics-server; the real VPA v1.8.1 (`controlplane.vpa`). Each
+policy gets a RootSync of its own repository; the same commits go to each at the same moment (each
+repository's objects in namespaces of their own, so the RootSyncs never manage the same object). The
+timeline (`PHASES`): an empty commit, two commits that grow (500 ConfigMaps; 1,000 and 250 Deployments), a
+big commit (2,000 ConfigMaps, 1,000 Deployments, 1,000 objects of the platform mix), a prune (100
 ConfigMaps); each followed by a hold long enough for VPA's recommender and updater (each loops every
-minute) to learn and act, the last longer than our scale-down delay (10 minutes). `--scale` multiplies
-the counts, `--hold-scale` the holds.
+minute) to learn and act, the last longer than our scale-down delay (10 minutes). `--scale` multiplies the
+counts, `--hold-scale` the holds.
 
 Policies (`POLICIES`), each installed as a user would:
 - ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod), its

@@ -13,9 +13,9 @@ runs) into N tenant namespaces, each with its Namespace, beside the operator's C
 to a manifest is its `metadata.namespace`. Each repository is checked first: every file as Config Sync's
 reader reads it (our counter, held to the reader by the differential tests), no object declared twice.
 
-On the local stack with a real node (Config Sync v1.24.3, its Pods run by the kubelet with containerd;
-every container real since 2026-11-26; the runs recorded on 2026-11-26 before that had git-sync and
-the otel-agent played by us, see BENCHMARKS.md), as `profiles.reconciler_memory`
+On the local stack with a real node (Config Sync, v1.25.0 by default, its Pods run by the kubelet with
+containerd; every container real since 2026-11-26; the runs recorded on 2026-11-26 before that had
+git-sync and the otel-agent played by us, see BENCHMARKS.md), as `profiles.reconciler_memory`
 measures a shape: the peak of the reconciler process (VmHWM) and of its container's memory cgroup (what
 the kernel limits: page cache included) over the apply and over the prune down to one ConfigMap. The
 Service range of the local stack holds 4,094 ClusterIPs (a /20), enough for every Service here.

@@ -4,8 +4,8 @@
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
                                          [--extra-crds 0] [--namespaces 1] [--resume]
 
-On the local stack with a real node (Config Sync built from the pinned source: v1.24.3, or v1.22.0 with
-OBJCOUNT_CONFIGSYNC_VERSION=v1.22.0; its Pods run by
+On the local stack with a real node (Config Sync built from the pinned source: v1.25.0, or another
+pinned release named by OBJCOUNT_CONFIGSYNC_VERSION; its Pods run by
 the kubelet with containerd, every container the real component since 2026-11-26: git-sync and the
 otel-agent were played by us in the runs recorded before, see BENCHMARKS.md), each point is
 one RootSync created for it, so each reconciler starts fresh: its source is a commit of N objects of one

@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from controlplane.configsync_build import VERSION, VERSIONS
+from controlplane.autoscaler_install import uninstall_webhook
+from controlplane.configsync_build import TESTED, VERSION
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.release import Release, make_release
 from controlplane.seed import REPO_ROOT
@@ -149,11 +150,12 @@ def ci_budget(terminalreporter: pytest.TerminalReporter, config: pytest.Config) 
 # ----- real Config Sync on the real node ----------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each test on Config Sync gets its version as a session-scoped parameter: the default one (or the
-    one OBJCOUNT_CONFIGSYNC_VERSION names), and every pinned one for the `both_versions` subset."""
+    one OBJCOUNT_CONFIGSYNC_VERSION names), and every other tested one (configsync-pins) for the
+    `both_versions` subset."""
     if "config_sync_on_node" not in metafunc.fixturenames:
         return
     both = metafunc.definition.get_closest_marker("both_versions") is not None
-    versions = [VERSION, *(v for v in VERSIONS if v != VERSION)] if both else [VERSION]
+    versions = [VERSION, *(v for v in TESTED if v != VERSION)] if both else [VERSION]
     metafunc.parametrize("configsync_version", versions, indirect=True, scope="session")
 
 
@@ -223,6 +225,23 @@ def shell(config_sync_on_node: NodeConfigSync, release: Release, tmp_path: Path)
         return done.stdout
 
     return run
+
+
+# Installs our sidecar with these settings (OBJCOUNT_... names and values) in its template.
+Install = Callable[[dict[str, str]], None]
+
+
+@pytest.fixture
+def install_sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterator[Install]:
+    """Installs the sidecar as the README says, with these settings in its template; the webhook
+    configuration is removed after the test, so that other tests' reconciler Pods run without it."""
+
+    def install(env: dict[str, str]) -> None:
+        config_sync_on_node.install_sidecar(tmp_path / "certs", env)
+
+    yield install
+    assert config_sync_on_node.api is not None
+    uninstall_webhook(config_sync_on_node.api)
 
 
 @pytest.fixture

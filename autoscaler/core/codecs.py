@@ -120,6 +120,12 @@ def override_entries(rsync: Mapping[str, object]) -> list[OverrideEntry]:
     return entries
 
 
+def monitoring_enabled(rsync: Mapping[str, object]) -> bool:
+    """Whether the reconciler Pod has Config Sync's otel-agent: all but an RSync whose
+    `spec.monitoring.enabled` is false (Config Sync v1.25; default true, and no such field before)."""
+    return block_of(block_of(rsync, "spec"), "monitoring").get("enabled") is not False
+
+
 def is_reconciler_entry(entry: object) -> bool:
     return isinstance(entry, Mapping) and entry.get("containerName") == RECONCILER_CONTAINER
 

@@ -20,6 +20,7 @@ from autoscaler.core.annotations import (
     restored_counts,
 )
 from autoscaler.core.calibration import Calibration, Sample
+from autoscaler.core.codecs import monitoring_enabled
 from autoscaler.core.oom import OomFloor, OomKill
 from autoscaler.core.resources import Resources
 from inventory.core.counts import ObjectCounts
@@ -43,6 +44,7 @@ class RSyncView:
     annotations: Mapping[str, str]
     autoscale: bool  # False: objcount.dev/autoscale is "false"
     platform: str | None  # the platform the RSync asks for (None: the service's)
+    monitoring: bool  # False: spec.monitoring.enabled is false, the Pod has no otel-agent
     restored: ObjectCounts  # the counts recorded on it (status, else annotations)
     oom_floor: OomFloor | None  # objcount.dev/oom-floor
     calibration: Calibration | None  # objcount.dev/calibration
@@ -61,6 +63,7 @@ class RSyncView:
             annotations,
             autoscale_enabled(rsync),
             platform_asked(rsync),
+            monitoring_enabled(rsync),
             restored_counts(rsync),
             parse_oom_floor(annotations.get(OOM_FLOOR_ANNOTATION)),
             parse_calibration(annotations.get(CALIBRATION_ANNOTATION)),

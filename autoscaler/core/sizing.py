@@ -186,16 +186,25 @@ class Platform:
     max_gib_per_vcpu: Fraction | None = None
     limits_equal_requests: bool = False
     # Requests assumed for the pod's other containers (git-sync + otel-agent, DESIGN.md 2.4) where they
-    # are not read from the cluster.
+    # are not read from the cluster, and the otel-agent's share of them: Config Sync v1.25 leaves that
+    # container out of the Pod of an RSync with `spec.monitoring.enabled: false`.
     others_cpu_m: int = 0
     others_memory_mib: int = 0
+    otel_agent_cpu_m: int = 0
+    otel_agent_memory_mib: int = 0
 
     @property
     def has_pod_rules(self) -> bool:
         """Whether the pod total matters (minimums, rounding, ratios), so the other containers do."""
-        return self != Platform(
-            self.name, others_cpu_m=self.others_cpu_m, others_memory_mib=self.others_memory_mib
-        )
+        assumed = ("others_cpu_m", "others_memory_mib", "otel_agent_cpu_m", "otel_agent_memory_mib")
+        return self != Platform(self.name, **{name: getattr(self, name) for name in assumed})
+
+    def assumed_others(self, monitoring: bool) -> tuple[int, int]:
+        """The other containers' requests (CPU m, MiB) assumed for a Pod not read yet: git-sync and, unless
+        the RSync turned monitoring off, the otel-agent."""
+        if monitoring:
+            return self.others_cpu_m, self.others_memory_mib
+        return self.others_cpu_m - self.otel_agent_cpu_m, self.others_memory_mib - self.otel_agent_memory_mib
 
     def adjust(self, cpu_m: int, memory_mib: int) -> tuple[int, int]:
         """The pod total the platform would turn (cpu_m, memory_mib) into; a fixed point of its rules."""
@@ -215,11 +224,19 @@ class Platform:
 
 
 # The platforms settings, the CLI and the README know (`PLATFORMS`): adding one is a Platform here.
-STANDARD = Platform("standard", others_cpu_m=10 + 10, others_memory_mib=16 + 100)
+STANDARD = Platform(
+    "standard",
+    others_cpu_m=10 + 10,
+    others_memory_mib=16 + 100,
+    otel_agent_cpu_m=10,
+    otel_agent_memory_mib=100,
+)
 AUTOPILOT = Platform(
     "autopilot",
     others_cpu_m=20 + 10,
     others_memory_mib=32 + 64,
+    otel_agent_cpu_m=10,
+    otel_agent_memory_mib=64,
     pod_min_cpu_m=250,
     pod_min_memory_mib=512,
     pod_cpu_step_m=250,

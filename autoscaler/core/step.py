@@ -123,6 +123,15 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
     )
 
 
+def _others(seen: Observation, profile: Profile, config: StepConfig) -> tuple[int, int] | None:
+    """The other containers' requests: as read; where they are measured but nothing could be read yet (no
+    Pod, no Deployment), the platform's assumption for this RSync (with or without the otel-agent); None
+    where they are set by hand (the profile has them)."""
+    if seen.reading.others is not None:
+        return seen.reading.others
+    return profile.platform.assumed_others(seen.view.monitoring) if config.measure_others else None
+
+
 def step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     peak = folded(state.peak, seen.samples)
     plan = _step(seen, replace(state, peak=peak), config)
@@ -142,10 +151,9 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     profile = profile_for(view, config.profile)
     if isinstance(profile, str):
         return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
-    if seen.reading.others is not None:
-        profile = replace(
-            profile, others_cpu_m=seen.reading.others[0], others_memory_mib=seen.reading.others[1]
-        )
+    others = _others(seen, profile, config)
+    if others is not None:
+        profile = replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])
     if seen.reading.api_resources is not None:
         profile = replace(profile, api_resources=seen.reading.api_resources)
     synced = _synced_source(seen, state, counts)

@@ -1,4 +1,5 @@
-"""Differential tests: the source counter reads manifests exactly as Config Sync v1.24.3's reconciler does.
+"""Differential tests: the source counter reads manifests exactly as Config Sync's reconciler does (the
+default release's, v1.25.0; v1.24.3's reader gives the same on every corpus directory).
 
 The oracle is Config Sync's own code: `csreader` (built by build_configsync.sh inside the release's
 source) lists files with the reconciler's listing and parses them with its reader. On every directory of
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from controlplane.configsync_build import TESTED, VERSION
 from tests.helpers import OBSERVED
 from tests.manifest_cases import (
     NAMED_CASES,
@@ -36,7 +38,8 @@ from tests.manifest_cases import (
 REPOSITORY = Path(__file__).resolve().parents[2]
 CORPUS_ARCHIVE = REPOSITORY.parent / "shared" / "data" / "manifest-corpus" / "manifest-corpus-D.tar.xz"
 CORPUS_SHA256 = "0199f89c77d4236642478716f5e4e9d6393dac07aeb0b8a8761ee3f0229d032e"
-# The corpus's directories, and what its SOURCES.md says Config Sync v1.24.3's reader rejects in each.
+# The corpus's directories, and what its SOURCES.md says Config Sync v1.24.3's reader rejects in each (the
+# same for v1.25.0's, whose reader did not change).
 CORPUS_REJECTS = {
     "argo-cd-manifests": 0,
     "cert-manager-crds": 0,
@@ -89,6 +92,23 @@ def test_each_corpus_directory_is_read_as_config_sync_reads_it(corpus: Path, dir
     assert len(rejected) == CORPUS_REJECTS[directory], "the oracle agrees with the corpus's SOURCES.md"
     assert theirs["objects"] > 0
     assert disagreements(path, theirs) == []
+
+
+@pytest.mark.parametrize("release", [v for v in TESTED if v != VERSION])
+@pytest.mark.parametrize("directory", sorted(CORPUS_REJECTS))
+def test_the_other_tested_release_reads_each_corpus_directory_as_the_default_one(
+    corpus: Path, directory: str, release: str
+) -> None:
+    """Config Sync's reader did not change from v1.24.3 to v1.25.0 (pkg/parse, pkg/importer, pkg/declared
+    and pkg/validate are the same in both sources): its two builds give the same files, kinds, bytes and
+    errors, so the tests above, against the default release, hold for both."""
+    path = str(corpus / directory)
+    default, other = (
+        json.loads(subprocess.run([str(oracle_binary(v)), path], capture_output=True, check=True).stdout)
+        for v in (VERSION, release)
+    )
+    assert default["objects"] > 0
+    assert other == default
 
 
 def test_the_corpus_holds_no_other_directory(corpus: Path) -> None:

@@ -16,9 +16,8 @@ import json
 import math
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from fractions import Fraction
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -29,7 +28,6 @@ from controlplane.autoscaler_install import (
     SIDECAR_CONTAINER,
     WEBHOOK_NAME,
     sidecar_template_text,
-    uninstall_webhook,
 )
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
@@ -40,6 +38,7 @@ from controlplane.rsyncs import grant_reposync
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
+from tests.conftest import Install
 from tests.helpers import OBSERVED, kib, legacy_count, wait_for
 from tests.integration.on_node import (
     HEALTH_PORT,
@@ -72,7 +71,6 @@ from tests.integration.on_node import (
 MiB = 1 << 20
 SYNC_TIMEOUT = 240.0
 CONFIG_SYNC_FINALIZERS = {"configsync.gke.io/reconciler-manager", "configsync.gke.io/reconciler"}
-Install = Callable[[dict[str, str]], None]
 
 
 @pytest.fixture
@@ -84,19 +82,6 @@ def cs(config_sync_on_node: NodeConfigSync) -> NodeConfigSync:
 def api(cs: NodeConfigSync) -> kubeapi.KubeApi:
     assert cs.api is not None
     return cs.api
-
-
-@pytest.fixture
-def sidecar(cs: NodeConfigSync, tmp_path: Path) -> Iterator[Install]:
-    """Installs the sidecar as the README says, with these settings in its template; the webhook
-    configuration is removed after the test, so that other tests' reconciler Pods run without it."""
-
-    def install(env: dict[str, str]) -> None:
-        cs.install_sidecar(tmp_path / "certs", env)
-
-    yield install
-    assert cs.api is not None
-    uninstall_webhook(cs.api)
 
 
 def fitted(target: str, **settings: str) -> dict[str, str]:
@@ -191,10 +176,10 @@ def sidecar_log(cs: NodeConfigSync, key: RSyncKey) -> str:
 
 # ----- counts ------------------------------------------------------------------------------------------------
 def test_rootsync_counts_are_what_the_real_reconciler_produced(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
-    sidecar(fitted("recommend", preset="size-aware", base_mib="0", min_mib="1", step_mib="1"))
+    install_sidecar(fitted("recommend", preset="size-aware", base_mib="0", min_mib="1", step_mib="1"))
     apps = f"apps-{suffix()}"  # does not exist yet: the reconciler creates it (implicit namespace)
     key = RSyncKey("RootSync", NAMESPACE, f"counts-{suffix()}")
     manifests = configmaps_yaml(40, namespace=apps)
@@ -238,7 +223,7 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
 # ----- sizes reach the process ---------------------------------------------------------------------------
 @pytest.mark.both_versions
 def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the_next_pod(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Settings that size far too low put the real reconciler under 24Mi, where the kernel kills it. The
     sidecar reads the kill from the Pod status and raises the size from the limit it was killed at; the
@@ -247,7 +232,7 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
     # 24 x 1000 / 1024 -> 24m (minimum 10m): below Config Sync's default, so a scale-down once the sync
     # is done. After a kill at 24 MiB: max(24 x 1.5, 24 + 128) = 152 MiB (on the 8 MiB grid); CPU
     # 152 x 1000 / 1024 = 148.4 -> 149m. The real reconciler needs about 80 MiB for 100 objects.
-    sidecar(
+    install_sidecar(
         fitted(
             "rsync-override",
             base_mib="0",
@@ -367,9 +352,9 @@ def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
 
 
 def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
-    sidecar(fitted("in-place", resync_interval_seconds="5"))
+    install_sidecar(fitted("in-place", resync_interval_seconds="5"))
     key = RSyncKey("RootSync", NAMESPACE, f"in-place-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)
@@ -423,14 +408,14 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
 
 
 def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_runs_on(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The real kubelet's refusal of a limit below the usage is reported by the sidecar, and the same
     reconciler container runs on under its old limit."""
     # Settings that size far too low, by hand: 0 MiB + 0.01 MiB x 101 = 1.01 MiB, raised to the minimum of
     # 16 MiB (a 16 MiB step); the reconciler holds more than that, so the resize to 16Mi is refused. A
     # scale-down waits for the sync to finish, so the reconciler has loaded what it syncs by then.
-    sidecar(
+    install_sidecar(
         fitted(
             "in-place",
             base_mib="0",
@@ -457,12 +442,12 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
 # ----- the four defects of the first version, reproduced on the real stack -----------------------------
 @pytest.mark.both_versions
 def test_size_comes_down_after_a_real_prune(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """1,000 -> 100 objects, applied and pruned by the real reconciler. The inventory keeps the implicit
     Namespace the source does not name, so it never equals the source: the scale-down waits for the
     reconciler's report that the prune has finished, and never comes before it."""
-    sidecar(fitted("rsync-override"))
+    install_sidecar(fitted("rsync-override"))
     apps = f"apps-{suffix()}"
     key = RSyncKey("RootSync", NAMESPACE, f"prune-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
@@ -524,14 +509,14 @@ def override_of(rsync: JSON) -> JSON:
 
 # ----- the sidecar install -------------------------------------------------------------------------------
 def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_sizes_its_own_rsync(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The shipped sidecar install with its shipped settings (size-aware, rsync-override): the webhook
     runs as Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds
     runs our image as uid 10001 with a read-only root, reads the `repo` volume git-sync writes under
     Config Sync's Pod security context, and counts and sizes its own RSync with its own account's token;
     the reconciler-manager keeps working."""
-    sidecar({})
+    install_sidecar({})
     root, repo, synced = root_and_repo(cs, rsyncs, "sidecar", grant_sidecar=True)
     expected, sizes = root_and_repo_by_hand(api, root, repo, synced)
     for key in (root, repo):
@@ -573,11 +558,11 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
 
 
 def test_a_webhook_with_no_pod_never_stops_config_sync(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The webhook configuration stays while its Deployment has no Pod (its Service no endpoint): the API
     server's call fails, the Pod is admitted without the sidecar (fail-open), and Config Sync syncs."""
-    sidecar({})
+    install_sidecar({})
     cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=0")
     wait_for(
         lambda: not cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"), timeout=60, what="no webhook Pod left"
@@ -593,12 +578,12 @@ def test_a_webhook_with_no_pod_never_stops_config_sync(
 
 
 def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Config Sync's RoleBinding for the reconciler, but not ours for the sidecar: the webhook still adds
     the sidecar (it has no API access to check), whose token Secret does not exist (an optional volume:
     the Pod starts); the sidecar stays up without credentials, so the Pod is ready and the RepoSync syncs."""
-    sidecar({})
+    install_sidecar({})
     team = f"team-{suffix()}"
     ensure_namespace(api, team)
     key = RSyncKey("RepoSync", team, "repo-sync")
@@ -675,13 +660,13 @@ def hand_written_sidecar_pod(key: RSyncKey, name: str, env: dict[str, str]) -> J
 
 @pytest.mark.both_versions
 def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Our webhook refuses a template with the deployment target, so this sidecar is written by hand as a
     Pod of its own, with the shipped sidecar's account: it refuses at start and stays up (an exit would
     crash-loop), unready, the refusal in its metrics and probes, and writes nothing; SIGTERM ends it
     with exit code 1."""
-    sidecar({})  # the shipped accounts and RBAC
+    install_sidecar({})  # the shipped accounts and RBAC
     key = RSyncKey("RootSync", NAMESPACE, f"owned-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(5, namespace=f"apps-{suffix()}")})
     create(cs, rsyncs, cs.rsync(key))
@@ -739,7 +724,11 @@ def metrics_api(cs: NodeConfigSync) -> Iterator[None]:
 
 
 def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_and_an_oom_kill_still_raises_it(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], sidecar: Install, metrics_api: None
+    cs: NodeConfigSync,
+    api: kubeapi.KubeApi,
+    rsyncs: list[RSyncKey],
+    install_sidecar: Install,
+    metrics_api: None,
 ) -> None:
     """The model overprices on purpose: 160 MiB + 0.001 MiB per object (101 objects: 160.1 -> 192 MiB)
     for a reconciler the kernel sees peak near 40 MiB. metrics-server (real, on the node) reports the
@@ -748,7 +737,7 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
     maximum) of the reconcilers that synced the commit before. The next Pod's sidecar (a new process) keeps that size from the RSync's annotation.
     Then 2,000 ConfigMaps, which the calibrated model still prices near the old size: the kernel kills the
     reconciler and the OOM floor raises it above the calibrated size."""
-    sidecar(
+    install_sidecar(
         fitted(
             "rsync-override",
             base_mib="160",

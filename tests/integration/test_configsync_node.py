@@ -69,11 +69,12 @@ def sandbox_pid(host_pid: int) -> int:
 
 # Where the pinned releases differ in a reconciler Pod we add a container to (read from their sources): the
 # otel-agent beside the reconciler. v1.22.0's takes OpenCensus on 55678 and is probed for readiness on its
-# health check (13133); v1.24.3's takes OTLP on 4317 (gRPC) and 4318 (HTTP), with no probe. Both export
-# metrics on 8888.
+# health check (13133); v1.24.3's and v1.25.0's (the same template) take OTLP on 4317 (gRPC) and 4318
+# (HTTP), with no probe. All export metrics on 8888.
 OTEL_AGENT = {
     "v1.22.0": ({55678, 8888, 13133}, True),
     "v1.24.3": ({4317, 4318, 8888}, False),
+    "v1.25.0": ({4317, 4318, 8888}, False),
 }
 
 

@@ -8,6 +8,7 @@ import csv
 import json
 from pathlib import Path
 
+from controlplane.configsync_build import VERSION
 from tests.helpers import run_module
 
 
@@ -43,7 +44,7 @@ def test_policies_side_by_side_small_run_end_to_end(control_plane_bin_dir: Path,
         trace = [row for row in csv.DictReader(handle) if row["pod"]]
     assert {row["request_mib"] for row in trace} == {"200.0"}
     assert {row["limit_mib"] for row in trace} == {""}, "no limit"
-    assert json.loads((out / "run.json").read_text())["config_sync"] == "v1.24.3"
+    assert json.loads((out / "run.json").read_text())["config_sync"] == VERSION  # the release this run built
     # A header, its rule and a row a policy.
     assert (out / "policies-real.md").read_text().split("\n\n")[0].count("\n") == 2 + len(rows) - 1
     assert (out / "policies-real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -7,26 +7,41 @@ import re
 import subprocess
 from pathlib import Path
 
-from controlplane.configsync_build import BUILD_SCRIPT, DEFAULT_VERSION, PINS, VERSIONS
+from controlplane.configsync_build import BUILD_SCRIPT, DEFAULT_VERSION, PINS, TESTED, VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_newest_release_is_the_default_and_v1_22_0_is_kept() -> None:
-    assert VERSIONS == ("v1.24.3", "v1.22.0")
-    assert DEFAULT_VERSION == "v1.24.3"
+def test_v1_25_0_is_the_default_v1_24_3_runs_the_subset_and_v1_22_0_is_kept_out_of_ci() -> None:
+    assert VERSIONS == ("v1.25.0", "v1.24.3", "v1.22.0")
+    assert DEFAULT_VERSION == "v1.25.0"
+    assert TESTED == ("v1.25.0", "v1.24.3")
 
 
-def test_each_pin_names_its_commit_module_archive_and_sha256() -> None:
+def test_each_pin_names_its_commit_module_archive_sha256_and_what_is_tested_on_it() -> None:
     rows = [line.split() for line in PINS.read_text().splitlines() if line.strip() and line[0] != "#"]
-    assert {row[0]: (row[2], row[4]) for row in rows} == {
-        "v1.24.3": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.24.3-src.tar.xz"),
-        "v1.22.0": ("kpt.dev/configsync", "configsync-v1.22.0-src.tar.xz"),
+    assert {row[0]: (row[2], row[4], row[6]) for row in rows} == {
+        "v1.25.0": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.25.0-src.tar.xz", "all"),
+        "v1.24.3": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.24.3-src.tar.xz", "subset"),
+        "v1.22.0": ("kpt.dev/configsync", "configsync-v1.22.0-src.tar.xz", "none"),
     }
     for row in rows:
-        assert len(row) == 6, row
+        assert len(row) == 7, row
         assert re.fullmatch("[0-9a-f]{40}", row[1]), "a full commit"
         assert re.fullmatch("[0-9a-f]{64}", row[5]), "a sha256"
+    # The sha256 of v1.25.0's archive as ../shared/configsync/README.md gives it.
+    assert rows[0][5] == "c3060d2be09819e2972224454e11fa6d6ddea583ad8ca50f0b07c75a2c657711"
+
+
+def test_make_builds_only_the_tested_releases() -> None:
+    result = subprocess.run(
+        ["awk", '!/^#/ && NF && $7 != "none" { print $1 }', str(PINS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.split() == ["v1.25.0", "v1.24.3"]
+    assert """$$7 != "none" { print $$1 }' controlplane/configsync-pins""" in (REPO / "Makefile").read_text()
 
 
 def test_ci_checks_every_pinned_archive_and_hands_them_to_the_build() -> None:
@@ -42,5 +57,5 @@ def test_the_build_refuses_a_version_not_pinned_before_building_anything() -> No
     )
     assert result.returncode == 1
     assert "Config Sync v1.99.0 is not pinned" in result.stderr
-    assert "v1.24.3 v1.22.0" in result.stderr
+    assert "v1.25.0 v1.24.3 v1.22.0" in result.stderr
     assert result.stdout == ""

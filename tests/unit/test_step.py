@@ -31,7 +31,7 @@ from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile, Sizing
+from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Profile, Sizing
 from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.kube.count_writer import WriteOutcome
 from autoscaler.kube.port import Written
@@ -219,6 +219,33 @@ def test_one_reconcile(name: str) -> None:
     assert metric("objcount_decisions_total", outcome=case.outcome) == decisions + 1, (
         "every outcome is counted"
     )
+
+
+@pytest.mark.parametrize(
+    ("monitoring", "applied"),
+    [
+        # 100 objects: the prototype's 160Mi and 157m. Autopilot, the Pod not read yet (no Pod, no
+        # Deployment): git-sync (20m/32Mi) and the otel-agent (10m/64Mi) assumed, a pod of 187m/256Mi, raised
+        # to Autopilot's 250m/512Mi, the difference to the reconciler: 220m/416Mi.
+        (None, Resources(220, 416, 220, 416)),
+        ({"enabled": True}, Resources(220, 416, 220, 416)),
+        # spec.monitoring.enabled false (Config Sync v1.25): no otel-agent, git-sync alone: a pod of
+        # 177m/192Mi raised to 250m/512Mi: 230m/480Mi.
+        ({"enabled": False}, Resources(230, 480, 230, 480)),
+    ],
+)
+def test_others_not_read_yet_are_assumed_with_the_otel_agent_unless_monitoring_is_off(
+    monitoring: dict[str, bool] | None, applied: Resources
+) -> None:
+    port = FakePort()
+    config = StepConfig(Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True)
+    executor = Executor(port, config, Clock(), lambda key, delay: None)
+    body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
+    if monitoring is not None:
+        body["spec"] = {"monitoring": monitoring}
+    executor.reconcile(KEY, body, ObjectCounts(100, 100))
+    assert port.reads[-1].others, "the other containers are asked for on Autopilot"
+    assert port.applied == [applied]
 
 
 def test_prune_pending_is_said_in_the_decision() -> None:
