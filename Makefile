@@ -41,7 +41,7 @@ binaries: node-packages
 ## images: every image the suite's real nodes run (ours, Config Sync's, VPA's, ...), each cached, built before the
 ## tests so no test waits on a build (controlplane/suite_images.py)
 images: install node-packages binaries
-	@$(BIN)/python -m controlplane.suite_images >/dev/null
+	@$(BIN)/python -m controlplane.suite_images
 
 ## image: our image from this checkout's Dockerfile (buildah; the base is a local stand-in, see README)
 image: install node-packages

@@ -62,6 +62,20 @@ def test_every_run_on_a_real_repository_is_within_the_bound(point: Measured) -> 
     assert point.peak_mib <= memory(SIZE_AWARE, point) <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
+# Issue 45: v1.25.0 and v1.24.3 on three of those repositories, one after the other (held out of the fit).
+RELEASES_ON_REPOSITORIES = [
+    *read_measured(DATA.parent / "reconciler-memory-v1.25.0-real-repositories.csv"),
+    *read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-repositories-2026-11-27.csv"),
+]
+
+
+@pytest.mark.parametrize("point", RELEASES_ON_REPOSITORIES, ids=lambda p: f"{p.shape}-{p.peak_mib}")
+def test_the_preset_holds_on_v1_25_0_and_v1_24_3_on_real_repositories_it_was_not_fitted_on(
+    point: Measured,
+) -> None:
+    assert point.peak_mib <= memory(SIZE_AWARE, point) <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
+
+
 def test_each_real_repository_left_out_is_within_the_bound_but_argo_cd_s_install() -> None:
     # Issue 33: the preset fitted without each repository (every run of it), against it. One run is not:
     # argo-cd's install left out gets 192 MiB, 4 MiB under its VmHWM (195.9) and 36 MiB over its
@@ -151,17 +165,20 @@ def test_points_the_preset_was_not_fitted_on_are_within_the_bound(point: Measure
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
-# The two releases' ConfigMap and Deployment ramps measured for issue 27, held out of the fit.
+# The releases' ConfigMap and Deployment ramps, held out of the fit: v1.22.0 beside v1.24.3 (issue 27),
+# v1.25.0 beside v1.24.3 again (issue 45).
 VERSION_RAMPS = [
     *read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node-ramp.csv"),
     *read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-node.csv"),
+    *read_measured(DATA.parent / "reconciler-memory-v1.25.0-real-node.csv"),
+    *read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-node-beside-v1.25.0.csv"),
 ]
 
 
 @pytest.mark.parametrize("point", VERSION_RAMPS, ids=lambda p: f"{p.shape}-{p.objects}-{p.peak_mib}")
-def test_one_preset_holds_on_both_releases_ramps_it_was_not_fitted_on(point: Measured) -> None:
-    # Issue 27: one preset for both pinned releases (the version is not a term): the ramps of v1.24.3 and
-    # v1.22.0 measured side by side, none of them fitted on, are at or under it and within 1.5 times
+def test_one_preset_holds_on_every_releases_ramps_it_was_not_fitted_on(point: Measured) -> None:
+    # Issues 27 and 45: one preset for every pinned release (the version is not a term): the ramps of
+    # v1.22.0, v1.24.3 and v1.25.0, none of them fitted on, are at or under it and within 1.5 times
     # their peak plus a step.
     memory = SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
