@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     preset: Annotated[str, _one_of(PRESETS, "preset")] = Field(
         DEFAULT_PRESET,
         json_schema_extra=_choices(PRESETS),
-        description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to others' measurements of Deployments on GKE, with a margin), `size-aware` (objects, their manifests' KiB and the API surface, fitted to the real Config Sync v1.22.0 reconciler, checked on v1.24.3's: BENCHMARKS.md) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
+        description="Sizing preset: `fitted` (198 MiB + 0.174 MiB per object, fitted to others' measurements of Deployments on GKE, with a margin), `size-aware` (objects, their manifests' KiB and the API surface, fitted to the real Config Sync v1.22.0 reconciler, checked on v1.24.3's and v1.25.0's: BENCHMARKS.md) or `prototype` (128 MiB + 0.2 MiB per object); the settings below override single constants of it.",
     )
     base_mib: float | None = Field(
         None,
@@ -230,7 +230,7 @@ class Settings(BaseSettings):
     )
     counts_in_status: bool = Field(
         False,
-        description="Write the counts to `status.source.objectCount` and `status.sync.objectCount` instead of our annotations. Only for a Config Sync whose RSync status defines them: v1.22.0 and v1.24.3 do not, and their reconcilers' status writes would erase them. Where the API server drops them, the counts go to the annotations anyway. Needs `patch` on `rootsyncs/status` and `reposyncs/status`, which the shipped ClusterRole does not grant and the shipped admission policy refuses (SECURITY.md).",
+        description="Write the counts to `status.source.objectCount` and `status.sync.objectCount` instead of our annotations. Only for a Config Sync whose RSync status defines them: v1.22.0, v1.24.3 and v1.25.0 do not, and their reconcilers' status writes would erase them. Where the API server drops them, the counts go to the annotations anyway. Needs `patch` on `rootsyncs/status` and `reposyncs/status`, which the shipped ClusterRole does not grant and the shipped admission policy refuses (SECURITY.md).",
     )
     watch_timeout_seconds: int = Field(
         300, ge=10, le=3600, description="Server-side timeout of each watch request (it is then resumed)."
