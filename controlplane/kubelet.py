@@ -52,7 +52,10 @@ KUBELET_HEALTHZ_PORT = 10248
 
 
 def cgroup_root_name() -> str:
-    return f"{CGROUP_PREFIX}{secrets.token_hex(4)}"
+    """A node's cgroup root: the prefix, the PID of the process that starts the node (its owner: until
+    that process ends, no other one removes the cgroup as stale, even while no task is in it yet), and a
+    random part."""
+    return f"{CGROUP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def containerd_config(directory: Path) -> str:

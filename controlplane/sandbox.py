@@ -108,15 +108,31 @@ def _tasks(path: Path) -> bool:
     return False
 
 
+def owner_alive(name: str, prefix: str) -> bool:
+    """Whether the process whose PID follows `prefix` in the cgroup's name (`prefix<pid>-<random>`) is
+    still running. Another test worker may have just made a cgroup it has put no task in yet: its owner,
+    alive, keeps it. A name without a PID has no owner to ask."""
+    pid = name.removeprefix(prefix).split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def remove_stale_cgroups(prefix: str) -> None:
-    """Remove top-level cgroups named `prefix*` that no process uses (left by a sandbox that was killed
-    before it could clean up after itself)."""
+    """Remove top-level cgroups named `prefix*` whose owner has ended and that no process uses (left by a
+    sandbox that was killed before it could clean up after itself)."""
     if not CGROUP_ROOT.is_dir():
         return
     for hierarchy in CGROUP_ROOT.iterdir():
         with contextlib.suppress(OSError):
             for path in hierarchy.glob(f"{prefix}*"):
-                if path.is_dir() and not _tasks(path):
+                if path.is_dir() and not owner_alive(path.name, prefix) and not _tasks(path):
                     remove_cgroup_tree(path)
 
 

@@ -4,6 +4,7 @@ is checked here on the real kubelet: OOMKilled, in-place resize, a lowered limit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,8 +19,15 @@ from typing import Any
 import pytest
 
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.kubelet import NODE_NAME
-from controlplane.sandbox import LOCK, Sandbox, cgroup_dirs, remove_stale_sandboxes
+from controlplane.kubelet import CGROUP_PREFIX, NODE_NAME, cgroup_root_name
+from controlplane.sandbox import (
+    CGROUP_ROOT,
+    LOCK,
+    Sandbox,
+    cgroup_dirs,
+    remove_stale_cgroups,
+    remove_stale_sandboxes,
+)
 from controlplane.seed import REPO_ROOT
 from controlplane.stack import NodeStack, running_node_stack
 from tests.helpers import FIGURES, NODE_STARTUP, alive, network_namespaces_in_use, wait_for
@@ -398,3 +406,22 @@ def test_a_sandbox_killed_with_its_init_is_removed_by_the_next_one(tmp_path: Pat
         parent.kill()
         live.stop()
     assert not live.work_dir.exists()
+
+
+def test_a_cgroup_another_worker_just_made_is_not_removed_as_stale() -> None:
+    """In the real cgroup hierarchy: an empty node cgroup whose owner lives (a worker starting its node,
+    no task in it yet) stays; one whose owner ended goes."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    ours, orphan = cgroup_root_name(), f"{CGROUP_PREFIX}{child.pid}-0a1b2c3d"
+    memory = CGROUP_ROOT / "memory"
+    for name in (ours, orphan):
+        (memory / name).mkdir()
+    try:
+        remove_stale_cgroups(CGROUP_PREFIX)
+        assert (memory / ours).is_dir()
+        assert not (memory / orphan).exists()
+    finally:
+        for name in (ours, orphan):
+            with contextlib.suppress(OSError):
+                (memory / name).rmdir()
