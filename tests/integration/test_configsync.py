@@ -267,6 +267,11 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
         explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     assert override(api, key).get("cpuRequest") == "149m"
+    # The override and the floor's annotation are two writes: a warm run with three workers read between.
+    wait_for(
+        lambda: "objcount.dev/oom-floor" in (rsync_of(api, key)["metadata"].get("annotations") or {}),
+        what="the OOM floor recorded",
+    )
     floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
     assert floor["memory"] == "152Mi"
 
