@@ -95,6 +95,12 @@ class NodeStack:
             raise LookupError(f"no single cgroup for container {bare} under {root}: {found}")
         return found[0]
 
+    def container_cpu_seconds(self, container_id: str) -> float:
+        """The CPU time a container's processes have used since its cgroup was made (cgroup v1's
+        `cpuacct.usage`, nanoseconds); OSError once it is gone."""
+        cgroup = self.container_cgroup(container_id, "cpuacct")
+        return int((cgroup / "cpuacct.usage").read_text()) / 1e9
+
     def container_memory(self, container_id: str) -> ContainerMemory:
         """A container's memory as its cgroup (made by the kubelet) holds it; OSError once it is gone."""
         cgroup = self.container_cgroup(container_id)

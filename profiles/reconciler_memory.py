@@ -88,6 +88,7 @@ from profiles.stress import reconciler_usage
 JSON = dict[str, Any]
 LIMIT = "4Gi"  # far above any point here: a kill would end the measurement, not size it
 SYNC_TIMEOUT = 1800.0
+IDLE_S = 30.0  # the window the idle CPU rate is measured over, after the apply synced (--idle-seconds)
 WIDGETS = kubeapi.Resource("profiles.objcount.dev", "v1", "widgets", "Widget")
 WIDGET_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -311,6 +312,12 @@ class Point:
     run: int = 1  # the same point measured again (a fresh RootSync and reconciler each time)
     kinds: str = ""  # a repository's objects by kind, JSON (a shape's follow from the shape)
     crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
+    # The reconciler container's CPU (cgroup `cpuacct.usage`; None where it cannot be read): seconds used
+    # from the RootSync's creation to synced and over the prune, and its rate in the IDLE_S seconds after
+    # the apply synced (millicores), when it holds the objects and has nothing to apply.
+    cpu_seconds_to_synced: float | None = None
+    cpu_seconds_to_pruned: float | None = None
+    idle_cpu_m: float | None = None
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -340,6 +347,9 @@ class Where(Protocol):
 
     def cgroup_peak_mib(self, key: RSyncKey) -> float | None:
         """The reconciler container's cgroup peak (page cache included), where one can be read."""
+
+    def cpu_seconds(self, key: RSyncKey) -> float | None:
+        """The CPU time the reconciler container has used so far, where it can be read."""
 
 
 @dataclass
@@ -384,6 +394,9 @@ class LocalStack:
     def cgroup_peak_mib(self, key: RSyncKey) -> float | None:
         peak = self.config_sync.stack.container_memory(self._container(key)).peak
         return round(peak / (1 << 20), 1)
+
+    def cpu_seconds(self, key: RSyncKey) -> float:
+        return self.config_sync.stack.container_cpu_seconds(self._container(key))
 
     def _container(self, key: RSyncKey) -> str:
         """The reconciler container's ID; it must be the one the point started with, not restarted and
@@ -461,6 +474,9 @@ class Cluster:
     def cgroup_peak_mib(self, key: RSyncKey) -> None:
         return None
 
+    def cpu_seconds(self, key: RSyncKey) -> None:
+        return None
+
 
 def _git(clone: Path, *args: str) -> str:
     result = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=False)
@@ -496,13 +512,18 @@ class Source:
         return sum(len(text.encode()) for text in self.files.values())
 
 
-def measure(where: Where, shape: str, count: int, extra_crds: int, namespaces: int = 1) -> Point:
+def measure(
+    where: Where, shape: str, count: int, extra_crds: int, namespaces: int = 1, *, idle_s: float = IDLE_S
+) -> Point:
     spread = f"-ns{namespaces}" if namespaces > 1 else ""
     name = f"mem-{shape}-{count}-{extra_crds}{spread}"
-    return measure_source(where, Source.of_shape(shape, count, name, namespaces), name, extra_crds)
+    source = Source.of_shape(shape, count, name, namespaces)
+    return measure_source(where, source, name, extra_crds, idle_s=idle_s)
 
 
-def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0, run: int = 1) -> Point:
+def measure_source(
+    where: Where, source: Source, name: str, extra_crds: int = 0, run: int = 1, *, idle_s: float = IDLE_S
+) -> Point:
     """One point: a fresh RootSync `name` syncs `source`, then prunes all but one object; the peaks of
     its reconciler over both, and their times."""
     api = where.api
@@ -518,12 +539,16 @@ def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0,
     api.create(kubeapi.ROOTSYNC, key.namespace, body)
     where.wait_synced(key, commit)
     seconds = time.monotonic() - began
+    cpu_synced = where.cpu_seconds(key)
     peak = where.peak_mib(key)
     entries = (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources")
+    idle_cpu_m = _idle_cpu_m(where, key, idle_s)
     pruning = time.monotonic()
+    cpu_pruning = where.cpu_seconds(key)
     commit = where.commit(key, source.pruned(key.name))
     where.wait_synced(key, commit)
     prune_seconds = time.monotonic() - pruning
+    cpu_pruned = where.cpu_seconds(key)
     peak_with_prune = where.peak_mib(key)
     cgroup_peak = where.cgroup_peak_mib(key)
     # Not in a `finally`: after a failure or a signal the whole local stack is discarded anyway.
@@ -551,7 +576,21 @@ def measure_source(where: Where, source: Source, name: str, extra_crds: int = 0,
         run,
         orjson.dumps(dict(sorted(source.kinds.items()))).decode() if source.kinds else "",
         source.crd_path_steps,
+        None if cpu_synced is None else round(cpu_synced, 2),
+        None if cpu_pruned is None or cpu_pruning is None else round(cpu_pruned - cpu_pruning, 2),
+        idle_cpu_m,
     )
+
+
+def _idle_cpu_m(where: Where, key: RSyncKey, seconds: float) -> float | None:
+    """The reconciler's CPU rate (millicores) over `seconds` after its apply synced: what it
+    uses holding the objects, watching them and polling its source, with nothing to apply."""
+    began, since = time.monotonic(), where.cpu_seconds(key)
+    if since is None:
+        return None
+    time.sleep(seconds)  # a measurement window, not a wait for a condition
+    used = where.cpu_seconds(key)
+    return None if used is None else round((used - since) / (time.monotonic() - began) * 1000, 1)
 
 
 def _crds(api: kubeapi.KubeApi) -> int:
@@ -606,18 +645,25 @@ def append(path: Path, point: Point) -> None:
 def markdown(points: list[Point]) -> str:
     lines = [
         "| shape | objects | namespaces | source KiB | inventory | CRDs | peak RSS, apply (MiB) | peak RSS "
-        "with the prune (MiB) | cgroup peak (MiB) | to synced (s) | to pruned (s) | point (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "with the prune (MiB) | cgroup peak (MiB) | to synced (s) | to pruned (s) | point (s) | CPU s, apply "
+        "| CPU s, prune | CPU m, idle |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
-        cgroup = "" if p.cgroup_peak_mib is None else f"{p.cgroup_peak_mib:.1f}"
-        cost = "" if p.point_seconds is None else f"{p.point_seconds:.0f}"
+        cgroup = _cell(p.cgroup_peak_mib, ".1f")
         lines.append(
             f"| {p.shape} | {p.objects} | {p.namespaces} | {p.source_bytes / 1024:.0f} | "
             f"{p.inventory_entries} | {p.crds} | {p.peak_rss_mib:.1f} | {p.peak_with_prune_mib:.1f} | "
-            f"{cgroup} | {p.seconds_to_synced:.1f} | {p.seconds_to_pruned:.1f} | {cost} |"
+            f"{cgroup} | {p.seconds_to_synced:.1f} | {p.seconds_to_pruned:.1f} "
+            f"| {_cell(p.point_seconds, '.0f')} "
+            f"| {_cell(p.cpu_seconds_to_synced, '.1f')} | {_cell(p.cpu_seconds_to_pruned, '.1f')} "
+            f"| {_cell(p.idle_cpu_m, '.0f')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
 
 
 def plot(points: list[Point], path: Path) -> None:
@@ -653,6 +699,7 @@ def run(
     *,
     namespaces: int = 1,
     cluster: Cluster | None = None,
+    idle_s: float = IDLE_S,
 ) -> list[Point]:
     """Measure on the local stack, or on `cluster` when given."""
     out.mkdir(parents=True, exist_ok=True)
@@ -665,7 +712,7 @@ def run(
     def measure_all(where: Where) -> None:
         install_crds(where.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
         for shape, count in tqdm(todo, desc="points", unit="point"):
-            append(table, measure(where, shape, count, extra_crds, namespaces))
+            append(table, measure(where, shape, count, extra_crds, namespaces, idle_s=idle_s))
 
     if cluster is not None:
         measure_all(cluster)
@@ -710,6 +757,8 @@ def main() -> None:
     spreads = "spread the objects over N namespaces (shapes " + ", ".join(SPREADS) + ")"
     parser.add_argument("--namespaces", type=int, default=1, help=spreads)
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
+    idle = "seconds the idle CPU rate is measured over, after each apply synced"
+    parser.add_argument("--idle-seconds", type=float, default=IDLE_S, help=idle)
     other = parser.add_argument_group("another cluster where Config Sync runs (default: the local stack)")
     other.add_argument("--kubeconfig", help="its kubeconfig")
     other.add_argument("--clone", type=Path, help="a clone of the repository its Config Sync reads")
@@ -733,6 +782,7 @@ def main() -> None:
         args.extra_crds,
         namespaces=args.namespaces,
         cluster=_cluster(args),
+        idle_s=args.idle_seconds,
     )
     print(markdown(points))
 

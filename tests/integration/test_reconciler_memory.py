@@ -6,6 +6,7 @@ and resumable; objects spread over namespaces, and a cluster-scoped kind."""
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ def rows_of(out: Path) -> list[dict[str, str]]:
 @pytest.mark.timeout(600)  # two stacks of their own (with three: 203 to 216 s in a cold CI)
 def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    points = ("--shapes", "configmaps,large-crs", "--out", str(out))
+    # A short idle window: the rate is read the same way over 30 s in a measurement run.
+    points = ("--shapes", "configmaps,large-crs", "--out", str(out), "--idle-seconds", "2")
     run_module("profiles.reconciler_memory", *points, "--counts", "20", bin_dir=control_plane_bin_dir)
     rows = rows_of(out)
     assert [(r["shape"], int(r["objects"])) for r in rows] == [("configmaps", 20), ("large-crs", 20)]
@@ -43,6 +45,11 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
         # The point's cost: its sync, its prune and its RootSync's deletion.
         spent = float(row["seconds_to_synced"]) + float(row["seconds_to_pruned"])
         assert float(row["point_seconds"]) >= spent
+        # Its CPU from its cgroup: a Go process that parsed and applied used some; the prune's is its own
+        # (the apply's is not in it); idle, at most all the machine's cores (1000m each).
+        assert float(row["cpu_seconds_to_synced"]) > 0
+        assert float(row["cpu_seconds_to_pruned"]) > 0
+        assert 0 <= float(row["idle_cpu_m"]) <= 1000 * (os.cpu_count() or 1)
     small, large = (int(r["source_bytes"]) for r in rows)
     assert large > 20 * 20 * 1024 > small, "large custom resources carry about 20 KiB each"
     assert (out / "reconciler-memory.md").read_text().count("\n") == 2 + len(rows)
@@ -50,7 +57,17 @@ def test_reconciler_memory_small_run_end_to_end(control_plane_bin_dir: Path, tmp
 
     # --resume keeps what was measured and only measures the new point; --extra-crds: the same point with
     # a larger API surface is a point of its own.
-    surface = ("--shapes", "configmaps", "--counts", "20", "--extra-crds", "3", "--resume")
+    surface = (
+        "--shapes",
+        "configmaps",
+        "--counts",
+        "20",
+        "--extra-crds",
+        "3",
+        "--resume",
+        "--idle-seconds",
+        "2",
+    )
     run_module("profiles.reconciler_memory", "--out", str(out), *surface, bin_dir=control_plane_bin_dir)
     *before, last = rows_of(out)
     assert before == rows, "the points measured before are kept as they were"
@@ -67,9 +84,10 @@ def test_objects_spread_over_namespaces_and_a_cluster_scoped_kind(
     # (The platform shape is not run here: pruning its Namespaces makes Config Sync v1.22.0 retry the sync
     # about five minutes later, so one point takes over five minutes; tests/unit checks its manifests.)
     out = tmp_path / "out"
-    spread = ("--shapes", "configmaps", "--counts", "20", "--namespaces", "3", "--out", str(out))
+    short = ("--idle-seconds", "2")
+    spread = ("--shapes", "configmaps", "--counts", "20", "--namespaces", "3", "--out", str(out), *short)
     run_module("profiles.reconciler_memory", *spread, bin_dir=control_plane_bin_dir)
-    roles = ("--shapes", "clusterroles", "--counts", "20", "--out", str(out), "--resume")
+    roles = ("--shapes", "clusterroles", "--counts", "20", "--out", str(out), "--resume", *short)
     run_module("profiles.reconciler_memory", *roles, bin_dir=control_plane_bin_dir)
     spread_row, roles_row = rows_of(out)
     # 20 ConfigMaps and the three Namespaces the reconciler created for them.
