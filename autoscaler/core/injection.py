@@ -1,4 +1,5 @@
-"""What the admission webhook adds to a reconciler Pod: the sidecar, for the RSync the Pod's labels name.
+"""What the admission webhook does to a reconciler Pod: adds the sidecar (sidecar install) for the RSync
+the Pod's labels name, and sizes its `reconciler` container from the size recorded on that RSync.
 
 Config Sync's reconciler-manager owns the reconciler Deployment and rejects any container it does not
 know in its template, but it does not watch Pods. So the sidecar is added to each Pod as it is created
@@ -11,19 +12,37 @@ unchanged, with the reason for the caller's log and metric. The webhook never st
 The sidecar comes from a template (`manifests/sidecar/base/sidecar-template.yaml`): one container and the
 volumes only it uses. The RSync's kind, name and namespace are set as literal environment variables from
 the Pod's `configsync.gke.io/sync-*` labels, validated here; names are never parsed.
+
+Sizing at admission, as VPA's admission-controller does: a reconciler Pod being created (a rollout of
+Config Sync's, a node drained, an eviction) gets the size the service last applied in place to its
+RSync's reconciler (`objcount.dev/applied-resources` through `objcount.dev/target: in-place`), so it
+starts at the size of the work it will do, with no resize right after start and no rollout. Only that
+target's size is given: `rsync-override` and `deployment` are in the template already, VPA's
+admission-controller applies `vpa`, and `recommend` or an RSync that opted out asks for nothing. An
+RSync not known yet, an unreadable annotation or a size held for its owner leaves the template's size,
+with the reason (`SizeResult`).
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 import yaml
 
+from autoscaler.core.annotations import (
+    APPLIED_ANNOTATION,
+    HELD_ANNOTATION,
+    TARGET_ANNOTATION,
+    autoscale_enabled,
+    parse_resources_annotation,
+)
+from autoscaler.core.codecs import resources_json
+from autoscaler.core.resources import Resources
 from inventory.core.ids import (
     ROOT_SIDECAR_ACCOUNT,
     ROOT_SYNC_NAMESPACE,
@@ -33,20 +52,49 @@ from inventory.core.ids import (
     RSyncKey,
     sidecar_account,
 )
-from inventory.core.objects import block_of
+from inventory.core.objects import annotations_of, block_of
 
 JSON = dict[str, Any]
 Result = Literal[
-    "injected", "already_injected", "not_a_reconciler", "invalid_labels", "malformed_review", "not_a_pod"
+    "injected",
+    "already_injected",
+    "sidecar_off",
+    "not_a_reconciler",
+    "invalid_labels",
+    "malformed_review",
+    "not_a_pod",
 ]
 RESULTS: tuple[Result, ...] = (
     "injected",
     "already_injected",
+    "sidecar_off",
     "not_a_reconciler",
     "invalid_labels",
     "malformed_review",
     "not_a_pod",
 )
+SizeResult = Literal[
+    "sized",
+    "not_in_place",
+    "opted_out",
+    "held_by_owner",
+    "size_unknown",
+    "size_unreadable",
+    "rsync_unknown",
+    "no_reconciler_container",
+]
+SIZE_RESULTS: tuple[SizeResult, ...] = (
+    "sized",
+    "not_in_place",
+    "opted_out",
+    "held_by_owner",
+    "size_unknown",
+    "size_unreadable",
+    "rsync_unknown",
+    "no_reconciler_container",
+)
+SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
+RECONCILER_CONTAINER = "reconciler"
 RSYNC_ENV = ("OBJCOUNT_RSYNC_KIND", "OBJCOUNT_RSYNC_NAME", "OBJCOUNT_RSYNC_NAMESPACE")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -99,6 +147,51 @@ class Decision:
     response: JSON  # the AdmissionReview to send back
     result: Result
     detail: str = ""
+    # Sizing (None: not asked, or not a reconciler Pod): what was done to the reconciler's resources.
+    sized: SizeResult | None = None
+    size_detail: str = ""
+
+
+def admission_size(rsync: Mapping[str, object] | None) -> Resources | tuple[SizeResult, str]:
+    """The size a new reconciler Pod of this RSync starts at, or why it keeps the template's (None: the
+    RSync is not known here yet)."""
+    if rsync is None:
+        return "rsync_unknown", "the RSync is not in the webhook's cache (new, or the cache not synced)"
+    annotations = annotations_of(rsync)
+    text = annotations.get(APPLIED_ANNOTATION)
+    resources = parse_resources_annotation(text)
+    reasons: tuple[tuple[bool, SizeResult, str], ...] = (
+        (not autoscale_enabled(rsync), "opted_out", "objcount.dev/autoscale is false"),
+        (bool(annotations.get(HELD_ANNOTATION)), "held_by_owner", _shown(annotations.get(HELD_ANNOTATION))),
+        (
+            annotations.get(TARGET_ANNOTATION) != SIZED_TARGET,
+            "not_in_place",
+            f"target {_shown(annotations.get(TARGET_ANNOTATION))}",
+        ),
+        (not text, "size_unknown", "no objcount.dev/applied-resources yet"),
+        (resources is None, "size_unreadable", f"objcount.dev/applied-resources {_shown(text)}"),
+    )
+    reason = next(((result, detail) for unsized, result, detail in reasons if unsized), None)
+    return reason or cast(Resources, resources)
+
+
+def size_patch(pod: Mapping[str, object], resources: Resources) -> list[JSON] | str:
+    """JSON Patch setting the reconciler container's CPU and memory (its other resources, such as
+    ephemeral storage, kept), or why there is none to set (no such container)."""
+    containers = _list(block_of(pod, "spec").get("containers"))
+    names = [c.get("name") if isinstance(c, dict) else None for c in containers]
+    index = names.index(RECONCILER_CONTAINER) if RECONCILER_CONTAINER in names else None
+    if index is None:
+        return f"no {RECONCILER_CONTAINER!r} container"
+    current = block_of(cast(Mapping[str, object], containers[index]), "resources")
+    sized = resources_json(resources)
+    value: JSON = {name: part for name, part in current.items() if name not in ("requests", "limits")}
+    for part in ("requests", "limits"):
+        kept = {k: v for k, v in block_of(current, part).items() if k not in ("cpu", "memory")}
+        merged = {**kept, **sized.get(part, {})}
+        if merged:
+            value[part] = merged
+    return [{"op": "add", "path": f"/spec/containers/{index}/resources", "value": value}]
 
 
 def rsync_of(labels: object, namespace: object) -> RSyncKey | str:
@@ -161,8 +254,12 @@ def _with_token_of(volume: JSON, key: RSyncKey) -> JSON:
     return {**volume, "secret": {**secret, "secretName": f"{sidecar_account(key)}-token", "optional": True}}
 
 
-def decide(body: bytes, template: SidecarTemplate) -> Decision:
-    """Answer one AdmissionReview (the request body): always allowed, patched when it is a reconciler."""
+RSyncLookup = Callable[[RSyncKey], Mapping[str, object] | None]
+
+
+def decide(body: bytes, template: SidecarTemplate | None, rsyncs: RSyncLookup | None = None) -> Decision:
+    """Answer one AdmissionReview (the request body): always allowed; a reconciler Pod gets the sidecar
+    (when there is a `template`) and its size (when there are `rsyncs` to look its RSync up in)."""
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -179,11 +276,34 @@ def decide(body: bytes, template: SidecarTemplate) -> Decision:
     if isinstance(key, str):
         result: Result = "not_a_reconciler" if key.startswith("no ") else "invalid_labels"
         return Decision(_response(version, uid), result, key)
+    result, patch = _sidecar(pod, template, key)
+    sized, size_detail, resize = _size(pod, rsyncs, key)
+    return Decision(_response(version, uid, patch + resize), result, str(key), sized, size_detail)
+
+
+def _sidecar(
+    pod: Mapping[str, object], template: SidecarTemplate | None, key: RSyncKey
+) -> tuple[Result, list[JSON]]:
+    if template is None:
+        return "sidecar_off", []
     containers = block_of(pod, "spec").get("containers")
     if any(isinstance(c, dict) and c.get("name") == template.name for c in _list(containers)):
-        return Decision(_response(version, uid), "already_injected", str(key))
-    patch = sidecar_patch(pod, template, key)
-    return Decision(_response(version, uid, patch), "injected", str(key))
+        return "already_injected", []
+    return "injected", sidecar_patch(pod, template, key)
+
+
+def _size(
+    pod: Mapping[str, object], rsyncs: RSyncLookup | None, key: RSyncKey
+) -> tuple[SizeResult | None, str, list[JSON]]:
+    if rsyncs is None:
+        return None, "", []
+    size = admission_size(rsyncs(key))
+    if isinstance(size, tuple):
+        return *size, []
+    patch = size_patch(pod, size)
+    if isinstance(patch, str):
+        return "no_reconciler_container", patch, []
+    return "sized", str(size), patch
 
 
 def _list(value: object) -> list[object]:

@@ -28,7 +28,11 @@ class Sizing:
     step_mib: int = 32
     min_mib: int = 128
     max_mib: int = 65536
+    # CPU = base + per MiB of the memory sized + per object, rounded up to the step, at least the minimum:
+    # the count-only presets follow memory; the size-aware one follows the reconciler's measured CPU.
     cpu_m_per_mib: Fraction = Fraction(1000, 1024)
+    cpu_base_m: Fraction = Fraction(0)
+    cpu_m_per_object: Fraction = Fraction(0)
     cpu_min_m: int = 125
     cpu_step_m: int = 1
     # limit = request x factor (rounded up to the step); None leaves that limit unset.
@@ -109,8 +113,9 @@ class Sizing:
         surface = self.assumed_api_resources if api_resources is None else api_resources
         return max(0, surface - self.fit_api_resources)
 
-    def cpu_m(self, memory_mib: int) -> int:
-        return max(ceil_to(memory_mib * self.cpu_m_per_mib, self.cpu_step_m), self.cpu_min_m)
+    def cpu_m(self, memory_mib: int, objects: int = 0) -> int:
+        raw = self.cpu_base_m + memory_mib * self.cpu_m_per_mib + self.cpu_m_per_object * objects
+        return max(ceil_to(raw, self.cpu_step_m), self.cpu_min_m)
 
 
 # The formula of the prototype this project grew from (DESIGN.md 2.5).
@@ -287,7 +292,7 @@ def size(
     `crd_path_steps` path steps, and are of `kinds`, where known) under `profile`."""
     sizing, platform = profile.sizing, profile.platform
     memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds, crd_path_steps)
-    cpu = sizing.cpu_m(memory)
+    cpu = sizing.cpu_m(memory, max(objects, 0))
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
     for _ in range(64):
@@ -327,6 +332,15 @@ def _objects_terms(sizing: Sizing, objects: int, kinds: Kinds | None) -> str:
     return " + ".join([*terms, f"{float(sizing.mib_per_object):g} x {rest} of no known kind"])
 
 
+def _cpu_terms(sizing: Sizing, memory: int, objects: int) -> str:
+    terms = [
+        (sizing.cpu_base_m, f"{float(sizing.cpu_base_m):g}"),
+        (sizing.cpu_m_per_mib, f"{memory} x {float(sizing.cpu_m_per_mib):g}"),
+        (sizing.cpu_m_per_object, f"{float(sizing.cpu_m_per_object):g} x {objects}"),
+    ]
+    return " + ".join(text for value, text in terms if value) or "0"
+
+
 def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:
     if platform.limits_equal_requests:
         return request
@@ -346,7 +360,7 @@ def explain(
     base, step = float(sizing.base_mib), sizing.step_mib
     raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds, crd_path_steps))
     memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds, crd_path_steps)
-    cpu = sizing.cpu_m(memory)
+    cpu = sizing.cpu_m(memory, objects)
     result = size(objects, profile, kib, kinds, crd_path_steps)
     terms = f"{base:g} + {_objects_terms(sizing, objects, kinds)}"
     if sizing.mib_per_kib:
@@ -365,7 +379,7 @@ def explain(
         f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
         f"memory = ceil(({terms}) / {step}) x {step}"
         f" = ceil({raw:g} / {step}) x {step} -> {memory}Mi (min {sizing.min_mib}Mi, max {sizing.max_mib}Mi)",
-        f"cpu    = max(ceil({memory} x {float(sizing.cpu_m_per_mib):g} / {sizing.cpu_step_m})"
+        f"cpu    = max(ceil(({_cpu_terms(sizing, memory, objects)}) / {sizing.cpu_step_m})"
         f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {cpu}m",
     ]
     if (result.cpu_request_m, result.memory_request_mib) != (cpu, memory):

@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     # ----- what to manage ---------------------------------------------------------------------------
     mode: Literal["sidecar", "cluster", "webhook"] = Field(
         "sidecar",
-        description="`sidecar`: manage the RSync of the reconciler pod it runs in. `cluster`: manage every RSync whose inventory matches `inventory_selector`. `webhook`: serve the admission webhook that adds the sidecar to reconciler Pods (nothing else).",
+        description="`sidecar`: manage the RSync of the reconciler pod it runs in. `cluster`: manage every RSync whose inventory matches `inventory_selector`. `webhook`: serve the admission webhook that adds the sidecar to reconciler Pods and sizes new ones (nothing else).",
     )
     rsync_kind: Literal["RootSync", "RepoSync"] = Field(
         "RootSync", description="Sidecar mode: kind of the RSync to manage."
@@ -258,6 +258,14 @@ class Settings(BaseSettings):
     sidecar_template: Path = Field(
         Path("/etc/objcount/sidecar/sidecar.yaml"),
         description="Webhook mode: the sidecar to add (`container:` and its `volumes:`).",
+    )
+    webhook_sidecar: bool = Field(
+        True,
+        description="Webhook mode: add the sidecar of `sidecar_template` to reconciler Pods (the sidecar install; the cluster install's webhook only sizes).",
+    )
+    webhook_sizing: bool = Field(
+        True,
+        description="Webhook mode: start each new reconciler Pod at the size last applied in place to its RSync (`objcount.dev/applied-resources` through `objcount.dev/target: in-place`), read from a watch of RootSyncs and RepoSyncs; any doubt leaves the template's size.",
     )
     # ----- endpoints and logs -------------------------------------------------------------------------
     bind_address: str = Field("0.0.0.0", description="Address the HTTP endpoints listen on.")

@@ -1,10 +1,12 @@
-"""Webhook mode: serve the mutating admission webhook that adds the sidecar to reconciler Pods.
+"""Webhook mode: serve the mutating admission webhook that adds the sidecar to reconciler Pods (the
+sidecar install: `webhook_sidecar`) and sizes each new one from its RSync (`webhook_sizing`).
 
 HTTPS on `webhook_port` (`POST /mutate`), with the certificate and key of `webhook_cert_dir`
 (`tls.crt`, `tls.key`: the Secret the install created, mounted as files). A rotated certificate is
 picked up on the next connection: the files are checked before each handshake. `/healthz` and
-`/metrics` are plain HTTP on their usual ports. This mode needs no Kubernetes credentials: everything it
-decides comes from the AdmissionReview (see `injection`).
+`/metrics` are plain HTTP on their usual ports. Adding the sidecar needs no Kubernetes credentials (it
+comes from the AdmissionReview); sizing reads the RSyncs from a watch cache (get, list and watch of
+RootSyncs and RepoSyncs: nothing else), so an admission never waits on the API server. See `injection`.
 
 Every answer allows the Pod. The webhook configuration's `failurePolicy: Ignore` and short timeout cover
 the cases where this process cannot answer at all.
@@ -23,9 +25,20 @@ from typing import Any
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
 
-from autoscaler.core.injection import RESULTS, Decision, SidecarTemplate, TemplateError, decide
+from autoscaler.core.injection import (
+    RESULTS,
+    SIZE_RESULTS,
+    Decision,
+    RSyncLookup,
+    SidecarTemplate,
+    TemplateError,
+    decide,
+)
 from autoscaler.service.handlers import QuietHandler
 from autoscaler.service.settings import Settings
+from inventory.core.ids import RSyncKey
+from inventory.kube import kubeapi
+from inventory.kube.watch import ObjectCodec, RawObject, Reflector
 
 log = logging.getLogger(__name__)
 ADMISSIONS = Counter(
@@ -35,6 +48,14 @@ ADMISSIONS = Counter(
 )
 for _result in RESULTS:
     ADMISSIONS.labels(_result)
+SIZES = Counter(
+    "objcount_webhook_sizes_total",
+    "Reconciler Pods the webhook was asked to size at admission, by result (`sized`: the size applied in "
+    "place to the RSync's reconciler; any other: the template's size).",
+    ["result"],
+)
+for _size in SIZE_RESULTS:
+    SIZES.labels(_size)
 MAX_REVIEW_BYTES = 4 << 20  # a Pod's AdmissionReview is a few KiB; anything near this is not one
 
 
@@ -84,8 +105,34 @@ class _TLSServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
+class RSyncCache:
+    """Every RootSync and RepoSync, kept by a list-then-watch each; an RSync is None until both lists
+    are complete (not known is not "not there")."""
+
+    def __init__(self, api: kubeapi.KubeApi) -> None:
+        self.reflectors: dict[str, Reflector[RawObject]] = {
+            kind: Reflector(api, resource, ObjectCodec(), lambda *_: None)
+            for kind, resource in kubeapi.RSYNC_RESOURCES.items()
+        }
+
+    def start(self) -> RSyncCache:
+        for reflector in self.reflectors.values():
+            reflector.start()
+        return self
+
+    def stop(self) -> None:
+        for reflector in self.reflectors.values():
+            reflector.signal_stop()
+
+    def __call__(self, key: RSyncKey) -> dict[str, object] | None:
+        reflector = self.reflectors[key.kind]
+        cached = reflector.store.get((key.namespace, key.name)) if reflector.synced.is_set() else None
+        return None if cached is None else cached.body
+
+
 class _Mutate(QuietHandler):
-    template: SidecarTemplate
+    template: SidecarTemplate | None
+    rsyncs: RSyncLookup | None
 
     def do_POST(self) -> None:
         if self.path.split("?")[0] != "/mutate":
@@ -93,7 +140,7 @@ class _Mutate(QuietHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if 0 < length <= MAX_REVIEW_BYTES else b""
-        decision = decide(body, self.template)
+        decision = decide(body, self.template, self.rsyncs)
         _record(decision)
         self._send(200, orjson.dumps(decision.response), "application/json")
 
@@ -106,6 +153,20 @@ def _record(decision: Decision) -> None:
         log.warning("Pod admitted without the sidecar (%s): %s", decision.result, decision.detail)
     else:
         log.debug("Pod admitted unchanged (%s): %s", decision.result, decision.detail)
+    if decision.sized is None:
+        return
+    SIZES.labels(decision.sized).inc()
+    if decision.sized == "sized":
+        log.info("reconciler Pod of %s sized at admission: %s", decision.detail, decision.size_detail)
+    elif decision.sized in ("size_unreadable", "rsync_unknown", "no_reconciler_container"):
+        log.warning(
+            "reconciler Pod of %s admitted at its template's size (%s): %s",
+            decision.detail,
+            decision.sized,
+            decision.size_detail,
+        )
+    else:
+        log.debug("reconciler Pod of %s keeps its template's size (%s)", decision.detail, decision.sized)
 
 
 class _Probes(QuietHandler):
@@ -122,12 +183,19 @@ class _Probes(QuietHandler):
 def serve(settings: Settings, stop: threading.Event) -> int:
     """Serve until `stop`; the exit code (1 when the template or the certificate cannot be read)."""
     try:
-        template = SidecarTemplate.parse(Path(settings.sidecar_template).read_text())
+        template = (
+            SidecarTemplate.parse(Path(settings.sidecar_template).read_text())
+            if settings.webhook_sidecar
+            else None
+        )
         tls = ReloadingTLS(Path(settings.webhook_cert_dir))
     except (OSError, TemplateError, ssl.SSLError) as error:
         log.error("cannot start the webhook: %s", error)
         return 1
-    mutate = type("Mutate", (_Mutate,), {"template": template})
+    rsyncs = _rsync_lookup(settings)
+    # staticmethod: a function kept on the class would be bound to the handler as a method.
+    lookup = None if rsyncs is None else staticmethod(rsyncs)
+    mutate = type("Mutate", (_Mutate,), {"template": template, "rsyncs": lookup})
     webhook = _TLSServer((settings.bind_address, settings.webhook_port), mutate)
     webhook.tls = tls
     servers: list[ThreadingHTTPServer] = [webhook]
@@ -136,14 +204,28 @@ def serve(settings: Settings, stop: threading.Event) -> int:
     for server in servers:
         threading.Thread(target=server.serve_forever, name=f"http-{server.server_port}", daemon=True).start()
     log.info(
-        "webhook serving /mutate on :%d (sidecar %r from %s)",
+        "webhook serving /mutate on :%d (sidecar: %s; sizing: %s)",
         webhook.server_port,
-        template.name,
-        settings.sidecar_template,
+        "none" if template is None else f"{template.name!r} from {settings.sidecar_template}",
+        "off" if rsyncs is None else "from the RSyncs' watch cache",
     )
     stop.wait()
+    if isinstance(rsyncs, RSyncCache):
+        rsyncs.stop()
     for server in servers:
         server.shutdown()
         server.server_close()
     log.info("stopped")
     return 0
+
+
+def _rsync_lookup(settings: Settings) -> RSyncLookup | None:
+    """Where new Pods' RSyncs are looked up (None: sizing is off). Without credentials every Pod keeps
+    its template's size: said once here, counted per Pod as `rsync_unknown`."""
+    if not settings.webhook_sizing:
+        return None
+    try:
+        return RSyncCache(kubeapi.KubeApi.connect(settings.kubeconfig)).start()
+    except kubeapi.ApiError as error:
+        log.error("cannot size reconciler Pods at admission (%s); they keep their template's size", error)
+        return lambda _key: None

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoscaler.core.injection import SidecarTemplate, TemplateError, decide
+from inventory.core.ids import RSyncKey
 
 TEMPLATE = SidecarTemplate.parse(
     """
@@ -213,3 +214,116 @@ def test_any_pod_is_answered_allowed_without_an_exception(labels: object, spec: 
 def test_a_bad_sidecar_template_is_refused(text: str) -> None:
     with pytest.raises(TemplateError):
         SidecarTemplate.parse(text)
+
+
+# ----- sizing at admission -------------------------------------------------------------------------------
+SIZE = '{"requests": {"cpu": "150m", "memory": "448Mi"}, "limits": {"memory": "672Mi"}}'
+KEY_ANNOTATIONS = {"objcount.dev/applied-resources": SIZE, "objcount.dev/target": "in-place"}
+
+
+def rsync(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "RepoSync",
+        "metadata": {"name": "repo-sync", "namespace": "team-a", "annotations": annotations},
+    }
+
+
+def sized_pod() -> dict[str, Any]:
+    """Config Sync's template: the reconciler with its requests and an ephemeral-storage limit."""
+    original = pod()
+    original["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "50m", "memory": "200Mi", "ephemeral-storage": "1Gi"},
+        "limits": {"ephemeral-storage": "2Gi"},
+    }
+    return original
+
+
+def test_a_new_reconciler_pod_starts_at_the_size_applied_in_place_to_its_rsync() -> None:
+    looked_up: list[object] = []
+
+    def lookup(key: object) -> dict[str, Any]:
+        looked_up.append(key)
+        return rsync(KEY_ANNOTATIONS)
+
+    original = sized_pod()
+    decision = decide(review(original), TEMPLATE, lookup)
+    assert (decision.result, decision.sized) == ("injected", "sized")
+    assert looked_up == [RSyncKey("RepoSync", "team-a", "repo-sync")]
+    result = patched(original, decision.response)
+    # CPU and memory from the annotation; no CPU limit where it sets none; ephemeral storage kept.
+    assert result["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "150m", "memory": "448Mi", "ephemeral-storage": "1Gi"},
+        "limits": {"memory": "672Mi", "ephemeral-storage": "2Gi"},
+    }
+    assert result["spec"]["containers"][1] == original["spec"]["containers"][1]  # git-sync untouched
+    assert [c["name"] for c in result["spec"]["containers"]][-1] == "objcount-autoscaler"
+
+
+def test_the_cluster_install_webhook_only_sizes() -> None:
+    original = sized_pod()
+    decision = decide(review(original), None, lambda key: rsync(KEY_ANNOTATIONS))
+    assert (decision.result, decision.sized) == ("sidecar_off", "sized")
+    result = patched(original, decision.response)
+    assert [c["name"] for c in result["spec"]["containers"]] == ["reconciler", "git-sync"]
+    assert result["spec"]["containers"][0]["resources"]["requests"]["memory"] == "448Mi"
+
+
+def test_a_reconciler_without_resources_gets_them() -> None:
+    original = pod()
+    result = patched(original, decide(review(original), None, lambda key: rsync(KEY_ANNOTATIONS)).response)
+    assert result["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "150m", "memory": "448Mi"},
+        "limits": {"memory": "672Mi"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("annotations", "result"),
+    [
+        ({**KEY_ANNOTATIONS, "objcount.dev/target": "rsync-override"}, "not_in_place"),
+        ({**KEY_ANNOTATIONS, "objcount.dev/target": "vpa"}, "not_in_place"),
+        ({"objcount.dev/applied-resources": SIZE}, "not_in_place"),
+        ({**KEY_ANNOTATIONS, "objcount.dev/autoscale": "false"}, "opted_out"),
+        ({**KEY_ANNOTATIONS, "objcount.dev/held-by-owner": "declared in git"}, "held_by_owner"),
+        ({"objcount.dev/target": "in-place"}, "size_unknown"),
+        (
+            {**KEY_ANNOTATIONS, "objcount.dev/applied-resources": '{"requests": {"memory": "lots"}}'},
+            "size_unreadable",
+        ),
+        ({**KEY_ANNOTATIONS, "objcount.dev/applied-resources": "[1, 2"}, "size_unreadable"),
+    ],
+)
+def test_any_doubt_about_the_size_leaves_the_template_size(annotations: dict[str, str], result: str) -> None:
+    original = sized_pod()
+    decision = decide(review(original), None, lambda key: rsync(annotations))
+    assert decision.sized == result
+    assert decision.response["response"] == {"uid": "u-1", "allowed": True}
+
+
+def test_an_rsync_not_in_the_cache_leaves_the_template_size_and_the_sidecar_still_comes() -> None:
+    original = sized_pod()
+    decision = decide(review(original), TEMPLATE, lambda key: None)
+    assert (decision.result, decision.sized) == ("injected", "rsync_unknown")
+    result = patched(original, decision.response)
+    assert result["spec"]["containers"][0] == original["spec"]["containers"][0]
+
+
+def test_a_pod_without_a_reconciler_container_is_not_sized() -> None:
+    original = pod(containers=["git-sync"])
+    decision = decide(review(original), None, lambda key: rsync(KEY_ANNOTATIONS))
+    assert decision.sized == "no_reconciler_container"
+    assert decision.response["response"] == {"uid": "u-1", "allowed": True}
+
+
+def test_without_a_lookup_nothing_is_sized() -> None:
+    decision = decide(review(sized_pod()), TEMPLATE)
+    assert decision.sized is None
+
+
+@given(annotations=st.dictionaries(st.sampled_from(sorted(KEY_ANNOTATIONS)), st.text()), spec=JSON_VALUES)
+def test_any_rsync_and_pod_are_answered_allowed_without_an_exception(
+    annotations: dict[str, str], spec: object
+) -> None:
+    obj = {"metadata": {"labels": LABELS}, "spec": spec}
+    decision = decide(review(obj), TEMPLATE, lambda key: rsync(annotations))  # type: ignore[arg-type]
+    assert decision.response["response"]["allowed"] is True
