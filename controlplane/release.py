@@ -5,10 +5,11 @@ Builds our image as `make image` does (the checkout's Dockerfile), writes it as 
 (`kubectl kustomize`, the pinned kubectl the control plane is built with) each install into one file
 whose every container of ours runs `IMAGE@sha256:DIGEST`, the digest of that archive's manifest:
 
-- `objcount-cluster.yaml`: `manifests/cluster`;
-- `objcount-sidecar.yaml`: `manifests/sidecar` (its certificate by `objcount-certificate.sh`, copied
-  beside it, for clusters without cert-manager);
-- `objcount-sidecar-cert-manager.yaml`: `manifests/sidecar/cert-manager`.
+- `objcount-cluster.yaml`: `manifests/cluster`, and `objcount-sidecar.yaml`: `manifests/sidecar` (their
+  webhook's certificate by `objcount-certificate.sh`, copied beside them, for clusters without
+  cert-manager);
+- `objcount-cluster-cert-manager.yaml` and `objcount-sidecar-cert-manager.yaml`: the same with the
+  certificate by cert-manager (`manifests/cluster/cert-manager`, `manifests/sidecar/cert-manager`).
 
 kustomize's `images:` rewrites the Deployments' containers; the sidecar's container is text inside the
 ConfigMap `objcount-sidecar-template`, so its `image:` is set here. Copy the archive to the registry as it
@@ -32,22 +33,24 @@ import yaml
 
 from controlplane import images
 from controlplane.autoscaler_install import (
+    CERTIFICATE_SCRIPT,
     CLUSTER_MANIFESTS,
     SIDECAR_CONTAINER,
     SIDECAR_MANIFESTS,
     SIDECAR_TEMPLATE,
+    kubectl_kustomize,
 )
-from controlplane.launcher import build_binaries
 from controlplane.seed import JSON, REPO_ROOT
 
 SHIPPED_IMAGE = "objcount-autoscaler"  # the name every shipped manifest gives our image (no registry)
 # What each release file renders: its name, the install it is made from.
 FILES = {
     "objcount-cluster.yaml": CLUSTER_MANIFESTS,
+    "objcount-cluster-cert-manager.yaml": CLUSTER_MANIFESTS / "cert-manager",
     "objcount-sidecar.yaml": SIDECAR_MANIFESTS,
     "objcount-sidecar-cert-manager.yaml": SIDECAR_MANIFESTS / "cert-manager",
 }
-CERTIFICATE_SCRIPT = "objcount-certificate.sh"
+CERTIFICATE_SCRIPT_FILE = "objcount-certificate.sh"
 # A repository without a tag or digest: the release adds both.
 REPOSITORY = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._/-][a-z0-9]+)*)*$")
 VERSION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # a valid image tag
@@ -82,7 +85,7 @@ def validate(version: str, repository: str) -> None:
         )
 
 
-def kustomize(kubectl: Path, directory: Path, image: str) -> list[JSON]:
+def kustomize(directory: Path, image: str) -> list[JSON]:
     """`kubectl kustomize` of `directory` with our image set to `image` (kustomize's `images:`)."""
     repository, digest = image.split("@", 1)
     with tempfile.TemporaryDirectory(prefix="objcount-release-") as tmp:
@@ -92,12 +95,7 @@ def kustomize(kubectl: Path, directory: Path, image: str) -> list[JSON]:
         Path(tmp, "kustomization.yaml").write_text(
             yaml.safe_dump({"resources": [base], "images": [entry]}, sort_keys=False)
         )
-        rendered = subprocess.run(
-            [str(kubectl), "kustomize", tmp], capture_output=True, text=True, check=False, timeout=120
-        )
-    if rendered.returncode != 0:
-        raise ReleaseError(f"kubectl kustomize {directory} failed:\n{rendered.stderr}")
-    return [o for o in yaml.safe_load_all(rendered.stdout) if o]
+        return kubectl_kustomize(Path(tmp))
 
 
 def with_sidecar_image(objects: list[JSON], image: str) -> list[JSON]:
@@ -111,8 +109,8 @@ def with_sidecar_image(objects: list[JSON], image: str) -> list[JSON]:
     return objects
 
 
-def render(kubectl: Path, directory: Path, image: str) -> list[JSON]:
-    return with_sidecar_image(kustomize(kubectl, directory, image), image)
+def render(directory: Path, image: str) -> list[JSON]:
+    return with_sidecar_image(kustomize(directory, image), image)
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -173,15 +171,14 @@ def make_release(version: str, repository: str, out: Path) -> Release:
     built = images.objcount_image(images.base_image())
     archive, tagged = out / f"objcount-autoscaler-{version}.oci.tar", f"{repository}:{version}"
     image = image_reference(repository, images.oci_archive(built, archive, tagged))
-    kubectl = build_binaries() / "kubectl"
     files = {}
     for name, directory in FILES.items():
         path = out / name
-        path.write_text(release_text(name, version, image, render(kubectl, directory, image)))
+        path.write_text(release_text(name, version, image, render(directory, image)))
         files[name] = path
-    script = out / CERTIFICATE_SCRIPT
-    shutil.copyfile(SIDECAR_MANIFESTS / "certificate.sh", script)
-    files[CERTIFICATE_SCRIPT] = script
+    script = out / CERTIFICATE_SCRIPT_FILE
+    shutil.copyfile(CERTIFICATE_SCRIPT, script)
+    files[CERTIFICATE_SCRIPT_FILE] = script
     return Release(image, tagged, archive, files)
 
 

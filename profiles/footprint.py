@@ -254,7 +254,8 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
     keys = seed(api, args.rsyncs, args.inventory, args.big, args.big_inventory)
     watch = StatusWatch(kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig)))
     sampler.phase = "start"  # the first full reconcile
-    install_cluster(api)
+    with tempfile.TemporaryDirectory() as certs:
+        install_cluster(api, Path(certs))
     cs.stack.kubectl("set", "env", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "OBJCOUNT_TARGET=recommend")
     cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{CONTROLLER}", "--timeout=300s")
     names = {f"{k.namespace}/{k.name}" for k in keys}

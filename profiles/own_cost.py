@@ -76,13 +76,13 @@ def _sidecar_request_mib(path: Path) -> int:
 
 def shipped() -> dict[str, OwnCost]:
     """Our requests as `manifests/` ships them."""
+    webhook = _deployment_requests_mib(MANIFESTS / "webhook" / "webhook.yaml")  # both installs run it
+    controller = _deployment_requests_mib(MANIFESTS / "cluster" / "base" / "deployment.yaml")
     return {
         "sidecar": OwnCost(
-            "sidecar",
-            _sidecar_request_mib(MANIFESTS / "sidecar" / "base" / "sidecar-template.yaml"),
-            _deployment_requests_mib(MANIFESTS / "sidecar" / "base" / "webhook.yaml"),
+            "sidecar", _sidecar_request_mib(MANIFESTS / "sidecar" / "base" / "sidecar-template.yaml"), webhook
         ),
-        "cluster": OwnCost("cluster", 0, _deployment_requests_mib(MANIFESTS / "cluster" / "deployment.yaml")),
+        "cluster": OwnCost("cluster", 0, controller + webhook),
     }
 
 

@@ -80,6 +80,7 @@ from controlplane.autoscaler_install import (
     CLUSTER_MANIFESTS,
     SIDECAR_CONTAINER,
     WEBHOOK_CONFIGURATION,
+    WEBHOOK_NAME,
     kustomization_objects,
 )
 from controlplane.configsync_build import VERSION
@@ -505,6 +506,8 @@ def install_ours(cs: NodeConfigSync, out: Path) -> None:
         patch_type="json",
     )
     for item in kustomization_objects(CLUSTER_MANIFESTS):
+        if item["metadata"]["name"] == WEBHOOK_NAME or item["kind"] == "MutatingWebhookConfiguration":
+            continue  # the sidecar install's webhook (which sizes at admission too) serves both installs
         if item["kind"] == "Deployment":
             create_or_replace(api, controller(item, POLICIES["ours, cluster mode"], {}))
             for policy, target, name in (

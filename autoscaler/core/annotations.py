@@ -16,6 +16,7 @@ zero.
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
 | `objcount.dev/held-by-owner` | us | why the recommended size is not written (its owner would fight it) |
+| `objcount.dev/fallback` | us | why the last size went through the target's fallback (in-place: a rollout) |
 | `objcount.dev/override-written` | us | the `reconciler` override entry we last wrote (same update) |
 | `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
 | `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
@@ -54,6 +55,7 @@ RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
 TARGET_ANNOTATION = "objcount.dev/target"  # the target the applied size went through
+FALLBACK_ANNOTATION = "objcount.dev/fallback"  # why it went through the target's fallback instead
 OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"
 MANAGE_OVERRIDE_ANNOTATION = "objcount.dev/manage-override"
 OOM_FLOOR_ANNOTATION = "objcount.dev/oom-floor"

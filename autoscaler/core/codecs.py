@@ -206,6 +206,21 @@ def _conditions(pod: Mapping[str, object]) -> list[Mapping[str, object]]:
     return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
 
 
+def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
+    """The size the Pod asks for while the kubelet defers its resize (`PodResizePending`, reason
+    `Deferred`: it does not fit the node now; the running container keeps its size), and the kubelet's
+    message; None when no resize waits (or what it asks for is unreadable: then it is asked again)."""
+    for condition in _conditions(pod):
+        if condition.get("type") == "PodResizePending" and condition.get("reason") == "Deferred":
+            try:
+                asked = container_resources(block_of(pod, "spec").get("containers"), f"pod {pod_name(pod)}")
+            except ReadError:
+                return None
+            message = str(condition.get("message") or "the node has no room for it now")
+            return None if asked is None else (asked, message)
+    return None
+
+
 def resize_infeasible(pod: Mapping[str, object]) -> bool:
     return any(
         c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible" for c in _conditions(pod)

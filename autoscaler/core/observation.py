@@ -108,6 +108,9 @@ class Reading:
     oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
     api_resources: int | None = None  # resource types the API server serves (None: not read)
     pod: Pod | None = None  # the reconciler Pod as listed (a target resizing it in place writes it)
+    # A resize of the running Pod the kubelet defers (the size asked, the kubelet's message): asked for
+    # already, so it is not asked again; the running container keeps its size meanwhile.
+    deferred: tuple[Resources, str] | None = None
     unread: tuple[Unread, ...] = ()  # the Pod list where only the OOM kills needed it; discovery
 
 

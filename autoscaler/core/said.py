@@ -25,6 +25,7 @@ class Counted(StrEnum):
     OOM_FLOORS = "objcount_oom_floors_total"
     CALIBRATIONS = "objcount_calibrations_total"  # label: direction
     CAPPED = "objcount_capped_total"  # label: target
+    FALLBACKS = "objcount_fallbacks_total"  # label: target
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,20 @@ def of_capped(plan: Plan, target: str, capped: str) -> list[Said]:
             event="Capped",
             note=f"{plan.reason}; capped by {capped}",
             counted=(Counted.CAPPED, (target,)),
+        )
+    ]
+
+
+def of_fallback(plan: Plan, target: str, why: str) -> list[Said]:
+    """A size the target could not apply its own way, applied through its fallback (in place: the RSync
+    override, so Config Sync rolls the reconciler out): said every time it happens."""
+    return [
+        Said(
+            logging.WARNING,
+            f"{plan.outcome} via {target}'s fallback: {why}",
+            event="FellBack",
+            note=f"{plan.reason}; {why}",
+            counted=(Counted.FALLBACKS, (target,)),
         )
     ]
 

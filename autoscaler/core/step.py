@@ -37,6 +37,7 @@ from autoscaler.core.sizing import PLATFORMS, Profile
 from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
+DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,8 @@ def _sized(
     last = state.decision or initial(seen.reading.current)
     if config.reread_current and seen.reading.current is not None and seen.reading.current != last.resources:
         last = replace(last, resources=seen.reading.current)  # a new pod, or a resize that did not take
+    if seen.reading.deferred is not None:  # asked for already: the kubelet applies it when it fits
+        last = replace(last, resources=seen.reading.deferred[0])
     if state.hands_off_until is not None and state.hands_off_until > seen.now:
         return Plan(Outcome.HANDS_OFF, "another writer keeps reverting our size", state, counts)
     foreign = _foreign_size(seen, state)
@@ -317,6 +320,9 @@ def _decided(
         recheck = max(remaining, 0.0) + 0.01
     if decision.changes and seen.reading.held_by_owner is not None:
         return _held_by_owner(seen, state, counts, decision, last)
+    deferred = seen.reading.deferred
+    if deferred is not None and not decision.changes and decision.outcome == Outcome.UNCHANGED:
+        return _waiting_for_the_kubelet(seen, state, counts, decision, config.target)
     starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
     return Plan(
         decision.outcome,
@@ -326,6 +332,32 @@ def _decided(
         apply=decision.resources if decision.changes else None,
         publish=seen.view.lacks(published(decision.recommended, decision.resources, target=config.target)),
         recheck_after=recheck,
+        log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
+def _waiting_for_the_kubelet(
+    seen: Observation,
+    state: RSyncState,
+    counts: ObjectCounts,
+    decision: Decision,
+    target: str | None,
+) -> Plan:
+    """The size is asked for and the kubelet defers it (the node has no room now): the running Pod keeps
+    its size, nothing is asked again and nothing is rolled out; looked at again in a while."""
+    assert seen.reading.deferred is not None
+    asked, why = seen.reading.deferred
+    running = seen.reading.current
+    reason = f"the kubelet deferred the resize to {asked} ({why}); the running Pod keeps {running}"
+    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason)
+    starts = state.decision is None or state.decision.outcome != Outcome.POSTPONED
+    return Plan(
+        Outcome.POSTPONED,
+        reason,
+        replace(state, decision=waiting),
+        counts,
+        publish=seen.view.lacks(published(decision.recommended, asked, target=target)),
+        recheck_after=DEFERRED_RECHECK_S,
         log_level=logging.INFO if starts else logging.DEBUG,
     )
 

@@ -17,9 +17,15 @@ from typing import Protocol, cast
 
 import orjson
 
-from autoscaler.core.annotations import annotation_patch
+from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch
 from autoscaler.core.calibration import Sampled, usages
-from autoscaler.core.codecs import newest_live, others_requests, pod_name, template_containers
+from autoscaler.core.codecs import (
+    newest_live,
+    others_requests,
+    pod_name,
+    resize_deferred,
+    template_containers,
+)
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
@@ -103,6 +109,7 @@ class KubePort:
             api_resources=surface,
             pod=pod,
             unread=tuple(unread),
+            deferred=resize_deferred(pod) if pod is not None and self.target.in_place else None,
         )
 
     def _reconciler_pod(self, key: RSyncKey) -> Pod | None:
@@ -155,6 +162,8 @@ class KubePort:
         applied = None
         if apply is not None:
             applied = self.target.apply(key, apply, reading.pod)
+            if self.target.in_place:  # why the size went through the fallback, or no longer
+                publish = {**publish, FALLBACK_ANNOTATION: applied.fell_back}
         unpublished = None
         if publish:
             try:

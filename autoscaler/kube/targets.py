@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, cast
 
 import orjson
@@ -87,6 +87,7 @@ class Applied:
     restarted: bool
     rsync_generation: int | None = None
     capped: str | None = None
+    fell_back: str | None = None  # why the size went through the target's fallback (a rollout)
 
 
 class Target(Protocol):
@@ -288,6 +289,9 @@ class RSyncOverrideTarget:
 
 
 # ----- in-place pod resize -------------------------------------------------------------------------------
+NO_RESIZE = "the API server serves no pods/resize (Kubernetes before 1.33, or InPlacePodVerticalScaling off)"
+
+
 @dataclass
 class InPlaceTarget(_NothingInTheRSync):
     """Resize the running reconciler pod through `pods/resize` (no restart).
@@ -295,12 +299,16 @@ class InPlaceTarget(_NothingInTheRSync):
     Nothing else is written: not the Deployment (Config Sync's reconciler-manager owns it), not the
     template (a rollout is the restart an in-place resize exists to avoid). The size is what the kubelet
     reports the container has (`status.containerStatuses[].resources`), read on every reconcile, so a
-    new pod of a rollout, which starts with its template's size, is resized again. A lower limit the
-    kubelet refused (the container uses more: it compares the usage before lowering a memory limit) is
-    reported with the kubelet's message and not sent again until it is higher than what runs. When there
-    is no pod, or the kubelet reports the resize infeasible (`PodResizePending`, reason `Infeasible`),
-    the size goes to `fallback` (for Config Sync: the RSync override, a rollout: the result says it
-    restarted).
+    new pod of a rollout, which starts with its template's size, is resized again (unless our webhook
+    gave it the size at admission). A lower limit the kubelet refused (the container uses more: it
+    compares the usage before lowering a memory limit) is reported with the kubelet's message and not sent
+    again until it is higher than what runs.
+
+    With no pod (a rollout between two Pods, a Pod not scheduled yet) nothing is written: the size is
+    published on the RSync and the next Pod is given it at admission. Where a resize cannot happen at
+    all, the size goes to `fallback` (for Config Sync: the RSync override, a rollout), and `Applied`
+    says why: the API server serves no `pods/resize` (checked once), or the kubelet reports the resize
+    infeasible (`PodResizePending`, reason `Infeasible`: more than the node can ever hold).
     """
 
     api: kubeapi.KubeApi
@@ -309,6 +317,7 @@ class InPlaceTarget(_NothingInTheRSync):
     name: str = "in-place"
     rereads_current: bool = True
     in_place: bool = True
+    _serves_resize: bool | None = field(default=None, init=False)
 
     def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
         if pod is None:
@@ -316,14 +325,30 @@ class InPlaceTarget(_NothingInTheRSync):
         return pod_resources(pod)
 
     def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
-        if pod is None or resize_infeasible(pod):
-            log.warning(
-                "%s: in-place resize %s; applying through %s",
-                key,
-                "impossible without a pod" if pod is None else "reported infeasible",
-                self.fallback.name,
+        if pod is None:
+            return Applied(resources, restarted=False)  # the next Pod gets it at admission
+        why = self._impossible(pod)
+        if why is not None:
+            applied = self.fallback.apply(key, resources, None)
+            return replace(applied, fell_back=f"{why}; applied through {self.fallback.name}")
+        return self._resize(pod, resources)
+
+    def _impossible(self, pod: Pod) -> str | None:
+        """Why no resize of this Pod can happen (None: it can be asked for)."""
+        if self._serves_resize is None:
+            try:
+                self._serves_resize = self.api.serves_pod_resize()
+            except kubeapi.ApiError as error:
+                raise WriteError(reason_of(error), f"reading discovery for pods/resize: {error}") from error
+        if not self._serves_resize:
+            return NO_RESIZE
+        if resize_infeasible(pod):
+            return (
+                f"the kubelet reports the resize of pod {pod_name(pod)} infeasible (more than its node holds)"
             )
-            return self.fallback.apply(key, resources, None)
+        return None
+
+    def _resize(self, pod: Pod, resources: Resources) -> Applied:
         name = pod_name(pod)
         namespace = str((pod.get("metadata") or {}).get("namespace") or self.namespace)  # the Pod listed
         refused = resize_refused(pod)

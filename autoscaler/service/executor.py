@@ -29,6 +29,7 @@ from autoscaler.core.said import (
     Said,
     of_capped,
     of_counts_unwritten,
+    of_fallback,
     of_plan,
     of_read_failure,
     of_unpublished,
@@ -47,6 +48,7 @@ from autoscaler.service.metrics import (
     CAPPED,
     COUNT_UNKNOWN,
     DECISIONS,
+    FALLBACKS,
     OBJECTS,
     OOM_FLOORS,
     RECOMMENDED,
@@ -70,6 +72,7 @@ COUNTERS: dict[Counted, Counter] = {
     Counted.OOM_FLOORS: OOM_FLOORS,
     Counted.CALIBRATIONS: CALIBRATIONS,
     Counted.CAPPED: CAPPED,
+    Counted.FALLBACKS: FALLBACKS,
 }
 
 
@@ -170,6 +173,8 @@ class Executor:
             self._say(key, view, of_write(plan, target, written.applied.restarted))
             if written.applied.capped is not None:
                 self._say(key, view, of_capped(plan, target, written.applied.capped))
+            if written.applied.fell_back is not None:
+                self._say(key, view, of_fallback(plan, target, written.applied.fell_back))
             state = settled(plan, written.applied.restarted, written.applied.rsync_generation, self.clock())
         if written.unpublished is not None:
             self._say(key, view, of_unpublished(written.unpublished))

@@ -49,6 +49,12 @@ CAPPED = Counter(
     "resourcePolicy minAllowed/maxAllowed), by target.",
     ["target"],
 )
+FALLBACKS = Counter(
+    "objcount_fallbacks_total",
+    "Sizes the target could not apply its own way and applied through its fallback (in-place: the RSync "
+    "override, a rollout), by target; an Event FellBack on the RSync and objcount.dev/fallback say why.",
+    ["target"],
+)
 WORKING_SET = Gauge(
     "objcount_reconciler_working_set_mib",
     "The reconciler container's working set as the metrics API (metrics-server) last reported it.",

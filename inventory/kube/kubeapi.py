@@ -232,6 +232,18 @@ class KubeApi:
                 total += len(versions[0].get("resources") or []) if versions else 0
         return total
 
+    def serves_pod_resize(self) -> bool:
+        """Whether the API server serves `pods/resize`, the subresource of in-place resizes (Kubernetes
+        1.33 and later, or 1.27-1.32 with InPlacePodVerticalScaling on), from aggregated discovery."""
+        listing = self.request_json("GET", "/api", accept=_AGGREGATED_DISCOVERY)
+        for group in listing.get("items") or []:
+            for version in group.get("versions") or []:
+                for resource in version.get("resources") or []:
+                    if resource.get("resource") == "pods":
+                        subresources = resource.get("subresources") or []
+                        return any(s.get("subresource") == "resize" for s in subresources)
+        return False
+
     # ----- objects -----------------------------------------------------------------------------------
     def get(
         self, resource: Resource, namespace: str | None, name: str, subresource: str | None = None

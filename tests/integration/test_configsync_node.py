@@ -190,7 +190,7 @@ def test_an_undersized_reconciler_is_oom_killed_by_the_kernel_and_the_kubelet_re
 
 
 def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_rootsync_and_a_reposync(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey]
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     """`kubectl apply -k manifests/cluster` on the real node: two Pods of our image, both Ready, one holds
     the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and sizes
@@ -199,7 +199,7 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
     cs = config_sync_on_node
     api = cs.api
     assert api is not None
-    install_cluster(api)
+    install_cluster(api, tmp_path / "certs")
     try:
         ours = wait_for(
             lambda: ready if len(ready := [p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2 else None,

@@ -31,7 +31,7 @@ from controlplane.autoscaler_install import (
 )
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
-from controlplane.release import CERTIFICATE_SCRIPT, Release
+from controlplane.release import CERTIFICATE_SCRIPT_FILE, Release
 from controlplane.resources import RESOURCES, create_or_replace
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
@@ -223,7 +223,7 @@ def test_the_release_files_name_our_image_by_the_digest_of_its_archive(release: 
         assert containers, name
         assert [c["image"] for c in containers + templates] == [release.image] * len(containers + templates)
         assert (name == "objcount-cluster.yaml") == (not templates), name
-    assert release.files[CERTIFICATE_SCRIPT].read_text().startswith("#!/usr/bin/env bash")
+    assert release.files[CERTIFICATE_SCRIPT_FILE].read_text().startswith("#!/usr/bin/env bash")
 
 
 DECLARED_HELD = RSyncKey("RootSync", NAMESPACE, "declared-held")
@@ -372,7 +372,7 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     api = cast(kubeapi.KubeApi, cs.api)
     certs = tmp_path / "certs"
     subprocess.run(
-        ["bash", str(release.files[CERTIFICATE_SCRIPT]), str(certs)], check=True, capture_output=True
+        ["bash", str(release.files[CERTIFICATE_SCRIPT_FILE]), str(certs)], check=True, capture_output=True
     )
     secret = {
         "apiVersion": "v1",

@@ -45,7 +45,8 @@ POLICIES = [
     "objcount-guard-deployments",
     "objcount-guard-pods",
 ]
-IDENTITIES = ("objcount-autoscaler", "objcount-sidecar")
+IDENTITIES = ("objcount-autoscaler", "objcount-sidecar")  # the ones that write
+WEBHOOK = "objcount-webhook"  # reads RSyncs only
 
 
 @pytest.fixture(scope="module")
@@ -62,18 +63,19 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
 def shipped_accounts(
     control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, *more: JSON
 ) -> dict[str, kubeapi.KubeApi]:
-    """Our accounts with the shipped roles and bindings of both installs (less the Deployment and the
-    webhook), the guard, and `more` objects; a client of each with its own token."""
+    """Our accounts with the shipped roles and bindings of both installs (less the Deployments and the
+    webhook configuration), the guard, and `more` objects; a client of each with its own token."""
     ensure_namespace(admin_api, NAMESPACE)
+    running = ("Deployment", "MutatingWebhookConfiguration")
     objects = [
-        *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] != "Deployment"),
+        *(o for o in kustomization_objects(CLUSTER_MANIFESTS) if o["kind"] not in running),
         *manifests_in(SIDECAR_MANIFESTS / "base" / "accounts.yaml"),
         *manifests_in(SIDECAR_MANIFESTS / "base" / "rbac-bindings.yaml"),
         *more,
     ]
     for item in objects:
         create_or_replace(admin_api, item)
-    return {account: client_of(control_plane, account) for account in IDENTITIES}
+    return {account: client_of(control_plane, account) for account in (*IDENTITIES, WEBHOOK)}
 
 
 def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:
@@ -524,6 +526,21 @@ def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeApi], 
             "spec": {},
         }
         refused_by_rbac(lambda c=client, b=lease: c.create(kubeapi.LEASE, NAMESPACE, b), "create")
+
+
+def test_the_webhook_reads_rsyncs_and_nothing_else(
+    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey
+) -> None:
+    """It sizes new reconciler Pods from a watch of RootSyncs and RepoSyncs (every namespace): it may list,
+    watch and get them, and write nothing, not even them; no Pods, no Deployments, no Lease."""
+    webhook = shipped[WEBHOOK]
+    for resource in (kubeapi.ROOTSYNC, kubeapi.REPOSYNC):
+        assert "items" in orjson.loads(webhook.list_page(resource, None))
+    assert webhook.get(kubeapi.ROOTSYNC, rsync.namespace, rsync.name)["metadata"]["name"] == rsync.name
+    annotate = {"metadata": {"annotations": {"objcount.dev/target": "in-place"}}}
+    refused_by_rbac(lambda: webhook.patch(kubeapi.ROOTSYNC, rsync.namespace, rsync.name, annotate), "patch")
+    for resource in (kubeapi.POD, kubeapi.DEPLOYMENT, kubeapi.LEASE):
+        refused_by_rbac(lambda r=resource: webhook.list_page(r, NAMESPACE), "list")
 
 
 # ----- refused by RBAC -------------------------------------------------------------------------------

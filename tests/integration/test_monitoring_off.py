@@ -14,6 +14,7 @@ reconciler, its memory kept on the 32 MiB grid; requests equal limits.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -115,11 +116,11 @@ def test_the_sidecar_sizes_a_reconciler_pod_without_the_otel_agent(
 
 
 def test_cluster_mode_sizes_a_reconciler_pod_without_the_otel_agent(
-    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey]
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    install_cluster(api, {"OBJCOUNT_PRESET": "fitted"})
+    install_cluster(api, tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted"})
     try:
         key = created(cs, rsyncs, "cluster-no-monitoring", monitoring=False)
         sized(cs, key, CLUSTER_WITHOUT_OTEL, sorted([GIT_SYNC, "reconciler"]))

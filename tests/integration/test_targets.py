@@ -462,8 +462,49 @@ def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: 
     target = InPlaceTarget(
         rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
     )
-    assert target.apply(rig.key, at(5000), rig.pod()) == Applied(at(5000), restarted=True)
+    applied = target.apply(rig.key, at(5000), rig.pod())
+    assert (applied.resources, applied.restarted) == (at(5000), True)
+    assert applied.fell_back is not None
+    assert "infeasible" in applied.fell_back
     assert rig.template_resources() == at(5000)
+
+
+def test_in_place_without_a_pod_writes_nothing_the_next_pod_gets_it_at_admission(rig: Rig) -> None:
+    """Between two Pods of a rollout (or before the first is made) no Pod can be resized and nothing is
+    rolled out: the size is only published (our webhook gives it to the next Pod)."""
+    before = rig.deployment()
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    assert target.apply(rig.key, at(5000), None) == Applied(at(5000), restarted=False)
+    assert rig.deployment()["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_a_resize_the_kubelet_defers_is_read_with_the_size_it_asks(rig: Rig) -> None:
+    """Played by us: the kubelet's report of a deferred resize (`PodResizePending`, reason `Deferred`),
+    on a Pod whose spec asks for the size for 5,000 objects while it runs the size for 100."""
+    pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
+    name = pod["metadata"]["name"]
+    patch = {"spec": {"containers": [{"name": "reconciler", "resources": resources_json(at(5000))}]}}
+    rig.api.patch(kubeapi.POD, rig.namespace, name, patch, patch_type="strategic", subresource="resize")
+    deferred = {
+        "type": "PodResizePending",
+        "status": "True",
+        "reason": "Deferred",
+        "message": "Node didn't have enough capacity: memory, requested: 1207959552, capacity: 1073741824",
+    }
+    status = {"conditions": [deferred], "containerStatuses": [_status("reconciler", resources_json(at(100)))]}
+    rig.api.patch(kubeapi.POD, rig.namespace, name, {"status": status}, subresource="status")
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    reading = rig.read(target)
+    assert reading.current == at(100), "what runs"
+    assert reading.deferred == (at(5000), deferred["message"])
+
+
+def test_the_real_api_server_serves_pods_resize_in_discovery(api: kubeapi.KubeApi) -> None:
+    assert api.serves_pod_resize() is True
 
 
 def test_pods_resize_is_served_by_the_real_api_server(api: kubeapi.KubeApi, namespace: str) -> None:

@@ -31,13 +31,17 @@ def test_image_is_multi_stage_non_root_without_build_tools_and_has_a_health_chec
 
 
 def test_workloads_run_as_non_root_on_a_read_only_root_filesystem() -> None:
-    deployment = next(
-        m for m in manifests_in(REPO_ROOT / "manifests" / "cluster") if m["kind"] == "Deployment"
-    )
-    pod = deployment["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
+    deployments = [
+        m
+        for directory in ("cluster/base", "webhook")
+        for m in manifests_in(REPO_ROOT / "manifests" / directory)
+        if m["kind"] == "Deployment"
+    ]
+    assert [d["metadata"]["name"] for d in deployments] == ["objcount-autoscaler", "objcount-webhook"]
+    pods = [d["spec"]["template"]["spec"] for d in deployments]
+    assert all(pod["securityContext"]["runAsNonRoot"] is True for pod in pods)
     sidecar = shipped_sidecar_template().container
-    for container in (*pod["containers"], sidecar):
+    for container in (*(c for pod in pods for c in pod["containers"]), sidecar):
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert {"name": "repo", "mountPath": "/repo", "readOnly": True} in sidecar["volumeMounts"]
@@ -65,7 +69,7 @@ def test_the_shipped_sidecar_has_its_own_token_a_liveness_probe_and_no_readiness
 
 
 def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
-    (config,) = manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / "mutating-webhook.yaml")
+    (config,) = manifests_in(REPO_ROOT / "manifests" / "webhook" / "mutating-webhook.yaml")
     (webhook,) = config["webhooks"]
     assert webhook["failurePolicy"] == "Ignore"
     assert webhook["timeoutSeconds"] <= 5
@@ -80,9 +84,7 @@ def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
 
 # ----- the webhook the tests run is the webhook we ship ----------------------------------------------------
 def _shipped(kind: str, file: str) -> dict[str, Any]:
-    (item,) = [
-        m for m in manifests_in(REPO_ROOT / "manifests" / "sidecar" / "base" / file) if m["kind"] == kind
-    ]
+    (item,) = [m for m in manifests_in(REPO_ROOT / "manifests" / file) if m["kind"] == kind]
     return item
 
 
@@ -100,39 +102,56 @@ def test_the_shipped_webhook_deployment_serves_on_the_ports_and_paths_its_manife
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The webhook Deployment's settings (its variables and our defaults) open the ports its probes and
-    Service name, and read its certificate and template where its volumes are mounted."""
-    pod = _shipped("Deployment", "webhook.yaml")["spec"]["template"]["spec"]
+    Service name, and read its certificate where its volume is mounted; as both installs ship it, it
+    sizes only. The sidecar install's patch turns injection on and mounts the template where the
+    settings read it (the merge itself is kustomize's: tests/integration/test_install.py)."""
+    pod = _shipped("Deployment", "webhook/webhook.yaml")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["args"] == ["run"]
-    assert container["env"] == [{"name": "OBJCOUNT_MODE", "value": "webhook"}]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"OBJCOUNT_MODE": "webhook", "OBJCOUNT_WEBHOOK_SIDECAR": "false"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"webhook": 9443, "metrics": 9464, "health": 8081}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts == {"tls": "/etc/objcount/tls", "sidecar-template": "/etc/objcount/sidecar"}
+    assert mounts == {"tls": "/etc/objcount/tls"}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["tls"]["secret"] == {"secretName": "objcount-webhook-tls"}
-    assert volumes["sidecar-template"]["configMap"] == {"name": "objcount-sidecar-template"}
-    template = _shipped("ConfigMap", "sidecar-template.yaml")
-    assert template["metadata"]["name"] == "objcount-sidecar-template"
-    assert set(template["data"]) == {"sidecar.yaml"}  # so the file is /etc/objcount/sidecar/sidecar.yaml
-
-    shipped = _settings_from({e["name"]: e["value"] for e in container["env"]}, monkeypatch)
+    shipped = _settings_from(env, monkeypatch)
     assert (
         shipped.webhook_port,
         shipped.metrics_port,
         shipped.health_port,
         shipped.webhook_cert_dir,
-        shipped.sidecar_template,
-    ) == (9443, 9464, 8081, Path("/etc/objcount/tls"), Path("/etc/objcount/sidecar/sidecar.yaml"))
+        shipped.webhook_sidecar,
+        shipped.webhook_sizing,
+    ) == (9443, 9464, 8081, Path("/etc/objcount/tls"), False, True)
+
+    patch = _shipped("Deployment", "sidecar/base/webhook-injects.yaml")["spec"]["template"]["spec"]
+    (injecting,) = patch["containers"]
+    assert injecting["name"] == container["name"]
+    assert {m["name"]: m["mountPath"] for m in injecting["volumeMounts"]} == {
+        "sidecar-template": "/etc/objcount/sidecar"
+    }
+    assert patch["volumes"] == [
+        {"name": "sidecar-template", "configMap": {"name": "objcount-sidecar-template"}}
+    ]
+    template = _shipped("ConfigMap", "sidecar/base/sidecar-template.yaml")
+    assert template["metadata"]["name"] == "objcount-sidecar-template"
+    assert set(template["data"]) == {"sidecar.yaml"}  # so the file is /etc/objcount/sidecar/sidecar.yaml
+    sidecar_install = _settings_from(
+        {**env, **{e["name"]: e["value"] for e in injecting["env"]}}, monkeypatch
+    )
+    assert sidecar_install.webhook_sidecar is True
+    assert sidecar_install.sidecar_template == Path("/etc/objcount/sidecar/sidecar.yaml")
     # The probes and the Service reach the ports the settings open.
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    service = _shipped("Service", "webhook.yaml")
+    service = _shipped("Service", "webhook/webhook.yaml")
     assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
 
 
 def test_the_shipped_webhook_injects_only_into_config_sync_reconciler_pods() -> None:
-    (webhook,) = _shipped("MutatingWebhookConfiguration", "mutating-webhook.yaml")["webhooks"]
+    (webhook,) = _shipped("MutatingWebhookConfiguration", "webhook/mutating-webhook.yaml")["webhooks"]
     assert webhook["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "config-management-system"}
     }
@@ -192,12 +211,12 @@ def test_no_variable_of_our_services_is_read_as_a_setting() -> None:
 
 
 def test_our_own_pods_take_no_service_links() -> None:
-    for path in ("cluster/deployment.yaml", "sidecar/base/webhook.yaml"):
+    for path in ("cluster/base/deployment.yaml", "webhook/webhook.yaml"):
         (deployment,) = [i for i in manifests_in(REPO_ROOT / "manifests" / path) if i["kind"] == "Deployment"]
         assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False, path
 
 
-@pytest.mark.parametrize(("install", "allowed"), [("cluster", {9464}), ("sidecar/base", {9443, 9464})])
+@pytest.mark.parametrize(("install", "allowed"), [("cluster/base", {9464}), ("webhook", {9443, 9464})])
 def test_each_install_has_a_network_policy_for_its_own_pods_on_their_own_ports(
     install: str, allowed: set[int]
 ) -> None:

@@ -92,6 +92,10 @@ class CountingApi:
         self.calls["discovery"] += 1
         return 100
 
+    def serves_pod_resize(self) -> bool:
+        self.calls["pods/resize in discovery"] += 1
+        return True
+
 
 @pytest.mark.parametrize(
     "platform", [STANDARD, AUTOPILOT], ids=["standard", "autopilot (other containers read)"]
@@ -131,6 +135,7 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         assert api.calls["list pods"] == 1, api.calls
         assert parses == {"view": 1, "status": 1}, "the RSync is parsed once, its status once"
         assert api.calls["discovery"] <= 1
+        assert api.calls["pods/resize in discovery"] <= 1  # once per target, not per reconcile
         if target_name == "vpa":
             assert api.calls["list verticalpodautoscalers"] == 1, "read and written from one list"
     if target.in_place:

@@ -77,6 +77,8 @@ class FakePort:
     count_write: WriteOutcome = "status"
     surface: int | None = None  # resource types discovery serves
     usage: Sampled | None = None  # what the metrics API reports (None: not served)
+    deferred: tuple[Resources, str] | None = None  # a resize the kubelet defers (asked, why)
+    fell_back: str | None = None  # what an apply reports: why it went through the fallback
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -103,6 +105,7 @@ class FakePort:
             oom_kill=None if "oom" in self.failing else self.oom_kill,
             api_resources=self.surface,
             unread=unread,
+            deferred=self.deferred,
         )
 
     def write(
@@ -114,7 +117,7 @@ class FakePort:
                 raise WriteError(Reason.REJECTED, "apply: rejected")
             self.size = apply
             self.applied.append(apply)
-            applied = Applied(apply, self.restarts, self.generation_after_apply)
+            applied = Applied(apply, self.restarts, self.generation_after_apply, fell_back=self.fell_back)
         if publish:
             self.published.append(dict(publish))
         return Written(applied)
@@ -668,3 +671,44 @@ def test_a_rejection_is_an_event_on_the_rsync() -> None:
     rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}
     r.reconcile(ObjectCounts(5000, 5000, source_rejected=REJECTED), rsync)
     assert [(e.reason, e.type, e.note) for e in events] == [("SourceRejected", "Warning", REJECTED)]  # type: ignore[attr-defined]
+
+
+# ----- in place: a resize the kubelet defers, a size that goes through the fallback ------------------------
+def in_place_rig(port: FakePort) -> Rig:
+    clock, rechecks = Clock(), []
+    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True)
+    executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
+    return Rig(port, clock, executor, rechecks)
+
+
+def test_a_resize_the_kubelet_defers_is_waited_out_not_asked_again() -> None:
+    """The Pod runs at the size for 100 objects; the size for 5,000 was asked for and the kubelet
+    defers it (no room on the node now): nothing is asked again or rolled out, the reconcile is
+    postponed and looked at again within 30 s; once the kubelet applies it, the size stands."""
+    port = FakePort(size=AT_100, deferred=(AT_5000, "Node didn't have enough capacity: memory"))
+    test = in_place_rig(port)
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
+    assert port.applied == []
+    assert test.rechecks == [30.0]
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
+    assert port.applied == []
+    port.size, port.deferred = AT_5000, None  # the kubelet found room
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.UNCHANGED
+    assert port.applied == []
+
+
+def test_a_new_size_while_a_resize_is_deferred_is_asked_for() -> None:
+    """The kubelet defers the size for 1,000 objects; the commit grows to 5,000: that size is asked for
+    (it replaces the deferred one)."""
+    port = FakePort(size=AT_100, deferred=(AT_1000, "Node didn't have enough capacity: cpu"))
+    assert in_place_rig(port).reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied == [AT_5000]
+
+
+def test_a_size_applied_through_the_fallback_is_said_and_counted() -> None:
+    port = FakePort(
+        size=AT_100, fell_back="the API server serves no pods/resize; applied through rsync-override"
+    )
+    before = metric("objcount_fallbacks_total", target="fake")
+    assert in_place_rig(port).reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert metric("objcount_fallbacks_total", target="fake") == before + 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A CA and the webhook's serving certificate, with openssl:
-#   bash manifests/sidecar/certificate.sh DIR [extra subjectAltName entries, e.g. IP:127.0.0.1]
+#   bash manifests/webhook/certificate.sh DIR [extra subjectAltName entries, e.g. IP:127.0.0.1]
 # writes DIR/ca.crt, DIR/tls.crt and DIR/tls.key, valid for the Service objcount-injector in
 # config-management-system for 365 days. Keep DIR private; the CA key is not written out. Renew by
 # running it again and repeating the install's Secret and caBundle steps (the webhook reloads its files).
