@@ -1,4 +1,4 @@
-"""Command line: `objcount run | status | recommend | grant-reposync | version`.
+"""Command line: `objcount run | status | recommend | grant-reposync | clean | version`.
 
 Each command imports what it needs when it runs: `run` loads the service only. The tooling of a source
 checkout is not here (the wheel and the image do not hold it): `make run` is `python -m controlplane.demo`,
@@ -79,6 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     grant.add_argument(
         "name", nargs="?", default="repo-sync", help="the RepoSync's name (default: repo-sync)"
     )
+    clean = commands.add_parser(
+        "clean",
+        help="after an uninstall: remove from each RSync our annotations and the reconciler override entry "
+        "we wrote (one someone else set stays); Config Sync rolls a reconciler out once where one goes",
+    )
+    clean.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    clean.add_argument("--context", help="kubeconfig context")
+    where = clean.add_mutually_exclusive_group()
+    where.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    clean.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -220,6 +231,36 @@ def run_grant_reposync(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_clean(args: argparse.Namespace) -> int:
+    from autoscaler.kube.clean import clean
+    from inventory.kube import kubeapi
+
+    try:
+        api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
+    except kubeapi.ApiError as error:
+        print(f"objcount clean: {error}", file=sys.stderr)
+        return 1
+    namespace = None if args.all_namespaces else (args.namespace or api.default_namespace)
+    try:
+        cleaned = clean(api, namespace, dry_run=args.dry_run)
+    except kubeapi.ApiError as error:
+        print(f"objcount clean: {error}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    verb = "would remove" if args.dry_run else "removed"
+    for each in cleaned:
+        for what in each.removed:
+            print(f"{each.key}: {'not ' + verb if each.error else verb} {what}")
+        for what in each.kept:
+            print(f"{each.key}: kept {what}")
+        if each.error:
+            print(f"{each.key}: refused ({each.error}); run again", file=sys.stderr)
+    if not cleaned:
+        print("nothing of ours on any RSync")
+    return 1 if any(each.error for each in cleaned) else 0
+
+
 def run_version(args: argparse.Namespace) -> int:
     print(version("object-count-autoscaler"))
     return 0
@@ -230,6 +271,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": run_status,
     "recommend": run_recommend,
     "grant-reposync": run_grant_reposync,
+    "clean": run_clean,
     "version": run_version,
 }
 

@@ -105,13 +105,13 @@ def read_status(
     a VPA, whether VPA applied our recommendation (the VPAs and reconciler Pods of `reconcilers`)."""
     records: list[RSyncRecord] = []
     for kind, resource in kubeapi.RSYNC_RESOURCES.items():
-        records.extend(record_of(kind, cast(RSync, item)) for item in _all(api, resource, namespace))
+        records.extend(record_of(kind, cast(RSync, item)) for item in all_of(api, resource, namespace))
     if any(r.target == "vpa" for r in records):
         records = _with_vpa_applied(api, records, reconcilers)
     return sorted(records, key=lambda r: (r.namespace, r.kind, r.name))
 
 
-def _all(
+def all_of(
     api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str | None, selector: str = ""
 ) -> list[JSON]:
     items: list[JSON] = []
@@ -132,8 +132,8 @@ def _with_vpa_applied(
     """Each `vpa` record with `vpa_applied`: "yes" when the reconciler Pod runs the target of its VPA,
     "no" (with what it runs) when not yet, else why it cannot be told."""
     try:
-        vpas = _all(api, kubeapi.VPA, reconcilers)
-        pods = _all(api, kubeapi.POD, reconcilers, "app=reconciler")
+        vpas = all_of(api, kubeapi.VPA, reconcilers)
+        pods = all_of(api, kubeapi.POD, reconcilers, "app=reconciler")
     except kubeapi.ApiError as error:
         return [replace(r, vpa_applied=f"unknown ({error})") if r.target == "vpa" else r for r in records]
     return [replace(r, vpa_applied=_vpa_applied(r, vpas, pods)) if r.target == "vpa" else r for r in records]

@@ -537,7 +537,8 @@ TARGETS: dict[str, TargetKind] = {
         lambda api, options: DeploymentTarget(api, namespace=options.namespace),
     ),
     "in-place": TargetKind(
-        "an in-place resize of the running pod (`pods/resize`, no restart); else the RSync override",
+        "an in-place resize of the running pod (`pods/resize`, no restart), new Pods sized at admission by "
+        "our webhook; the RSync override where no resize can happen",
         lambda api, options: InPlaceTarget(api, RSyncOverrideTarget(api), namespace=options.namespace),
     ),
     "vpa": TargetKind(

@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     )
     # ----- how to apply -----------------------------------------------------------------------------
     target: Annotated[str, _one_of(TARGETS, "target")] = Field(
-        "rsync-override",
+        "in-place",
         description="How a decision is applied: "
         + "; ".join(f"`{name}`: {kind.description}" for name, kind in TARGETS.items())
         + ".",
