@@ -95,6 +95,7 @@ SIZE_RESULTS: tuple[SizeResult, ...] = (
 )
 SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
 RECONCILER_CONTAINER = "reconciler"
+PLATFORM_ENV = "OBJCOUNT_PLATFORM"
 RSYNC_ENV = ("OBJCOUNT_RSYNC_KIND", "OBJCOUNT_RSYNC_NAME", "OBJCOUNT_RSYNC_NAMESPACE")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -223,12 +224,17 @@ def _shown(value: object) -> str:
     return repr(str(value)[:64])
 
 
-def sidecar_patch(pod: Mapping[str, object], template: SidecarTemplate, key: RSyncKey) -> list[JSON]:
-    """JSON Patch adding the sidecar container (with its RSync) and its volumes to the Pod."""
+def sidecar_patch(
+    pod: Mapping[str, object], template: SidecarTemplate, key: RSyncKey, platform: str | None = None
+) -> list[JSON]:
+    """JSON Patch adding the sidecar container (with its RSync, and the `platform` the webhook detected
+    unless the template sets one) and its volumes to the Pod."""
     env = [e for e in template.container.get("env") or [] if e.get("name") not in RSYNC_ENV]
     env += [
         {"name": n, "value": v} for n, v in zip(RSYNC_ENV, (key.kind, key.name, key.namespace), strict=True)
     ]
+    if platform and not any(e.get("name") == PLATFORM_ENV for e in env):
+        env.append({"name": PLATFORM_ENV, "value": platform})
     patch: list[JSON] = [
         {"op": "add", "path": "/spec/containers/-", "value": {**template.container, "env": env}}
     ]
@@ -257,9 +263,15 @@ def _with_token_of(volume: JSON, key: RSyncKey) -> JSON:
 RSyncLookup = Callable[[RSyncKey], Mapping[str, object] | None]
 
 
-def decide(body: bytes, template: SidecarTemplate | None, rsyncs: RSyncLookup | None = None) -> Decision:
+def decide(
+    body: bytes,
+    template: SidecarTemplate | None,
+    rsyncs: RSyncLookup | None = None,
+    platform: str | None = None,
+) -> Decision:
     """Answer one AdmissionReview (the request body): always allowed; a reconciler Pod gets the sidecar
-    (when there is a `template`) and its size (when there are `rsyncs` to look its RSync up in)."""
+    (when there is a `template`; told the `platform` where it was detected) and its size (when there are
+    `rsyncs` to look its RSync up in)."""
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -276,20 +288,20 @@ def decide(body: bytes, template: SidecarTemplate | None, rsyncs: RSyncLookup | 
     if isinstance(key, str):
         result: Result = "not_a_reconciler" if key.startswith("no ") else "invalid_labels"
         return Decision(_response(version, uid), result, key)
-    result, patch = _sidecar(pod, template, key)
+    result, patch = _sidecar(pod, template, key, platform)
     sized, size_detail, resize = _size(pod, rsyncs, key)
     return Decision(_response(version, uid, patch + resize), result, str(key), sized, size_detail)
 
 
 def _sidecar(
-    pod: Mapping[str, object], template: SidecarTemplate | None, key: RSyncKey
+    pod: Mapping[str, object], template: SidecarTemplate | None, key: RSyncKey, platform: str | None
 ) -> tuple[Result, list[JSON]]:
     if template is None:
         return "sidecar_off", []
     containers = block_of(pod, "spec").get("containers")
     if any(isinstance(c, dict) and c.get("name") == template.name for c in _list(containers)):
         return "already_injected", []
-    return "injected", sidecar_patch(pod, template, key)
+    return "injected", sidecar_patch(pod, template, key, platform)
 
 
 def _size(

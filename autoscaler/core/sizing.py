@@ -11,6 +11,7 @@ the result is a fixed point of those rules. When a size changes is decided in `a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -260,6 +261,22 @@ AUTOPILOT_BURSTING = replace(
     limits_equal_requests=False,
 )
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (STANDARD, AUTOPILOT, AUTOPILOT_BURSTING)}
+# GKE Autopilot lets a Pod burst (limits above requests, no 250m rounding, 50m/52Mi minimums) from this
+# version of the control plane on (GKE's page on bursting).
+BURSTING_SINCE = (1, 30, 2, 1394000)
+_GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
+
+
+def detected_platform(autopilot: bool, server_version: str) -> str:
+    """The platform a cluster is, as Config Sync's reconciler-manager tells Autopilot (the presence of
+    Autopilot's own webhook configurations): Autopilot with bursting from the GKE version that allows it,
+    Autopilot's stricter rules where the version does not say (they hold on both)."""
+    if not autopilot:
+        return STANDARD.name
+    match = _GKE_VERSION.match(server_version)
+    if match is not None and tuple(int(part) for part in match.groups()) >= BURSTING_SINCE:
+        return AUTOPILOT_BURSTING.name
+    return AUTOPILOT.name
 
 
 @dataclass(frozen=True)

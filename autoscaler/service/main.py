@@ -23,14 +23,16 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
 from autoscaler.core.reasons import Reason
+from autoscaler.core.sizing import STANDARD
 from autoscaler.kube.events import EventWriter
 from autoscaler.kube.leader import LeaderElector
+from autoscaler.kube.platform import detect
 from autoscaler.kube.targets import TARGETS, Target, TargetOptions, refusal_if_known
 from autoscaler.service import allocator, logs
 from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.handlers import QuietHandler
 from autoscaler.service.metrics import APPLY_ERRORS, RECONCILE_ERRORS
-from autoscaler.service.settings import Settings
+from autoscaler.service.settings import DETECT, Settings
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
 from inventory.kube.watch import WatchSettings
@@ -225,6 +227,21 @@ def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | N
         return None
 
 
+def with_platform(settings: Settings, api: kubeapi.KubeApi) -> Settings:
+    """The settings with their platform: as set, else detected (`autoscaler.kube.platform`); where it
+    cannot be read, Standard's rules, said as an error (set OBJCOUNT_PLATFORM)."""
+    if settings.platform != DETECT:
+        return settings
+    try:
+        platform, why = detect(api)
+        log.info("platform %s, detected (%s)", platform, why)
+    except kubeapi.ApiError as error:
+        RECONCILE_ERRORS.labels("platform").inc()
+        platform = STANDARD.name
+        log.error("cannot detect the platform (%s); sizing for %s: set OBJCOUNT_PLATFORM", error, platform)
+    return settings.model_copy(update={"platform": platform})
+
+
 def _refuse(settings: Settings, refusal: str, stop: threading.Event) -> int:
     """A sidecar whose target someone else owns acts on nothing until it is stopped, serving its probes
     and the `owned` error in its metrics (an exit would crash-loop the reconciler Pod and hide both);
@@ -323,6 +340,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     api = _connected(settings, stop)
     if api is None:
         return EXIT_OK if stop.is_set() else EXIT_FAILED
+    settings = with_platform(settings, api)
     log.info(
         "starting in %s mode against %s, target %s, profile %s",
         settings.mode,

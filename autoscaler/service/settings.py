@@ -32,6 +32,9 @@ ENV_PREFIX = "OBJCOUNT_"
 CONFIG_FILE_ENV = "OBJCOUNT_CONFIG_FILE"
 
 
+DETECT = ""  # the platform setting's "find out at start"
+
+
 def _one_of(registry: Mapping[str, object], what: str) -> AfterValidator:
     """A name that must be in `registry` (settings, the CLI and the README take their choices from the
     registries, so adding an entry there is all it takes)."""
@@ -92,9 +95,9 @@ class Settings(BaseSettings):
         False,
         description="Target `vpa`: create a VerticalPodAutoscaler naming our recommender for a reconciler none aims at (needs `create` on verticalpodautoscalers: manifests/vpa/create). Off: only VPAs the user made are written to.",
     )
-    platform: Annotated[str, _one_of(PLATFORMS, "platform")] = Field(
-        "standard",
-        description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting.",
+    platform: Annotated[str, _one_of({DETECT: None, **PLATFORMS}, "platform")] = Field(
+        DETECT,
+        description="Pod-level rules to satisfy: GKE Standard, Autopilot, or Autopilot with bursting. Empty: detected at start as Config Sync's reconciler-manager does (Autopilot's own mutating webhook configurations; bursting from GKE 1.30.2-gke.1394000); a sidecar is told by the webhook that adds it.",
         json_schema_extra=_choices(PLATFORMS),
     )
     preset: Annotated[str, _one_of(PRESETS, "preset")] = Field(

@@ -34,6 +34,7 @@ from autoscaler.core.injection import (
     TemplateError,
     decide,
 )
+from autoscaler.kube.platform import detect
 from autoscaler.service.handlers import QuietHandler
 from autoscaler.service.settings import Settings
 from inventory.core.ids import RSyncKey
@@ -133,6 +134,7 @@ class RSyncCache:
 class _Mutate(QuietHandler):
     template: SidecarTemplate | None
     rsyncs: RSyncLookup | None
+    platform: str | None
 
     def do_POST(self) -> None:
         if self.path.split("?")[0] != "/mutate":
@@ -140,7 +142,7 @@ class _Mutate(QuietHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if 0 < length <= MAX_REVIEW_BYTES else b""
-        decision = decide(body, self.template, self.rsyncs)
+        decision = decide(body, self.template, self.rsyncs, self.platform)
         _record(decision)
         self._send(200, orjson.dumps(decision.response), "application/json")
 
@@ -192,10 +194,10 @@ def serve(settings: Settings, stop: threading.Event) -> int:
     except (OSError, TemplateError, ssl.SSLError) as error:
         log.error("cannot start the webhook: %s", error)
         return 1
-    rsyncs = _rsync_lookup(settings)
+    rsyncs, platform = _cluster_reads(settings)
     # staticmethod: a function kept on the class would be bound to the handler as a method.
     lookup = None if rsyncs is None else staticmethod(rsyncs)
-    mutate = type("Mutate", (_Mutate,), {"template": template, "rsyncs": lookup})
+    mutate = type("Mutate", (_Mutate,), {"template": template, "rsyncs": lookup, "platform": platform})
     webhook = _TLSServer((settings.bind_address, settings.webhook_port), mutate)
     webhook.tls = tls
     servers: list[ThreadingHTTPServer] = [webhook]
@@ -219,13 +221,20 @@ def serve(settings: Settings, stop: threading.Event) -> int:
     return 0
 
 
-def _rsync_lookup(settings: Settings) -> RSyncLookup | None:
-    """Where new Pods' RSyncs are looked up (None: sizing is off). Without credentials every Pod keeps
-    its template's size: said once here, counted per Pod as `rsync_unknown`."""
-    if not settings.webhook_sizing:
-        return None
+def _cluster_reads(settings: Settings) -> tuple[RSyncLookup | None, str | None]:
+    """Where new Pods' RSyncs are looked up (None: sizing is off), and the platform a sidecar is told
+    (the setting, else detected; None: not known, the sidecar detects it). Without credentials every Pod
+    keeps its template's size: said once here, counted per Pod as `rsync_unknown`."""
+    platform = settings.platform or None
     try:
-        return RSyncCache(kubeapi.KubeApi.connect(settings.kubeconfig)).start()
+        api = kubeapi.KubeApi.connect(settings.kubeconfig)
     except kubeapi.ApiError as error:
-        log.error("cannot size reconciler Pods at admission (%s); they keep their template's size", error)
-        return lambda _key: None
+        log.error("no API access (%s): new reconciler Pods keep their template's size", error)
+        return ((lambda _key: None) if settings.webhook_sizing else None), platform
+    if platform is None and settings.webhook_sidecar:
+        try:
+            platform, why = detect(api)
+            log.info("platform %s, detected (%s): told to every sidecar added", platform, why)
+        except kubeapi.ApiError as error:
+            log.error("cannot detect the platform (%s); each sidecar detects it itself", error)
+    return (RSyncCache(api).start() if settings.webhook_sizing else None), platform

@@ -61,6 +61,9 @@ POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 # VPA v1's object (the `vpa` target writes its status as a recommender).
 VPA = Resource("autoscaling.k8s.io", "v1", "verticalpodautoscalers", "VerticalPodAutoscaler")
 RSYNC_RESOURCES = {"RootSync": ROOTSYNC, "RepoSync": REPOSYNC}
+MUTATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"
+)
 
 
 _AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -231,6 +234,10 @@ class KubeApi:
                 versions = group.get("versions") or []
                 total += len(versions[0].get("resources") or []) if versions else 0
         return total
+
+    def server_version(self) -> str:
+        """The API server's `gitVersion` (`/version`, readable by every authenticated user)."""
+        return str(self.request_json("GET", "/version").get("gitVersion") or "")
 
     def serves_pod_resize(self) -> bool:
         """Whether the API server serves `pods/resize`, the subresource of in-place resizes (Kubernetes

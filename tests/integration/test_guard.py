@@ -19,6 +19,7 @@ import yaml
 
 from autoscaler.core.grants import reposync_grant
 from autoscaler.core.resources import Resources
+from autoscaler.kube import platform
 from autoscaler.kube.targets import DeploymentTarget
 from controlplane import LocalControlPlane
 from controlplane.autoscaler_install import (
@@ -657,3 +658,23 @@ def test_the_policies_match_only_our_identities_and_type_check(config_sync_on_no
             what=f"{name} type-checked",
         )
         assert not status["typeChecking"].get("expressionWarnings"), (name, status)
+
+
+@pytest.mark.parametrize("identity", ["objcount-autoscaler", WEBHOOK])
+def test_the_platform_is_detected_with_the_shipped_rbac_as_config_sync_tells_autopilot(
+    shipped: dict[str, kubeapi.KubeApi], admin_api: kubeapi.KubeApi, identity: str
+) -> None:
+    """On the bare API server (v1.34.4, no GKE build): Standard; once one of Autopilot's own webhook
+    configurations exists, Autopilot (its stricter rules: the version does not say bursting). Read with
+    the shipped rules: `get` of those two names and nothing else of admission."""
+    client = shipped[identity]
+    assert platform.detect(client)[0] == "standard"
+    name = platform.AUTOPILOT_WEBHOOKS[1]
+    admin_api.create(kubeapi.MUTATING_WEBHOOKS, None, {"metadata": {"name": name}, "webhooks": []})
+    try:
+        detected, why = platform.detect(client)
+        assert detected == "autopilot"
+        assert name in why
+        refused_by_rbac(lambda: client.list_page(kubeapi.MUTATING_WEBHOOKS, None), "list")
+    finally:
+        admin_api.delete(kubeapi.MUTATING_WEBHOOKS, None, name)

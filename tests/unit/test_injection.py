@@ -327,3 +327,14 @@ def test_any_rsync_and_pod_are_answered_allowed_without_an_exception(
     obj = {"metadata": {"labels": LABELS}, "spec": spec}
     decision = decide(review(obj), TEMPLATE, lambda key: rsync(annotations))  # type: ignore[arg-type]
     assert decision.response["response"]["allowed"] is True
+
+
+def test_a_sidecar_is_told_the_platform_the_webhook_detected_unless_its_template_sets_one() -> None:
+    told = patched(pod(), decide(review(pod()), TEMPLATE, None, "autopilot").response)
+    assert {"name": "OBJCOUNT_PLATFORM", "value": "autopilot"} in told["spec"]["containers"][-1]["env"]
+    set_here = SidecarTemplate.parse(
+        "container: {name: objcount-autoscaler, env: [{name: OBJCOUNT_PLATFORM, value: standard}]}"
+    )
+    kept = patched(pod(), decide(review(pod()), set_here, None, "autopilot").response)
+    platform = [e for e in kept["spec"]["containers"][-1]["env"] if e["name"] == "OBJCOUNT_PLATFORM"]
+    assert platform == [{"name": "OBJCOUNT_PLATFORM", "value": "standard"}]

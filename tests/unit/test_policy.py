@@ -21,6 +21,7 @@ from autoscaler.core.sizing import (
     Profile,
     Sizing,
     SizingError,
+    detected_platform,
     explain,
     size,
 )
@@ -510,3 +511,22 @@ def test_the_explanation_names_each_kind() -> None:
     assert "memory = ceil((100 + 0.05 x 1000 ConfigMap + 0.2 x 500 of no known kind) / 32) x 32" in text
     text = explain(1600, Profile(BY_KIND_WITH_OTHERS), kinds=(("ConfigMap", 1000), ("Widget", 500)))
     assert "100 + 0.05 x 1000 ConfigMap + 0.05 x 500 of other kinds + 0.2 x 100 of no known kind" in text
+
+
+@pytest.mark.parametrize(
+    ("autopilot", "version", "platform"),
+    [
+        (False, "v1.30.5-gke.1014001", "standard"),
+        (False, "v1.34.4", "standard"),
+        (True, "v1.30.2-gke.1394000", "autopilot-bursting"),  # the first version that bursts
+        (True, "v1.33.5-gke.1201000", "autopilot-bursting"),
+        (True, "v1.30.2-gke.1393999", "autopilot"),
+        (True, "v1.29.9-gke.1541000", "autopilot"),
+        (True, "v1.34.4", "autopilot"),  # no GKE build number: the stricter rules, which hold on both
+        (True, "", "autopilot"),
+    ],
+)
+def test_the_platform_is_detected_as_config_sync_tells_autopilot(
+    autopilot: bool, version: str, platform: str
+) -> None:
+    assert detected_platform(autopilot, version) == platform
