@@ -343,6 +343,8 @@ class Settings(BaseSettings):
         if self.no_memory_limit:
             overrides["memory_limit_factor"] = None
         sizing = Sizing(**{**preset.__dict__, **overrides})
+        if self.platform == DETECT:  # a programming error: main detects it before anything is sized
+            raise ValueError("the platform is not known yet: detect it first (autoscaler.service.main)")
         platform = PLATFORMS[self.platform]
         return Profile(
             sizing,

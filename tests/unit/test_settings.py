@@ -93,6 +93,7 @@ def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch,
         {
             "OBJCOUNT_MODE": "cluster",
+            "OBJCOUNT_PLATFORM": "standard",
             "OBJCOUNT_PRESET": "fitted",
             "OBJCOUNT_BASE_MIB": "100",
             "OBJCOUNT_MIB_PER_OBJECT": "0.5",
