@@ -45,7 +45,13 @@ from autoscaler.core.codecs import (
     template_containers,
 )
 from autoscaler.core.observation import RSyncView
-from autoscaler.core.owners import RECONCILER_MANAGER, override_held, reconciler_manager_owns
+from autoscaler.core.owners import (
+    RECONCILER_MANAGER,
+    override_declared_by_another,
+    override_held,
+    reconciler_manager_owns,
+    users_own_override,
+)
 from autoscaler.core.reasons import ReadError, Reason, SizeError, WriteError
 from autoscaler.core.resources import Resources
 from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
@@ -323,6 +329,13 @@ class InPlaceTarget(_NothingInTheRSync):
         if pod is None:
             return self.fallback.current(key, view, None)
         return pod_resources(pod)
+
+    def held_by_owner(self, view: RSyncView) -> str | None:
+        """A `reconciler` override entry someone else set (in git, or by hand) is their size for the
+        reconciler: resizing its Pod would undo it, so it is left alone too (said as where it comes from:
+        git, another applier, or a hand)."""
+        theirs = users_own_override(view.rsync)
+        return None if theirs is None else (override_declared_by_another(view.rsync) or theirs)
 
     def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
         if pod is None:

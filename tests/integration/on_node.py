@@ -186,9 +186,59 @@ def our_process(stack: NodeStack, container_id: str) -> JSON:
 
 
 def quantity_bytes(memory: str) -> int:
-    """A memory quantity in Mi or Gi (what the sizing writes) in bytes."""
+    """A memory quantity in Mi or Gi (what the sizing writes), or plain bytes, in bytes."""
+    if memory.isdigit():
+        return int(memory)
     number, unit = int(memory[:-2]), memory[-2:]
     return number << {"Mi": 20, "Gi": 30}[unit]
+
+
+def quantity_millicores(cpu: str) -> int:
+    """A CPU quantity in millicores ("150m") or whole cores ("1") in millicores."""
+    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+
+
+Size = tuple[str, str, str]  # CPU request, memory request, memory limit (no CPU limit)
+
+
+def numbers(resources: JSON | None) -> tuple[int, int, int | None, int | None] | None:
+    """A `resources` block as numbers (the API server writes 1024Mi as 1Gi): CPU request and limit in
+    millicores, memory request and limit in bytes; None for no block."""
+    if not resources:
+        return None
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    cpu_limit, memory_limit = limits.get("cpu"), limits.get("memory")
+    return (
+        quantity_millicores(requests.get("cpu", "0")),
+        quantity_bytes(requests.get("memory", "0")),
+        None if cpu_limit is None else quantity_millicores(cpu_limit),
+        None if memory_limit is None else quantity_bytes(memory_limit),
+    )
+
+
+def running_size(cs: NodeConfigSync, key: RSyncKey) -> tuple[int, int, int | None, int | None] | None:
+    """What the kubelet reports the RSync's running reconciler container has (its status `resources`),
+    as `numbers`; None until it reports them."""
+    return numbers((running_container(cs, key, "reconciler") or {}).get("resources"))
+
+
+def runs_at(cs: NodeConfigSync, key: RSyncKey, size: Size) -> bool:
+    """The RSync's reconciler runs at `size` (worked out by hand): as the kubelet reports it, without a
+    CPU limit, and in a memory cgroup of its limit."""
+    cpu, memory, limit = size
+    wanted = (quantity_millicores(cpu), quantity_bytes(memory), None, quantity_bytes(limit))
+    return running_size(cs, key) == wanted and reconciler_memory_limit(cs, key) == quantity_bytes(limit)
+
+
+def applied(api: kubeapi.KubeApi, key: RSyncKey) -> JSON | None:
+    """The size the service recorded as applied on the RSync (`objcount.dev/applied-resources`)."""
+    text = (rsync_of(api, key)["metadata"].get("annotations") or {}).get("objcount.dev/applied-resources")
+    return None if text is None else cast(JSON, json.loads(text))
+
+
+def applied_memory(api: kubeapi.KubeApi, key: RSyncKey) -> str | None:
+    recorded = applied(api, key) or {}
+    return cast(str | None, (recorded.get("requests") or {}).get("memory"))
 
 
 def pod_get(api: kubeapi.KubeApi, pod: str, port: int, path: str) -> tuple[int, str]:
@@ -272,8 +322,8 @@ def finished(rsync: JSON, commit: str) -> bool:
     return bool(done)
 
 
-def size_aware_size(api: kubeapi.KubeApi, manifests: str, configmaps: int, others: int) -> tuple[str, str]:
-    """The shipped size-aware size (CPU, memory) of an RSync whose source is `manifests` (`configmaps`
+def size_aware_size(api: kubeapi.KubeApi, manifests: str, configmaps: int, others: int) -> Size:
+    """The shipped size-aware size (CPU, memory, memory limit) of an RSync whose source is `manifests` (`configmaps`
     ConfigMaps) and whose inventory has `others` more entries (a RootSync's implicit Namespace), by hand:
     the source's KiB scaled to the inventory's objects, rounded up."""
     objects = configmaps + others
@@ -320,10 +370,10 @@ def root_and_repo(
 
 def root_and_repo_by_hand(
     api: kubeapi.KubeApi, root: RSyncKey, repo: RSyncKey, synced: dict[RSyncKey, tuple[str, str]]
-) -> tuple[dict[RSyncKey, tuple[str, str]], dict[RSyncKey, tuple[str, str]]]:
+) -> tuple[dict[RSyncKey, tuple[str, str]], dict[RSyncKey, Size]]:
     """What each of root_and_repo's RSyncs gets from its own sidecar, by hand: the counts (source,
     inventory: 40 ConfigMaps and the RootSync's implicit Namespace, and 25 ConfigMaps) and the shipped
-    size-aware size (CPU, memory)."""
+    size-aware size (CPU, memory, memory limit)."""
     expected = {root: ("40", "41"), repo: ("25", "25")}
     sizes = {
         key: size_aware_size(api, synced[key][1], n, others)

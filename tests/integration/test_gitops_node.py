@@ -38,22 +38,27 @@ from inventory.kube import kubeapi
 from tests.helpers import RELEASE_REPOSITORY, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,
+    applied,
     configmaps,
     container_status,
     finished,
     main_pid,
+    numbers,
     objects_in,
     override,
     override_of,
     quantity_bytes,
     reconciler_memory_limit,
+    reconciler_resources,
     rsync_of,
+    running_size,
 )
 
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
 APPS = "platform-apps"
 SYNC_TIMEOUT = 300.0
-OVERRIDE_WRITTEN = "objcount.dev/override-written"
+APPLIED = "objcount.dev/applied-resources"
+TARGET = "objcount.dev/target"
 HELD = "objcount.dev/held-by-owner"
 SIDECAR = "objcount-autoscaler"  # the sidecar container's name (the shipped template)
 CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
@@ -171,21 +176,53 @@ def all_present(api: kubeapi.KubeApi, objects: list[JSON]) -> bool:
 
 
 def sized_by_us(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
-    """The override we wrote on the RSync, once its reconciler runs in a memory cgroup of that size (read
-    from the cgroup the kubelet made); None before."""
+    """The size we recorded as applied in place on the RSync, once its reconciler runs at it (as the
+    kubelet reports it, and in a memory cgroup of its limit, read from the cgroup the kubelet made) with
+    nothing written into the RSync's override; None before."""
     api = cast(kubeapi.KubeApi, cs.api)
     rsync = rsync_of(api, key)
-    entry = override_of(rsync)
-    written = (rsync["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
-    if (
-        not entry
-        or written is None
-        or json.loads(written)["limits"].get("memory") != entry.get("memoryLimit")
-    ):
+    annotations = rsync["metadata"].get("annotations") or {}
+    text = annotations.get(APPLIED)
+    if text is None or annotations.get(TARGET) != "in-place" or override_of(rsync):
         return None
-    if reconciler_memory_limit(cs, key) != quantity_bytes(entry["memoryLimit"]):
+    size = cast(JSON, json.loads(text))
+    if running_size(cs, key) != numbers(size):
         return None
-    return entry
+    if reconciler_memory_limit(cs, key) != quantity_bytes(size["limits"]["memory"]):
+        return None
+    return size
+
+
+def webhook_certificate_by_hand(cs: NodeConfigSync, release: Release, certs: Path) -> tuple[JSON, str]:
+    """What docs/install.md keeps out of git: the webhook's certificate made by the release's script,
+    its TLS Secret created by hand; the Secret, and the CA to put into the webhook configuration."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    subprocess.run(
+        ["bash", str(release.files[CERTIFICATE_SCRIPT_FILE]), str(certs)], check=True, capture_output=True
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": WEBHOOK_TLS_SECRET, "namespace": NAMESPACE},
+        "data": {n: base64.b64encode((certs / n).read_bytes()).decode() for n in ("tls.crt", "tls.key")},
+    }
+    create_or_replace(api, secret)
+    return secret, base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+
+
+def trust_webhook_by_hand(cs: NodeConfigSync, ca_bundle: str) -> None:
+    """The CA into the webhook configuration Config Sync applied from git (a field git does not declare,
+    so Config Sync leaves it), and the webhook's rollout waited for."""
+    cs.stack.kubectl(
+        "patch",
+        "mutatingwebhookconfiguration",
+        WEBHOOK_CONFIGURATION,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]),
+    )
+    cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
 
 
 def delete_pods(cs: NodeConfigSync, selector: str) -> set[str]:
@@ -207,7 +244,12 @@ def test_the_release_files_name_our_image_by_the_digest_of_its_archive(release: 
     """Every container of ours in every release file, the sidecar's inside its template too, runs the
     archive's image by the digest of its manifest (read here from the archive)."""
     assert release.image == f"{RELEASE_REPOSITORY}@{manifest_digest(release.archive)}"
-    for name in ("objcount-cluster.yaml", "objcount-sidecar.yaml", "objcount-sidecar-cert-manager.yaml"):
+    for name in (
+        "objcount-cluster.yaml",
+        "objcount-cluster-cert-manager.yaml",
+        "objcount-sidecar.yaml",
+        "objcount-sidecar-cert-manager.yaml",
+    ):
         objects = release_objects(release, name)
         containers = [
             c
@@ -222,7 +264,7 @@ def test_the_release_files_name_our_image_by_the_digest_of_its_archive(release: 
         ]
         assert containers, name
         assert [c["image"] for c in containers + templates] == [release.image] * len(containers + templates)
-        assert (name == "objcount-cluster.yaml") == (not templates), name
+        assert name.startswith("objcount-cluster") == (not templates), name
     assert release.files[CERTIFICATE_SCRIPT_FILE].read_text().startswith("#!/usr/bin/env bash")
 
 
@@ -254,15 +296,17 @@ def declared_rootsyncs(cs: NodeConfigSync) -> str:
 
 
 def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies_it(
-    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str]
+    config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str], tmp_path: Path
 ) -> None:
-    """objcount-cluster.yaml committed into the root repository: Config Sync applies it, our controller
-    (the release's image, by digest) sizes root-sync's reconciler, the one that applied it, and the
-    RootSyncs declared beside it by the owner rules; through a restart of that reconciler and of our
-    Pods, and a later commit Config Sync applies, nothing we wrote is put back or changed."""
+    """objcount-cluster.yaml committed into the root repository, its webhook's certificate kept out of
+    git: Config Sync applies it, our controller (the release's image, by digest) sizes root-sync's
+    reconciler in place, the one that applied it, and the RootSyncs declared beside it by the owner
+    rules; through a restart of that reconciler (its next Pod sized at admission by our webhook) and of
+    our Pods, and a later commit Config Sync applies, nothing we recorded is put back or changed."""
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     objects = release_objects(release, "objcount-cluster.yaml")
+    _, ca_bundle = webhook_certificate_by_hand(cs, release, tmp_path / "certs")
     commit_and_sync(
         cs,
         {
@@ -281,6 +325,7 @@ def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies
         what="our controller's Pods ready",
     )
     assert {c["image"] for p in ours for c in p["spec"]["containers"]} == {release.image}
+    trust_webhook_by_hand(cs, ca_bundle)
     root_size = wait_for(
         lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync's reconciler sized by us"
     )
@@ -296,14 +341,17 @@ def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies
     assert override(api, DECLARED_HELD) == GIT_OVERRIDE
 
     # A restart of the reconciler that applied us, then of our Pods, then a commit Config Sync applies,
-    # every override sampled throughout: never put back, never changed.
+    # every size and override sampled throughout: never put back, never changed.
     sampler = Sampler(
-        lambda: [override(api, k) for k in (ROOT, DECLARED_FREE, DECLARED_HELD)],
+        lambda: [applied(api, ROOT), applied(api, DECLARED_FREE), override(api, DECLARED_HELD)],
         interval=0.5,
         tolerate=(kubeapi.ApiError,),
     )
     old = delete_pods(cs, f"configsync.gke.io/deployment-name={reconciler_name(ROOT)}")
-    wait_for(lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's new reconciler Pod")
+    new = wait_for(
+        lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's new reconciler Pod"
+    )
+    assert numbers(reconciler_resources(new["spec"])) == numbers(root_size), "sized at admission"
     old_ours = delete_pods(cs, CONTROLLER)
     wait_for(
         lambda: len([p for p in cs.pods(CONTROLLER) if p["metadata"]["name"] not in old_ours]) == 2,
@@ -325,7 +373,11 @@ def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies
         assert wait_for(lambda k=key: sized_by_us(cs, k), timeout=240, what=f"{key} still sized") == size
     seen = sampler.stop()
     assert seen
-    assert all(sample == [root_size, free_size, GIT_OVERRIDE] for sample in seen), "an override changed"
+    assert all(sample == [root_size, free_size, GIT_OVERRIDE] for sample in seen), "a size changed"
+    # The reconciler whose size git declares runs at that size: not resized in place either.
+    assert running_size(cs, DECLARED_HELD) == numbers(
+        {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "300Mi"}}
+    )
     assert (rsync_of(api, DECLARED_HELD)["metadata"].get("annotations") or {}).get(HELD) == held
     assert all_present(api, objects)
 
@@ -343,18 +395,20 @@ def test_removing_the_cluster_release_from_the_repository_uninstalls_it(
     config_sync_on_node: NodeConfigSync, release: Release, root_repo: dict[str, str]
 ) -> None:
     """The file removed from git: Config Sync prunes every object of ours; what stays on purpose (docs):
-    the Lease, and our override and annotations on the RSyncs we sized."""
+    the Lease, the TLS Secret made by hand, and our annotations on the RSyncs we sized; nothing in their
+    overrides (in place)."""
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     objects = release_objects(release, "objcount-cluster.yaml")
-    sized = override(api, ROOT)
+    sized = applied(api, ROOT)
     assert sized
     pruned_without_waiting_for_the_sync(cs, {"objcount-cluster.yaml": None, "declared.yaml": None}, objects)
     wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="our Pods gone")
     assert api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
-    assert override(api, ROOT) == sized
-    assert (rsync_of(api, ROOT)["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
+    assert applied(api, ROOT) == sized
+    assert override(api, ROOT) == {}
     api.delete(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")  # the README's uninstall, by hand
+    api.delete(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)
     # A new root-sync for the next tests, rather than waiting out the watch stops above.
     delete_root_sync(cs)
     start_root_sync(cs, cs.commit(ROOT, {}))
@@ -370,31 +424,11 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     and a later commit Config Sync applies, the Secret and the caBundle stay and the size holds."""
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    certs = tmp_path / "certs"
-    subprocess.run(
-        ["bash", str(release.files[CERTIFICATE_SCRIPT_FILE]), str(certs)], check=True, capture_output=True
-    )
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": WEBHOOK_TLS_SECRET, "namespace": NAMESPACE},
-        "data": {n: base64.b64encode((certs / n).read_bytes()).decode() for n in ("tls.crt", "tls.key")},
-    }
-    create_or_replace(api, secret)
+    secret, ca_bundle = webhook_certificate_by_hand(cs, release, tmp_path / "certs")
     objects = release_objects(release, "objcount-sidecar.yaml")
     files = {"objcount-sidecar.yaml": release.files["objcount-sidecar.yaml"].read_text()}
     commit_and_sync(cs, files)
-    ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
-    cs.stack.kubectl(
-        "patch",
-        "mutatingwebhookconfiguration",
-        WEBHOOK_CONFIGURATION,
-        "--type=json",
-        "-p",
-        json.dumps([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]),
-    )
-    cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
+    trust_webhook_by_hand(cs, ca_bundle)
     old = delete_pods(cs, "app=reconciler")
     pod = wait_for(
         lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's Pod with the sidecar"
@@ -415,8 +449,8 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     size = wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync sized by the sidecar")
 
     # A restart of the reconciler that applied us, then of our sidecar (killed) and our webhook, then a
-    # commit Config Sync applies, the override sampled throughout: never changed.
-    sampler = Sampler(lambda: override(api, ROOT), interval=0.5, tolerate=(kubeapi.ApiError,))
+    # commit Config Sync applies, the size sampled throughout: never changed.
+    sampler = Sampler(lambda: applied(api, ROOT), interval=0.5, tolerate=(kubeapi.ApiError,))
     old = delete_pods(cs, f"configsync.gke.io/deployment-name={reconciler_name(ROOT)}")
     pod = wait_for(lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's next Pod")
     status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == SIDECAR)
@@ -438,7 +472,7 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     assert wait_for(lambda: sized_by_us(cs, ROOT), timeout=240, what="root-sync still sized") == size
     seen = sampler.stop()
     assert seen
-    assert all(sample == size for sample in seen), "the override changed"
+    assert all(sample == size for sample in seen), "the size changed"
     webhook = api.get(RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
     assert webhook["webhooks"][0]["clientConfig"].get("caBundle") == ca_bundle
     assert api.get(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)["data"] == secret["data"]
@@ -454,14 +488,14 @@ def test_removing_the_sidecar_release_from_the_repository_uninstalls_it(
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     objects = release_objects(release, "objcount-sidecar.yaml")
-    sized = override(api, ROOT)
+    sized = applied(api, ROOT)
     pruned_without_waiting_for_the_sync(cs, {"objcount-sidecar.yaml": None}, objects)
     old = delete_pods(cs, "app=reconciler")
     pod = wait_for(
         lambda: reconciler_pod_is_new(cs, ROOT, old), timeout=240, what="root-sync's Pod without us, Ready"
     )
     assert SIDECAR not in [c["name"] for c in pod["spec"]["containers"]]
-    assert override(api, ROOT) == sized
-    assert (rsync_of(api, ROOT)["metadata"].get("annotations") or {}).get(OVERRIDE_WRITTEN)
+    assert applied(api, ROOT) == sized
+    assert override(api, ROOT) == {}
     assert api.get(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)
     api.delete(RESOURCES["Secret"], NAMESPACE, WEBHOOK_TLS_SECRET)  # the README's uninstall, by hand

@@ -22,19 +22,24 @@ from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.seed import configmaps_yaml
 from controlplane.status_checks import pod_ready
-from inventory.core.ids import RSyncKey
+from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,
+    Size,
+    applied,
+    applied_memory,
     container_status,
     counts,
     finished,
     generation,
     main_pid,
     metric,
-    override,
+    numbers,
+    reconciler_resources,
     rsync_of,
+    runs_at,
     size_aware_size,
 )
 
@@ -52,25 +57,21 @@ def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) 
     commit = cs.commit(key, {"configmaps.yaml": manifests})
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
     rsyncs.append(key)
-    memory = size_aware_size(api, manifests, configmaps, 1)[1]
+    size = size_aware_size(api, manifests, configmaps, 1)
     wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the sync")
     wait_for(lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="counts")
-    wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=120, what="the size")
-    pod = wait_for(
-        lambda: steady_pod(cs, key, memory), timeout=SYNC_TIMEOUT, what="the Pod at its size, Ready"
-    )
+    wait_for(lambda: applied_memory(api, key) == size[1], timeout=120, what="the size")
+    pod = wait_for(lambda: steady_pod(cs, key, size), timeout=SYNC_TIMEOUT, what="the Pod at its size, Ready")
     return key, apps, pod
 
 
-def steady_pod(cs: NodeConfigSync, key: RSyncKey, memory: str) -> JSON | None:
-    """The RSync's reconciler Pod once it runs at `memory` with our sidecar, Ready."""
+def steady_pod(cs: NodeConfigSync, key: RSyncKey, size: Size) -> JSON | None:
+    """The RSync's reconciler Pod once it runs at `size` (resized in place) with our sidecar, Ready."""
     pod = cast(JSON, cs.reconciler_pod(key) or {})
-    containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+    containers = {c["name"] for c in (pod.get("spec") or {}).get("containers") or []}
     if SIDECAR_CONTAINER not in containers or not pod_ready(pod):
         return None
-    # A Pod the reconciler-manager made before our size reached its template has no limit yet.
-    limits = containers["reconciler"]["resources"].get("limits") or {}
-    return pod if limits.get("memory") == memory else None
+    return pod if runs_at(cs, key, size) else None
 
 
 def containers_of(pod: JSON) -> dict[str, tuple[str, int]]:
@@ -86,12 +87,12 @@ def a_new_commit_is_counted_and_sized(cs: NodeConfigSync, key: RSyncKey, apps: s
     api = cast(kubeapi.KubeApi, cs.api)
     manifests = configmaps_yaml(configmaps, namespace=apps)
     commit = cs.commit(key, {"configmaps.yaml": manifests})
-    memory = size_aware_size(api, manifests, configmaps, 1)[1]
+    size = size_aware_size(api, manifests, configmaps, 1)
     wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the new commit synced")
     wait_for(
         lambda: counts(api, key) == (str(configmaps), str(configmaps + 1)), timeout=120, what="its counts"
     )
-    wait_for(lambda: override(api, key).get("memoryLimit") == memory, timeout=120, what="its size")
+    wait_for(lambda: runs_at(cs, key, size), timeout=120, what="its size, in place")
 
 
 @pytest.mark.parametrize("component", ["kubelet", "containerd"])
@@ -128,7 +129,7 @@ def test_our_sidecar_killed_is_restarted_by_the_kubelet_and_keeps_the_size_from_
     api = cast(kubeapi.KubeApi, cs.api)
     key, _, pod = sized_rootsync(cs, rsyncs, 30)
     before = containers_of(pod)
-    sized, rolled = override(api, key), generation(api, key)
+    sized, rolled = applied(api, key), generation(api, key)
     killed = time.monotonic()
     os.kill(main_pid(cs.stack, before[SIDECAR_CONTAINER][0]), signal.SIGKILL)
 
@@ -145,9 +146,10 @@ def test_our_sidecar_killed_is_restarted_by_the_kubelet_and_keeps_the_size_from_
         lambda: metric(api, [name], unchanged) >= 1, timeout=120, what="the new sidecar's first decision"
     )
     FIGURES.append(("real node: our sidecar SIGKILLed to its next decision", time.monotonic() - killed))
-    # Its counts and size came back from the RSync: nothing written again, no rollout.
+    # Its counts and size came back from the RSync: nothing written again, no rollout, no new Pod.
     assert counts(api, key) == ("30", "31")
-    assert (override(api, key), generation(api, key)) == (sized, rolled)
+    assert (applied(api, key), generation(api, key)) == (sized, rolled)
+    assert live(cs, key)["metadata"]["uid"] == pod["metadata"]["uid"]
     assert containers_of(live(cs, key))["reconciler"] == before["reconciler"]
 
 
@@ -163,9 +165,9 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
     api = cast(kubeapi.KubeApi, cs.api)
     key, apps, pod = sized_rootsync(cs, rsyncs, 1500)
     before = containers_of(pod)
-    sized, rolled = override(api, key), generation(api, key)
+    sized, rolled = applied(api, key), generation(api, key)
     commit = cs.commit(key, {"configmaps.yaml": changed_configmaps(1500, apps)})
-    sampler = Sampler(lambda: override(api, key), interval=0.5, tolerate=(kubeapi.ApiError,))
+    sampler = Sampler(lambda: applied(api, key), interval=0.5, tolerate=(kubeapi.ApiError,))
     try:
         # The reconciler has read the commit and is applying it: kill it there.
         wait_for(
@@ -193,7 +195,8 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
     assert seen
     assert all(entry == sized for entry in seen), "the size changed while the reconciler was down"
     assert counts(api, key) == ("1500", "1501")
-    assert (override(api, key), generation(api, key)) == (sized, rolled)
+    assert (applied(api, key), generation(api, key)) == (sized, rolled)
+    assert live(cs, key)["metadata"]["uid"] == pod["metadata"]["uid"], "restarted in its Pod, no new Pod"
     restarted = container_status(live(cs, key), "reconciler")
     assert restarted["lastState"]["terminated"]["exitCode"] == 137
 
@@ -230,6 +233,10 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
         what="a new reconciler Pod, Ready",
     )
     assert SIDECAR_CONTAINER not in [c["name"] for c in bare["spec"]["containers"]], "fail-open: no sidecar"
+    template = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]["spec"]
+    assert reconciler_resources(bare["spec"]) == reconciler_resources(template), (
+        "fail-open: the template's size"
+    )
     a_new_commit_is_counted_by_the_reconciler = cs.commit(
         key, {"configmaps.yaml": configmaps_yaml(35, namespace=apps)}
     )
@@ -242,11 +249,18 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=2")
     cs.stack.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--timeout=100s")
     back = time.monotonic()
+    recorded = applied(api, key)
     api.delete(kubeapi.POD, NAMESPACE, bare["metadata"]["name"])
     wait_for(
         lambda: counts(api, key) == ("35", "36"), timeout=SYNC_TIMEOUT, what="the next Pod's sidecar counting"
     )
     assert SIDECAR_CONTAINER in [c["name"] for c in live(cs, key)["spec"]["containers"]]
+    # Admission sizing: the next Pod was created at the size recorded on the RSync (its spec's size is
+    # what admission gave it; a later resize in place changes the spec too, and the recorded size did not
+    # change: 30 then 35 ConfigMaps are on the same 32 MiB step).
+    assert numbers(reconciler_resources(live(cs, key)["spec"])) == numbers(recorded)
+    webhooks = [p["metadata"]["name"] for p in cs.pods(WEBHOOK)]
+    assert metric(api, webhooks, 'objcount_webhook_sizes_total{result="sized"}') >= 1
     FIGURES.append(
         ("real node: reconciler Pod restarted with the webhook back to counted", time.monotonic() - back)
     )

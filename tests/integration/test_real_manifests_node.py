@@ -1,4 +1,4 @@
-"""Real manifests on the real node, our sidecar installed as the README says, Config Sync v1.24.3: a commit
+"""Real manifests on the real node, our sidecar installed as the README says (in place), Config Sync: a commit
 Config Sync rejects changes no size and says why; a commit holding a public CRD whose schema has a bare
 `=` (the monitoring operator's AlertmanagerConfig, from the manifest corpus) is counted and sized before
 the reconciler has synced it. Every container of Config Sync's Pods is the real component (see controlplane.images)."""
@@ -16,7 +16,18 @@ from controlplane.seed import configmaps_yaml
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 from tests.helpers import Sampler, wait_for
-from tests.integration.on_node import JSON, counts, finished, generation, override, override_of, rsync_of
+from tests.integration.on_node import (
+    JSON,
+    applied,
+    counts,
+    finished,
+    generation,
+    numbers,
+    quantity_bytes,
+    reconciler_resources,
+    rsync_of,
+    running_size,
+)
 from tests.integration.test_config_sync_reader import corpus_archive
 from tests.integration.test_node_faults import containers_of, live, sized_rootsync
 
@@ -33,8 +44,14 @@ def source_errors(rsync: JSON) -> list[str]:
     return [str(e.get("code")) for e in errors]
 
 
-def memory_mib(entry: JSON) -> int:
-    return int(str(entry.get("memoryLimit", "0Mi")).removesuffix("Mi"))
+def memory_mib(size: JSON | None) -> int:
+    """The memory request of a size recorded as applied (`objcount.dev/applied-resources`), MiB."""
+    return quantity_bytes(str(((size or {}).get("requests") or {}).get("memory", "0Mi"))) >> 20
+
+
+def applied_of(rsync: JSON) -> JSON | None:
+    text = (rsync["metadata"].get("annotations") or {}).get("objcount.dev/applied-resources")
+    return None if text is None else cast(JSON, orjson.loads(text))
 
 
 def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_why(
@@ -43,14 +60,14 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     key, apps, _ = sized_rootsync(cs, rsyncs, 30)
-    sized, rolled = override(api, key), generation(api, key)
+    sized, rolled = applied(api, key), generation(api, key)
     # 1,500 ConfigMaps would need a larger reconciler, but one file holds a ConfigMap without a name:
     # Config Sync rejects the commit (KNV2010) and syncs none of it.
     rejected = cs.commit(
         key,
         {"configmaps.yaml": configmaps_yaml(1500, namespace=apps), "nameless.yaml": NAMELESS.format(ns=apps)},
     )
-    sampler = Sampler(lambda: override(api, key), interval=0.5, tolerate=(kubeapi.ApiError,))
+    sampler = Sampler(lambda: applied(api, key), interval=0.5, tolerate=(kubeapi.ApiError,))
     try:
         wait_for(
             lambda: "2010" in source_errors(rsync_of(api, key)),
@@ -71,7 +88,7 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
     )
     assert seen
     assert all(entry == sized for entry in seen), "the size changed for a commit Config Sync rejects"
-    assert (override(api, key), generation(api, key)) == (sized, rolled)
+    assert (applied(api, key), generation(api, key)) == (sized, rolled)
     assert counts(api, key) == ("30", "31"), "the last good commit's count stands"
     events = orjson.loads(api.list_page(kubeapi.EVENT, NAMESPACE)).get("items") or []
     reasons = [e.get("reason") for e in events if (e.get("regarding") or {}).get("name") == key.name]
@@ -84,7 +101,7 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
     )
     wait_for(lambda: counts(api, key) == ("1500", "1501"), timeout=120, what="the new counts")
     assert "objcount.dev/source-rejected" not in (rsync_of(api, key)["metadata"].get("annotations") or {})
-    assert memory_mib(override(api, key)) > memory_mib(sized)
+    wait_for(lambda: memory_mib(applied(api, key)) > memory_mib(sized), timeout=120, what="sized up")
 
 
 def equals_crd() -> str:
@@ -101,7 +118,7 @@ def test_a_commit_with_the_equals_crd_is_counted_and_sized_before_the_reconciler
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
-    small = memory_mib(override(api, key))
+    small = memory_mib(applied(api, key))
     crd = equals_crd()
     assert "- =\n" in crd, "the CRD still has its bare `=`"
     commit = cs.commit(key, {"crd.yaml": crd, "configmaps.yaml": configmaps_yaml(1500, namespace=apps)})
@@ -118,13 +135,20 @@ def test_a_commit_with_the_equals_crd_is_counted_and_sized_before_the_reconciler
     ]
     assert counted, "the commit's 1,500 ConfigMaps and the CRD were never counted"
     assert '"CustomResourceDefinition":1' in counted[0].get("objcount.dev/source-kinds", "")
-    sized_early = [r for r in seen if memory_mib(override_of(r)) > small and not finished(r, commit)]
+    sized_early = [r for r in seen if memory_mib(applied_of(r)) > small and not finished(r, commit)]
     assert sized_early, "the size went up only once the reconciler had synced the commit"
-    # The reconciler that synced the commit ran at the new size.
-    synced_by = containers_of(live(cs, key))["reconciler"][0]
-    assert synced_by != containers_of(pod)["reconciler"][0]
-    containers = {c["name"]: c for c in cast(JSON, cs.reconciler_pod(key))["spec"]["containers"]}
-    assert containers["reconciler"]["resources"]["limits"]["memory"] == override(api, key)["memoryLimit"]
+    # The reconciler that synced the commit is the one that ran before it, resized in place (no
+    # restart, no new Pod), and runs at the size recorded.
+    assert containers_of(live(cs, key))["reconciler"] == containers_of(pod)["reconciler"]
+    assert live(cs, key)["metadata"]["uid"] == pod["metadata"]["uid"]
+    recorded = applied(api, key)
+    assert recorded is not None
+    assert numbers(reconciler_resources(live(cs, key)["spec"])) == numbers(recorded)
+    wait_for(
+        lambda: running_size(cs, key) == numbers(recorded),
+        timeout=120,
+        what="the kubelet reporting the resize",
+    )
     assert "objcount.dev/source-rejected" not in (rsync_of(api, key)["metadata"].get("annotations") or {})
     assert source_errors(rsync_of(api, key)) == []
     assert counts(api, key) == ("1501", "1502")
