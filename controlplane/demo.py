@@ -10,11 +10,11 @@ With no kubeconfig:
    checkout's Dockerfile) behind its Service and adds the sidecar to each reconciler Pod; Config Sync is
    not changed;
 4. a RootSync whose repository the demo commits to with git, growing and then pruned (`PHASES`). The
-   real reconciler applies and prunes the objects; the sidecar in its Pod counts them and sizes the
-   reconciler through `spec.override` (target `rsync-override`);
-5. a live table, side by side: the counts the sidecar recorded, its recommendation, what the
-   reconciler-manager put into the Deployment, and the reconciler container's memory cgroup as the
-   kubelet made it (limit, working set, peak).
+   real reconciler applies and prunes the objects; the sidecar in its Pod counts them and resizes the
+   reconciler in place (the shipped target, `in-place`: no rollout);
+5. a live table, side by side: the counts the sidecar recorded, its recommendation, what the kubelet
+   reports the running reconciler container requests, and its memory cgroup as the kubelet made it
+   (limit, working set, peak).
 
 Each phase lasts until the reconciler reports its commit synced, the sidecar has counted it and applied
 the size it recommends, and that size runs, all of it for `HOLD` seconds. Ctrl-C stops everything.
@@ -54,7 +54,7 @@ from controlplane.launcher import build_binaries
 from controlplane.seed import JSON, configmaps_yaml
 from controlplane.stack import NodeStack, node_images
 from controlplane.status_checks import synced
-from inventory.core.ids import RECONCILER_CONTAINER, RSyncKey, reconciler_name
+from inventory.core.ids import RECONCILER_CONTAINER, RSyncKey
 from inventory.core.objects import RSync
 from inventory.core.sync_progress import sync_progress
 from inventory.kube import kubeapi
@@ -79,7 +79,7 @@ class Row:
     inventory: str
     recommended: str
     applied: str
-    deployment: str
+    running: str
     cgroup_limit: str
     memory: str
 
@@ -93,7 +93,7 @@ class Row:
             self.inventory,
             self.recommended,
             self.applied,
-            self.deployment,
+            self.running,
             self.cgroup_limit,
         )
 
@@ -118,7 +118,7 @@ class Demo:
             "?" if counts.sync is None else str(counts.sync),
             record.recommended or "-",
             record.applied or "-",
-            self._deployment_resources(),
+            self._running_requests(),
             limit,
             memory,
         )
@@ -128,18 +128,12 @@ class Demo:
             return "starting"
         return "synced" if synced(cast(JSON, rsync), self.commit) else "syncing"
 
-    def _deployment_resources(self) -> str:
-        """The reconciler container's requests in the Deployment the reconciler-manager wrote."""
-        try:
-            deployment = self.api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(SAMPLE))
-        except kubeapi.NotFound:
-            return "-"
-        containers = deployment["spec"]["template"]["spec"]["containers"]
-        requests = (
-            next(c for c in containers if c["name"] == RECONCILER_CONTAINER)
-            .get("resources", {})
-            .get("requests")
-        )
+    def _running_requests(self) -> str:
+        """The running reconciler container's requests, as the kubelet reports it runs them."""
+        pod = cast(JSON, self.config_sync.reconciler_pod(SAMPLE) or {})
+        statuses: list[JSON] = pod.get("status", {}).get("containerStatuses") or []
+        reconciler = next((c for c in statuses if c.get("name") == RECONCILER_CONTAINER), {})
+        requests = (reconciler.get("resources") or {}).get("requests")
         return f"{requests.get('cpu', '?')}/{requests.get('memory', '?')}" if requests else "-"
 
     def _process_memory(self) -> tuple[str, str]:
@@ -159,9 +153,9 @@ class Demo:
 
     def settled(self, row: Row, now: float) -> bool:
         """The commit is synced and counted, the sidecar applied what it recommends (no scale-down is
-        waiting), that memory is in the Deployment and the running cgroup, and all of it has held for
-        `HOLD` seconds: the sidecar writes its counts and then its decision, so a recommendation seen just
-        after the counts changed may be the previous one."""
+        waiting), that memory runs (as the kubelet reports it, with a memory cgroup limit), and all of it
+        has held for `HOLD` seconds: the sidecar writes its counts and then its decision, so a
+        recommendation seen just after the counts changed may be the previous one."""
         wanted = _memory(row.recommended)
         return (
             row.commit == self.phase
@@ -169,8 +163,8 @@ class Demo:
             and row.source == self.phase.split()[0]
             and wanted is not None
             and row.recommended == row.applied
-            and _memory(row.deployment) == wanted
-            and _memory(row.cgroup_limit) == wanted
+            and _memory(row.running) == wanted
+            and _memory(row.cgroup_limit) is not None
             and now - row.elapsed >= HOLD
         )
 
@@ -187,9 +181,9 @@ def table(rows: list[Row], last: int = 18) -> Table:
     view = Table(
         title=f"{SAMPLE} on Config Sync {VERSION}: object counts and the reconciler's size "
         f"(scale-down delay {SCALE_DOWN_DELAY} s)",
-        caption="source, inventory, recommended: what our sidecar recorded on the RootSync; Deployment: "
-        "reconciler requests the reconciler-manager wrote; limit and working set (peak): the running "
-        "reconciler container's memory cgroup, made by the kubelet",
+        caption="source, inventory, recommended: what our sidecar recorded on the RootSync; running: the "
+        "requests the kubelet reports the reconciler runs with (resized in place); limit and working set "
+        "(peak): the running reconciler container's memory cgroup, made by the kubelet",
     )
     for column in (
         "t (s)",
@@ -198,7 +192,7 @@ def table(rows: list[Row], last: int = 18) -> Table:
         "source",
         "inventory",
         "recommended",
-        "Deployment",
+        "running",
         "limit",
         "working set (peak)",
     ):
@@ -211,7 +205,7 @@ def table(rows: list[Row], last: int = 18) -> Table:
             row.source,
             row.inventory,
             row.recommended,
-            row.deployment,
+            row.running,
             row.cgroup_limit,
             row.memory,
         )
@@ -222,7 +216,7 @@ def row_line(row: Row) -> str:
     """A row as one line of progress, for output that is not a terminal."""
     return (
         f"{row.elapsed:6.1f} s  commit {row.commit}  reconciler {row.reconciler}  source {row.source}  "
-        f"inventory {row.inventory}  recommended {row.recommended}  Deployment {row.deployment}  "
+        f"inventory {row.inventory}  recommended {row.recommended}  running {row.running}  "
         f"limit {row.cgroup_limit}  working set (peak) {row.memory}"
     )
 

@@ -80,23 +80,20 @@ def test_cluster_mode_sizes_a_reconciler_on_kind(cluster: None) -> None:
         "--timeout=180s",
     )
 
-    def reconciler_override() -> tuple[dict[str, Any], list[dict[str, str]]] | None:
+    def recorded_size() -> tuple[dict[str, Any], dict[str, Any]] | None:
         body = json.loads(
             kubectl("-n", "config-management-system", "get", "rootsync", "root-sync", "-o", "json")
         )
-        entries = [
-            e
-            for e in (body["spec"].get("override") or {}).get("resources") or []
-            if e["containerName"] == "reconciler"
-        ]
-        return (body, entries) if entries else None
+        text = (body["metadata"].get("annotations") or {}).get("objcount.dev/applied-resources")
+        return (body, json.loads(text)) if text else None
 
-    body, entries = wait_for(
-        reconciler_override, timeout=180, interval=2, what="the service to write the reconciler override"
-    )
+    body, size = wait_for(recorded_size, timeout=180, interval=2, what="the service to record the size")
     # The default (size-aware) preset with no source: 3,000 entries of unknown kind, 2 KiB assumed each,
     # on the resource types kind's API server serves (kubectl's listing: preferred versions, no subresources).
+    # In place (the default) with no reconciler Pod: the size is recorded for the next Pod's admission,
+    # nothing is written into the RSync.
     surface = len(kubectl("api-resources", "-o", "name").split())
-    cpu, memory = size_aware_by_hand(configmaps=0, others=3000, kib=6000, api_resources=surface)
-    assert (entries[0]["cpuRequest"], entries[0]["memoryRequest"]) == (cpu, memory)
+    cpu, memory, limit = size_aware_by_hand(configmaps=0, others=3000, kib=6000, api_resources=surface)
+    assert size == {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": limit}}
+    assert not (body["spec"].get("override") or {}).get("resources")
     assert annotation_counts(body).sync == 3000

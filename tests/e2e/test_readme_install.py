@@ -28,52 +28,53 @@ from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, Shell, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
+    Size,
+    applied,
     assert_sidecar_has_only_its_own_token,
     container_status,
     counts,
     finished,
-    generation,
     main_pid,
     metric,
+    numbers,
     override,
-    quantity_bytes,
-    reconciler_memory_limit,
+    reconciler_resources,
     root_and_repo,
     root_and_repo_by_hand,
     rsync_of,
+    runs_at,
     suffix,
 )
 
 README = REPO_ROOT / "README.md"
 SYNC_TIMEOUT = 240.0
 
-CLUSTER_INSTALL = """\
-kubectl apply -f dist/objcount-cluster.yaml        # RBAC, the guard, ServiceAccount, Deployment
-"""
-CLUSTER_UNINSTALL = """\
-kubectl delete -f dist/objcount-cluster.yaml --ignore-not-found
-kubectl -n config-management-system delete lease objcount-autoscaler --ignore-not-found
-"""
-SIDECAR_INSTALL = """\
+CERTIFICATE = """\
 bash dist/objcount-certificate.sh ./objcount-certs               # a CA and the webhook's certificate
 kubectl -n config-management-system create secret tls objcount-webhook-tls \\
   --cert ./objcount-certs/tls.crt --key ./objcount-certs/tls.key
-kubectl apply -f dist/objcount-sidecar.yaml                      # roles, accounts, webhook, template
-kubectl patch mutatingwebhookconfiguration objcount-sidecar --type=json -p \\
+"""
+CLUSTER_INSTALL = """\
+kubectl apply -f dist/objcount-cluster.yaml        # RBAC, the guard, the controller, the webhook
+"""
+SIDECAR_INSTALL = """\
+kubectl apply -f dist/objcount-sidecar.yaml        # RBAC, the guard, accounts, the webhook, template
+"""
+TRUST = """\
+kubectl patch mutatingwebhookconfiguration objcount-webhook --type=json -p \\
   "[{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/0/clientConfig/caBundle\\",\\"value\\":\\"$(base64 -w0 ./objcount-certs/ca.crt)\\"}]"
 kubectl -n config-management-system rollout status deployment/objcount-webhook
-kubectl -n config-management-system delete pods -l app=reconciler   # running reconcilers get it now
 """
-SIDECAR_CERT_MANAGER_INSTALL = """\
-kubectl apply -f dist/objcount-sidecar-cert-manager.yaml
-kubectl -n config-management-system rollout status deployment/objcount-webhook
-kubectl -n config-management-system delete pods -l app=reconciler   # running reconcilers get it now
-"""
-GRANT_REPOSYNC = """\
-objcount grant-reposync NAMESPACE [NAME] | kubectl apply -f -       # NAME defaults to repo-sync
+RESTART_RECONCILERS = "kubectl -n config-management-system delete pods -l app=reconciler"
+GRANT_REPOSYNC = "objcount grant-reposync NAMESPACE [NAME] | kubectl apply -f -"
+CLEAN = "objcount clean -A [--dry-run]"
+CLUSTER_UNINSTALL = """\
+kubectl delete -f dist/objcount-cluster.yaml --ignore-not-found
+kubectl -n config-management-system delete lease objcount-autoscaler --ignore-not-found
+kubectl -n config-management-system delete secret objcount-webhook-tls --ignore-not-found
 """
 SIDECAR_UNINSTALL = """\
-kubectl delete mutatingwebhookconfiguration objcount-sidecar --ignore-not-found
+kubectl delete mutatingwebhookconfiguration objcount-webhook --ignore-not-found
 kubectl -n config-management-system delete pods -l app=reconciler
 objcount grant-reposync NAMESPACE [NAME] | kubectl delete --ignore-not-found -f -   # each granted
 kubectl delete -f dist/objcount-sidecar.yaml --ignore-not-found
@@ -88,6 +89,12 @@ def readme_block(pinned: str) -> str:
     assert f"```sh\n{pinned}```" in README.read_text(), (
         "the README's commands changed: update this test with them\n" + pinned
     )
+    return pinned
+
+
+def readme_inline(pinned: str) -> str:
+    """A command the README's text gives inline (`...`), exactly `pinned`."""
+    assert f"`{pinned}`" in README.read_text(), "the README's command changed: update this test\n" + pinned
     return pinned
 
 
@@ -112,7 +119,7 @@ def left_of(shell: Shell, release_file: str, *extra: str) -> str:
     return listed + others
 
 
-def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RSyncKey, tuple[str, str]]:
+def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RSyncKey, Size]:
     """The shipped default (size-aware) in cluster mode, by hand: no source, every inventory entry of
     unknown kind and 2 KiB assumed per entry."""
     surface = legacy_count(api)
@@ -122,8 +129,24 @@ def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RS
     }
 
 
+def webhook_sized(cs: NodeConfigSync, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+    """Admission sizing: the RSync's reconciler Pod deleted, the next one is created at the size recorded
+    on the RSync (its spec as admitted; the size did not change since), counted by our webhook."""
+    recorded = applied(api, key)
+    old = cast(JSON, cs.reconciler_pod(key))
+    api.delete(kubeapi.POD, NAMESPACE, old["metadata"]["name"])
+    new = wait_for(
+        lambda: (p := cs.reconciler_pod(key)) and p["metadata"]["uid"] != old["metadata"]["uid"] and p,
+        timeout=120,
+        what=f"{key}'s next reconciler Pod",
+    )
+    assert numbers(reconciler_resources(new["spec"])) == numbers(recorded), "not sized at admission"
+    webhooks = [p["metadata"]["name"] for p in cs.pods(WEBHOOK)]
+    assert metric(api, webhooks, 'objcount_webhook_sizes_total{result="sized"}') >= 1
+
+
 @pytest.mark.both_versions
-def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
+def test_the_readmes_cluster_install_sizes_in_place_hands_over_and_uninstalls(
     config_sync_on_node: NodeConfigSync,
     rsyncs: list[RSyncKey],
     shell: Shell,
@@ -132,13 +155,15 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    shell(readme_block(CLUSTER_INSTALL))
+    for block in (CERTIFICATE, CLUSTER_INSTALL, TRUST):
+        shell(readme_block(block))
     ours = wait_for(
         lambda: ready if len(ready := [p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2 else None,
         timeout=180,
         what="both controller Pods Ready (one the leader, the other a ready standby)",
     )
     assert {c["image"] for p in ours for c in p["spec"]["containers"]} == {release.image}
+    assert {c["image"] for p in cs.pods(WEBHOOK) for c in p["spec"]["containers"]} == {release.image}
     root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster", grant_sidecar=False)
     sizes = default_sizes(api, {root: 41, repo: 25})
     for key in (root, repo):
@@ -146,23 +171,20 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
             lambda k=key: finished(rsync_of(api, k), synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
         )
         wait_for(
-            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
-            timeout=120,
-            what=f"{key}'s size",
-        )
-        assert override(api, key).get("cpuRequest") == sizes[key][0]
-        wait_for(
-            lambda k=key: reconciler_memory_limit(cs, k) == quantity_bytes(sizes[k][1]),
+            lambda k=key: runs_at(cs, k, sizes[k]),
             timeout=SYNC_TIMEOUT,
-            what=f"{key}'s reconciler in a cgroup of {sizes[key][1]}",
+            what=f"{key}'s reconciler resized in place to {sizes[key]}",
         )
+        assert override(api, key) == {}, "nothing written into the RSync"
+    webhook_sized(cs, api, root)
 
     # The leader's Pod deleted: it releases the Lease as it stops, and another replica takes it (the
     # standby, or the leader's replacement Pod if it asks first: CI saw both), decides the same sizes
-    # (nothing lost) and does not write them again (no new rollout of either reconciler).
+    # (nothing lost) and does not apply them again (the same reconciler Pods, the same recorded sizes).
     leader = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"]["holderIdentity"]
     duration = float(api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"]["leaseDurationSeconds"])
-    before = {key: (rsync_of(api, key)["spec"]["override"], generation(api, key)) for key in (root, repo)}
+    wait_for(lambda: runs_at(cs, root, sizes[root]), timeout=SYNC_TIMEOUT, what="root's next Pod at its size")
+    before = {key: (applied(api, key), reconciler_uid(cs, key)) for key in (root, repo)}
     deleted = time.monotonic()
     api.delete(kubeapi.POD, NAMESPACE, leader)
 
@@ -188,21 +210,35 @@ def test_the_readmes_cluster_install_sizes_hands_over_and_uninstalls(
     )
     unchanged = 'objcount_decisions_total{outcome="unchanged"}'
     wait_for(lambda: metric(api, [successor], unchanged) >= 2, timeout=120, what="the new leader's decisions")
-    after = {key: (rsync_of(api, key)["spec"]["override"], generation(api, key)) for key in (root, repo)}
+    after = {key: (applied(api, key), reconciler_uid(cs, key)) for key in (root, repo)}
     assert after == before, "a size lost or applied twice at the handover"
 
     shell(readme_block(CLUSTER_UNINSTALL))
-    wait_for(lambda: not cs.pods(CONTROLLER), timeout=120, what="no controller Pod left")
-    assert not left_of(shell, "dist/objcount-cluster.yaml", "lease/objcount-autoscaler")
-    # Config Sync goes on syncing; what stays on the RSync is what the README says stays.
+    wait_for(
+        lambda: not cs.pods(CONTROLLER) and not cs.pods(WEBHOOK), timeout=120, what="no Pod of ours left"
+    )
+    assert not left_of(
+        shell, "dist/objcount-cluster.yaml", "lease/objcount-autoscaler", "secret/objcount-webhook-tls"
+    )
+    # Config Sync goes on syncing, the reconciler at the size it runs; what stays on the RSync is our
+    # annotations, which `objcount clean` removes (nothing was written into the override).
     commit = cs.commit(root, {"configmaps.yaml": configmaps_yaml(45, namespace=f"apps-{suffix()}")})
     wait_for(
         lambda: finished(rsync_of(api, root), commit),
         timeout=SYNC_TIMEOUT,
         what="a commit synced after the uninstall",
     )
-    assert override(api, root).get("memoryLimit") == sizes[root][1]
+    assert runs_at(cs, root, sizes[root])
     assert any(a.startswith("objcount.dev/") for a in rsync_of(api, root)["metadata"]["annotations"])
+    shell(readme_inline(CLEAN).replace(" [--dry-run]", ""))
+    for key in (root, repo):
+        annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
+        assert not [a for a in annotations if a.startswith("objcount.dev/")], annotations
+        assert override(api, key) == {}
+
+
+def reconciler_uid(cs: NodeConfigSync, key: RSyncKey) -> str:
+    return cast(str, cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"])
 
 
 @pytest.mark.both_versions
@@ -222,8 +258,10 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
             lambda k=key: finished(rsync_of(api, k), synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced"
         )
     started = time.monotonic()
-    shell(readme_block(SIDECAR_INSTALL))
-    shell(readme_block(GRANT_REPOSYNC).replace("NAMESPACE [NAME]", repo.namespace))
+    for block in (CERTIFICATE, SIDECAR_INSTALL, TRUST):
+        shell(readme_block(block))
+    shell(readme_inline(RESTART_RECONCILERS))
+    shell(readme_inline(GRANT_REPOSYNC).replace("NAMESPACE [NAME]", repo.namespace))
     expected_counts, sizes = root_and_repo_by_hand(api, root, repo, synced)
     for key in (root, repo):
         wait_for(
@@ -231,15 +269,10 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
             timeout=300,
             what=f"{key} counted by its sidecar",
         )
-        wait_for(
-            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
-            timeout=120,
-            what=f"{key}'s size",
-        )
         pod = wait_for(
-            lambda k=key: ready_with_sidecar(cs, k, sizes[k][1]),
+            lambda k=key: ready_with_sidecar(cs, k, sizes[k]),
             timeout=SYNC_TIMEOUT,
-            what=f"{key}'s reconciler Pod Ready with the sidecar, at its size",
+            what=f"{key}'s reconciler Pod Ready with the sidecar, resized in place to {sizes[key]}",
         )
         status = container_status(pod, SIDECAR_CONTAINER)
         assert [c["image"] for c in pod["spec"]["containers"] if c["name"] == SIDECAR_CONTAINER] == [
@@ -247,11 +280,13 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
         ]
         account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
         assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
+        assert override(api, key) == {}, "nothing written into the RSync"
     FIGURES.append(
         ("sidecar install (README) to both RSyncs sized by their sidecars", time.monotonic() - started)
     )
     webhooks = [p["metadata"]["name"] for p in cs.pods(WEBHOOK)]
     assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 2
+    webhook_sized(cs, api, repo)
 
     shell(readme_block(SIDECAR_UNINSTALL).replace("NAMESPACE [NAME]", repo.namespace))
     for key in (root, repo):
@@ -279,9 +314,9 @@ def names(pod: JSON) -> list[str]:
     return [c["name"] for c in pod["spec"]["containers"]]
 
 
-def ready_with_sidecar(cs: NodeConfigSync, key: RSyncKey, memory: str) -> JSON | None:
-    """The RSync's reconciler Pod once it runs our sidecar, is Ready and its reconciler runs at `memory`."""
+def ready_with_sidecar(cs: NodeConfigSync, key: RSyncKey, size: Size) -> JSON | None:
+    """The RSync's reconciler Pod once it runs our sidecar, is Ready and its reconciler runs at `size`."""
     pod = cast(JSON, cs.reconciler_pod(key) or {})
     if not pod or SIDECAR_CONTAINER not in names(pod) or not pod_ready(pod):
         return None
-    return pod if reconciler_memory_limit(cs, key) == quantity_bytes(memory) else None
+    return pod if runs_at(cs, key, size) else None

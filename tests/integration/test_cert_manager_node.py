@@ -41,7 +41,7 @@ from controlplane.resources import RESOURCES
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.e2e.test_readme_install import SIDECAR_CERT_MANAGER_INSTALL, readme_block
+from tests.e2e.test_readme_install import RESTART_RECONCILERS, SIDECAR_INSTALL, readme_block, readme_inline
 from tests.helpers import FIGURES, Shell, wait_for
 from tests.integration.on_node import JSON, configmaps, finished, rsync_of, suffix
 
@@ -253,10 +253,14 @@ def test_a_renewed_certificate_is_served_by_the_running_webhook_without_a_restar
 def test_the_readmes_cert_manager_install_of_the_release_file_works(
     config_sync_on_node: NodeConfigSync, cert_manager: None, root: RSyncKey, release: Release, shell: Shell
 ) -> None:
-    """The README's three commands with `dist/objcount-sidecar-cert-manager.yaml`, verbatim: the webhook
-    runs the release's image by digest, and the restarted reconciler's sidecar too."""
+    """The README's sidecar install with cert-manager: its step 3b with the `-cert-manager` release file
+    (as the README says), then the reconcilers restarted: the webhook runs the release's image by
+    digest, and the restarted reconciler's sidecar too."""
     cs = config_sync_on_node
-    shell(readme_block(SIDECAR_CERT_MANAGER_INSTALL))
+    with_cert_manager = "objcount-sidecar-cert-manager.yaml"
+    shell(readme_block(SIDECAR_INSTALL).replace("objcount-sidecar.yaml", with_cert_manager))
+    cs.stack.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/objcount-webhook", "--timeout=180s")
+    shell(readme_inline(RESTART_RECONCILERS))
     assert {c["image"] for p in webhook_pods(cs) for c in p["spec"]["containers"]} == {release.image}
     wait_for(lambda: issued(cs), timeout=120, interval=0.5, what="the webhook's Certificate issued")
 

@@ -65,6 +65,7 @@ from tests.integration.on_node import (
     root_and_repo,
     root_and_repo_by_hand,
     rsync_of,
+    runs_at,
     suffix,
 )
 
@@ -516,11 +517,11 @@ def override_of(rsync: JSON) -> JSON:
 def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_sizes_its_own_rsync(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
-    """The shipped sidecar install with its shipped settings (size-aware, rsync-override): the webhook
-    runs as Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds
-    runs our image as uid 10001 with a read-only root, reads the `repo` volume git-sync writes under
-    Config Sync's Pod security context, and counts and sizes its own RSync with its own account's token;
-    the reconciler-manager keeps working."""
+    """The shipped sidecar install with its shipped settings (size-aware, in place): the webhook runs as
+    Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds runs
+    our image as uid 10001 with a read-only root, reads the `repo` volume git-sync writes under Config
+    Sync's Pod security context, and counts and sizes its own RSync's reconciler in its own Pod with its
+    own account's token; the reconciler-manager keeps working."""
     install_sidecar({})
     root, repo, synced = root_and_repo(cs, rsyncs, "sidecar", grant_sidecar=True)
     expected, sizes = root_and_repo_by_hand(api, root, repo, synced)
@@ -532,21 +533,17 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
             what=f"{key}'s counts",
             explain=lambda k=key: "the sidecar's log:\n" + sidecar_log(cs, k),
         )
-        wait_for(
-            lambda k=key: override(api, k).get("memoryLimit") == sizes[k][1],
-            timeout=60,
-            what=f"{key}'s override",
-        )
-        assert override(api, key).get("cpuRequest") == sizes[key][0]
     for key in (root, repo):
-        # The override rolled the reconciler out: the kubelet set the size on the new Pod's reconciler
-        # cgroup, and the new Pod got the sidecar again.
+        # Resized in place: the kubelet reports the size and set it on the reconciler's cgroup; nothing
+        # is written into the RSync, and the Pod is the one the sidecar runs in.
+        pod = wait_for(lambda k=key: sidecar_pod(cs, k), timeout=120, what=f"the sidecar in {key}'s Pod")
         wait_for(
-            lambda k=key: reconciler_memory_limit(cs, k) == quantity_bytes(sizes[k][1]),
+            lambda k=key: runs_at(cs, k, sizes[k]),
             timeout=SYNC_TIMEOUT,
-            what=f"{key}'s reconciler in a memory cgroup of {sizes[key][1]}",
+            what=f"{key}'s reconciler resized in place to {sizes[key]}",
         )
-        pod = wait_for(lambda k=key: sidecar_pod(cs, k), timeout=120, what=f"the sidecar in {key}'s new Pod")
+        assert override(api, key) == {}
+        assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]
         status = container_status(pod, SIDECAR_CONTAINER)
         assert status["containerID"].startswith("containerd://")
         assert status["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"

@@ -36,9 +36,8 @@ from tests.integration.on_node import (
     main_pid,
     our_process,
     override,
-    quantity_bytes,
-    reconciler_memory_limit,
     rsync_of,
+    runs_at,
 )
 
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
@@ -193,9 +192,9 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     """`kubectl apply -k manifests/cluster` on the real node: two Pods of our image, both Ready, one holds
-    the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and sizes
-    both reconcilers through their overrides, which the reconciler-manager puts into the Deployments and
-    the kubelet into the containers' cgroups."""
+    the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and resizes
+    both reconcilers in place, which the kubelet puts into the containers' cgroups (nothing written into
+    the RSyncs)."""
     cs = config_sync_on_node
     api = cs.api
     assert api is not None
@@ -227,9 +226,7 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
         # implicit Namespace) and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
         surface = legacy_count(api)
         for key, entries in ((root, 41), (repo, 25)):
-            cpu, memory = size_aware_by_hand(
-                configmaps=0, others=entries, kib=2 * entries, api_resources=surface
-            )
+            size = size_aware_by_hand(configmaps=0, others=entries, kib=2 * entries, api_resources=surface)
             wait_for(lambda k=key: synced(rsync_of(api, k), commits[k]), timeout=240, what=f"{key} synced")
             wait_for(
                 lambda k=key, e=entries: counts(api, k) == (None, str(e)),
@@ -237,14 +234,11 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
                 what=f"{key}'s inventory counted; the leader's log:\n" + leader_log(cs, ours),
             )
             wait_for(
-                lambda k=key, m=memory: override(api, k).get("memoryLimit") == m, timeout=60, what="override"
-            )
-            assert override(api, key).get("cpuRequest") == cpu
-            wait_for(
-                lambda k=key, m=memory: reconciler_memory_limit(cs, k) == quantity_bytes(m),
+                lambda k=key, z=size: runs_at(cs, k, z),
                 timeout=240,
-                what=f"{key}'s reconciler running in a memory cgroup of {memory}",
+                what=f"{key}'s reconciler resized in place to {size}",
             )
+            assert override(api, key) == {}, "nothing written into the RSync"
     finally:
         uninstall_cluster(api)
 
