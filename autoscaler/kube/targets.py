@@ -295,7 +295,7 @@ class RSyncOverrideTarget:
 
 
 # ----- in-place pod resize -------------------------------------------------------------------------------
-NO_RESIZE = "the API server serves no pods/resize (Kubernetes before 1.33, or InPlacePodVerticalScaling off)"
+NO_RESIZE = "the API server serves no pods/resize (Kubernetes before 1.32, or InPlacePodVerticalScaling off)"
 
 
 @dataclass

@@ -236,5 +236,9 @@ def _cluster_reads(settings: Settings) -> tuple[RSyncLookup | None, str | None]:
             platform, why = detect(api)
             log.info("platform %s, detected (%s): told to every sidecar added", platform, why)
         except kubeapi.ApiError as error:
-            log.error("cannot detect the platform (%s); each sidecar detects it itself", error)
+            log.error(
+                "cannot detect the platform (%s): the sidecars added are not told it, and theirs cannot "
+                "read it either (Standard's rules; set OBJCOUNT_PLATFORM in the sidecar template)",
+                error,
+            )
     return (RSyncCache(api).start() if settings.webhook_sizing else None), platform

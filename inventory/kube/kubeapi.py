@@ -240,8 +240,9 @@ class KubeApi:
         return str(self.request_json("GET", "/version").get("gitVersion") or "")
 
     def serves_pod_resize(self) -> bool:
-        """Whether the API server serves `pods/resize`, the subresource of in-place resizes (Kubernetes
-        1.33 and later, or 1.27-1.32 with InPlacePodVerticalScaling on), from aggregated discovery."""
+        """Whether the API server serves `pods/resize`, the subresource of in-place resizes (from
+        Kubernetes 1.32 with InPlacePodVerticalScaling on; on by default from 1.33), from aggregated
+        discovery."""
         listing = self.request_json("GET", "/api", accept=_AGGREGATED_DISCOVERY)
         for group in listing.get("items") or []:
             for version in group.get("versions") or []:
