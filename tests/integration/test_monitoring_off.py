@@ -120,7 +120,9 @@ def test_cluster_mode_sizes_a_reconciler_pod_without_the_otel_agent(
 ) -> None:
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    install_cluster(api, tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted"})
+    install_cluster(
+        api, tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted", "OBJCOUNT_TARGET": "rsync-override"}
+    )
     try:
         key = created(cs, rsyncs, "cluster-no-monitoring", monitoring=False)
         sized(cs, key, CLUSTER_WITHOUT_OTEL, sorted([GIT_SYNC, "reconciler"]))
