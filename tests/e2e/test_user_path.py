@@ -27,10 +27,10 @@ SYNC_TIMEOUT = 300.0
 
 
 def memory(rsync: JSON) -> int | None:
-    """The reconciler's memory limit in the RSync's override, in MiB (None: no override)."""
-    entries = ((rsync.get("spec") or {}).get("override") or {}).get("resources") or []
-    limit = next((e.get("memoryLimit") for e in entries if e.get("containerName") == "reconciler"), None)
-    return None if limit is None else int(str(limit).removesuffix("Mi"))
+    """The reconciler's memory request the sidecar recorded as applied in place (the shipped target), in
+    MiB (None: none yet)."""
+    text = (rsync["metadata"].get("annotations") or {}).get("objcount.dev/applied-resources")
+    return None if text is None else int(str(json.loads(text)["requests"]["memory"]).removesuffix("Mi"))
 
 
 def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
@@ -50,7 +50,7 @@ def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
         small = wait_for(lambda: memory(rsync_of(api, key)), timeout=120, what="the first size")
 
         # 1,000 objects: the sidecar reads them from the commit git-sync fetched, before the reconciler
-        # has applied them, and sizes up; the reconciler (rolled out at the new size) finishes the apply.
+        # has applied them, and sizes up; the reconciler (resized in place) finishes the apply.
         big_commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
         sampler = Sampler(lambda: rsync_of(api, key), interval=0.2, tolerate=(kubeapi.ApiError,))
         try:
