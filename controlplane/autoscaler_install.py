@@ -10,7 +10,7 @@ import contextlib
 import copy
 import functools
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -67,11 +67,13 @@ def install_sidecar(
     cert_dir: Path,
     *,
     sidecar_env: Mapping[str, str] | None = None,
+    extra_names: Sequence[str] = (),
 ) -> None:
     """The README's sidecar installation, step by step: the certificate (certificate.sh), its TLS Secret,
     `kubectl apply -k manifests/sidecar`, the CA into the webhook configuration. `sidecar_env`: settings
-    set in the sidecar template's container (as a user edits that ConfigMap)."""
-    webhook_certificate(api, cert_dir)
+    set in the sidecar template's container (as a user edits that ConfigMap); `extra_names`: more
+    subjectAltName entries of the certificate (certificate.sh's arguments)."""
+    webhook_certificate(api, cert_dir, extra_names)
     for item in kustomization_objects(SIDECAR_MANIFESTS):
         if item["kind"] == "ConfigMap" and item["metadata"]["name"] == SIDECAR_TEMPLATE and sidecar_env:
             item["data"]["sidecar.yaml"] = sidecar_template_text(sidecar_env)
@@ -79,10 +81,11 @@ def install_sidecar(
     trust_webhook(api, cert_dir)
 
 
-def webhook_certificate(api: kubeapi.KubeApi, cert_dir: Path) -> None:
+def webhook_certificate(api: kubeapi.KubeApi, cert_dir: Path, extra_names: Sequence[str] = ()) -> None:
     """The README's first steps of either install: a CA and the webhook's certificate by certificate.sh,
     and the TLS Secret the webhook mounts."""
-    subprocess.run(["bash", str(CERTIFICATE_SCRIPT), str(cert_dir)], check=True, capture_output=True)
+    script = ["bash", str(CERTIFICATE_SCRIPT), str(cert_dir), *extra_names]
+    subprocess.run(script, check=True, capture_output=True)
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -93,14 +96,12 @@ def webhook_certificate(api: kubeapi.KubeApi, cert_dir: Path) -> None:
     create_or_replace(api, secret)
 
 
-def trust_webhook(api: kubeapi.KubeApi, cert_dir: Path) -> None:
+def trust_webhook(api: kubeapi.KubeApi, cert_dir: Path, configuration: str = WEBHOOK_CONFIGURATION) -> None:
     """The README's last step of either install: the CA into the webhook configuration (`caBundle`)."""
     ca_bundle = [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": _base64_file(cert_dir / "ca.crt")}
     ]
-    api.patch(
-        RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION, ca_bundle, patch_type="json"
-    )
+    api.patch(RESOURCES["MutatingWebhookConfiguration"], None, configuration, ca_bundle, patch_type="json")
 
 
 def install_guard(api: kubeapi.KubeApi) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -115,7 +115,9 @@ class NodeConfigSync:
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))
 
-    def install_sidecar(self, cert_dir: Path, sidecar_env: Mapping[str, str] | None = None) -> None:
+    def install_sidecar(
+        self, cert_dir: Path, sidecar_env: Mapping[str, str] | None = None, extra_names: Sequence[str] = ()
+    ) -> None:
         """The README's sidecar install, the webhook served by its own Pods behind its Service; returns
         once its rollout is complete (both Pods pass their readiness probe, run by the kubelet). The
         webhook reads the sidecar template when it starts, so a webhook installed before is restarted,
@@ -123,7 +125,7 @@ class NodeConfigSync:
         without the sidecar (the webhook fails open)."""
         assert self.api is not None
         installed_before = bool(self.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"))
-        install_sidecar(self.api, cert_dir, sidecar_env=sidecar_env)
+        install_sidecar(self.api, cert_dir, sidecar_env=sidecar_env, extra_names=extra_names)
         deployment = f"deployment/{WEBHOOK_NAME}"
         if installed_before:
             self.stack.kubectl("rollout", "restart", "-n", NAMESPACE, deployment)

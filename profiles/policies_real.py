@@ -17,13 +17,13 @@ minute) to learn and act, the last longer than our scale-down delay (10 minutes)
 counts, `--hold-scale` the holds.
 
 Policies (`POLICIES`), each installed as a user would:
-- ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod), its
-  shipped settings (target `rsync-override`); the webhook's `objectSelector` narrowed to this policy's
-  RootSync (as a user trying it on one RSync does), so the others' Pods run without it;
-- ours, cluster mode: the README's cluster install (the controller's Deployment, two replicas, one
-  acting), `OBJCOUNT_INVENTORY_SELECTOR` naming this policy's inventory;
-- ours, in place: a second controller (one replica, no Lease) with `OBJCOUNT_TARGET=in-place`: the
-  running Pod is resized through `pods/resize`;
+- ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod and
+  sizes it at admission), its shipped settings (in place); the webhook's `objectSelector` narrowed to
+  this policy's RootSync (as a user trying it on one RSync does), so the others' Pods run without it;
+- ours, cluster mode: the README's cluster install, shipped settings (in place): the controller's
+  Deployment (two replicas, one acting), `OBJCOUNT_INVENTORY_SELECTOR` naming this policy's inventory,
+  and its webhook (sizing at admission only) under names of its own (`-cluster`: the sidecar install's
+  runs beside it), its `objectSelector` narrowed to this policy's RootSync;
 - VPA as deployed: VPA's `deploy/` manifests as released (recommender, updater, admission-controller with
   their flags), and a VerticalPodAutoscaler as a user writes it for Config Sync: the reconciler
   Deployment as its target, `InPlaceOrRecreate`, the reconciler container controlled, the others off;
@@ -82,6 +82,7 @@ from controlplane.autoscaler_install import (
     WEBHOOK_CONFIGURATION,
     WEBHOOK_NAME,
     kustomization_objects,
+    trust_webhook,
 )
 from controlplane.configsync_build import VERSION
 from controlplane.configsync_install import NAMESPACE
@@ -160,14 +161,13 @@ AUTOPILOT_OVERRIDE = {
 POLICIES: dict[str, Policy] = {
     "ours, sidecar": Policy("ours-sidecar"),
     "ours, cluster mode": Policy("ours-cluster"),
-    "ours, in place": Policy("ours-inplace"),
     "VPA as deployed": Policy("vpa", vpa_recommender="default"),
     "VPA tuned": Policy("vpa-tuned", vpa_recommender=TUNED),
     "VPA with our recommender": Policy("vpa-ours", vpa_recommender=OURS_AS_RECOMMENDER),
     "static Standard": Policy("standard"),
     "static Autopilot": Policy("autopilot", override=AUTOPILOT_OVERRIDE),
 }
-INPLACE_CONTROLLER = "objcount-autoscaler-inplace"
+CLUSTER_WEBHOOK = "-cluster"  # the suffix of the cluster install's webhook objects here
 VPA_CONTROLLER = "objcount-autoscaler-vpa"
 VPA_MANIFESTS = CLUSTER_MANIFESTS.parent / "vpa"
 WEBHOOKS = kubeapi.Resource(
@@ -320,7 +320,7 @@ def result_of(
 # serve, whole (a cluster runs them once however many RSyncs they serve).
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "objcount-webhook-": ("ours, sidecar",),
-    f"{INPLACE_CONTROLLER}-": ("ours, in place",),
+    f"objcount-webhook{CLUSTER_WEBHOOK}-": ("ours, cluster mode",),
     f"{VPA_CONTROLLER}-": ("VPA with our recommender",),
     "objcount-autoscaler-": ("ours, cluster mode",),
     f"vpa-recommender-{TUNED}-": ("VPA tuned",),
@@ -492,34 +492,58 @@ def ours_in(policies: Sequence[str]) -> bool:
 
 
 def install_ours(cs: NodeConfigSync, out: Path) -> None:
-    """Ours in its four forms, as the README installs each (see the module's docstring)."""
+    """Ours as the README installs each form (see the module's docstring): the sidecar install, the
+    cluster install (its webhook under names of its own), the controller writing VPA's recommendation."""
     api = cs.api
     assert api is not None
-    cs.install_sidecar(out / "certs")
-    sidecar = key_of(POLICIES["ours, sidecar"]).name
-    only_ours = {"key": "configsync.gke.io/sync-name", "operator": "In", "values": [sidecar]}
+    certs = out / "certs"
+    service = f"objcount-injector{CLUSTER_WEBHOOK}.{NAMESPACE}.svc"  # the cluster install's webhook here
+    cs.install_sidecar(certs, extra_names=[f"DNS:{service}"])
+    narrow_webhook(api, WEBHOOK_CONFIGURATION, POLICIES["ours, sidecar"])
+    for item in kustomization_objects(CLUSTER_MANIFESTS):
+        if item["kind"] == "Deployment" and item["metadata"]["name"] != WEBHOOK_NAME:
+            create_or_replace(api, controller(item, POLICIES["ours, cluster mode"], {}))
+            env = {"OBJCOUNT_TARGET": "vpa", "OBJCOUNT_LEADER_ELECTION": "false"}
+            create_or_replace(
+                api, controller(item, POLICIES["VPA with our recommender"], env, name=VPA_CONTROLLER)
+            )
+        elif item["kind"] in ("Deployment", "Service", "MutatingWebhookConfiguration"):
+            create_or_replace(api, cluster_webhook(item))
+        elif item["metadata"]["name"] != WEBHOOK_NAME:  # the webhook's account and policy: the sidecar's
+            create_or_replace(api, item)
+    trust_webhook(api, certs, f"{WEBHOOK_CONFIGURATION}{CLUSTER_WEBHOOK}")
+    narrow_webhook(api, f"{WEBHOOK_CONFIGURATION}{CLUSTER_WEBHOOK}", POLICIES["ours, cluster mode"])
+    for item in kustomization_objects(VPA_MANIFESTS):
+        create_or_replace(api, item)
+
+
+def narrow_webhook(api: kubeapi.KubeApi, configuration: str, policy: Policy) -> None:
+    """The webhook configuration's `objectSelector` narrowed to the policy's RootSync (docs/install.md,
+    "Trying it on some RSyncs first")."""
+    only = {"key": "configsync.gke.io/sync-name", "operator": "In", "values": [key_of(policy).name]}
     api.patch(
         WEBHOOKS,
         None,
-        WEBHOOK_CONFIGURATION,
-        [{"op": "add", "path": "/webhooks/0/objectSelector/matchExpressions/-", "value": only_ours}],
+        configuration,
+        [{"op": "add", "path": "/webhooks/0/objectSelector/matchExpressions/-", "value": only}],
         patch_type="json",
     )
-    for item in kustomization_objects(CLUSTER_MANIFESTS):
-        if item["metadata"]["name"] == WEBHOOK_NAME or item["kind"] == "MutatingWebhookConfiguration":
-            continue  # the sidecar install's webhook (which sizes at admission too) serves both installs
-        if item["kind"] == "Deployment":
-            create_or_replace(api, controller(item, POLICIES["ours, cluster mode"], {}))
-            for policy, target, name in (
-                ("ours, in place", "in-place", INPLACE_CONTROLLER),
-                ("VPA with our recommender", "vpa", VPA_CONTROLLER),
-            ):
-                env = {"OBJCOUNT_TARGET": target, "OBJCOUNT_LEADER_ELECTION": "false"}
-                create_or_replace(api, controller(item, POLICIES[policy], env, name=name))
-        else:
-            create_or_replace(api, item)
-    for item in kustomization_objects(VPA_MANIFESTS):
-        create_or_replace(api, item)
+
+
+def cluster_webhook(item: JSON) -> JSON:
+    """One of the cluster install's webhook objects (its Deployment, Service, configuration) under names
+    of its own, so it runs beside the sidecar install's: the same image, settings and certificate."""
+    made: JSON = copy.deepcopy(item)
+    made["metadata"]["name"] += CLUSTER_WEBHOOK
+    labels = {"app.kubernetes.io/name": f"{WEBHOOK_NAME}{CLUSTER_WEBHOOK}"}
+    if made["kind"] == "Deployment":
+        made["spec"]["selector"] = {"matchLabels": labels}
+        made["spec"]["template"]["metadata"]["labels"] = labels
+    elif made["kind"] == "Service":
+        made["spec"]["selector"] = labels
+    else:
+        made["webhooks"][0]["clientConfig"]["service"]["name"] += CLUSTER_WEBHOOK
+    return made
 
 
 def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str = "") -> JSON:
@@ -653,7 +677,7 @@ def save_logs(cs: NodeConfigSync, out: Path) -> None:
     logs.mkdir(parents=True, exist_ok=True)
     for namespace, selector in (
         (NAMESPACE, "app.kubernetes.io/name=objcount-autoscaler"),
-        (NAMESPACE, f"app.kubernetes.io/name={INPLACE_CONTROLLER}"),
+        (NAMESPACE, f"app.kubernetes.io/name={WEBHOOK_NAME}{CLUSTER_WEBHOOK}"),
         (NAMESPACE, f"app.kubernetes.io/name={VPA_CONTROLLER}"),
         (
             vpa.NAMESPACE,
