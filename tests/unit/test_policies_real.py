@@ -106,7 +106,8 @@ def test_components_are_known_by_their_pods_and_ours_in_the_reconciler_pod_by_it
         "objcount sidecar"
     )
     assert component_of("root-reconciler-sbs-vpa-5d9f-abcde", "reconciler") is None
-    assert component_of("objcount-autoscaler-inplace-7c4-xyz", "autoscaler") == "objcount-autoscaler-inplace"
+    assert component_of("objcount-webhook-cluster-7c4-xyz", "webhook") == "objcount-webhook-cluster"
+    assert component_of("objcount-webhook-7c4-xyz", "webhook") == "objcount-webhook"
     assert component_of("objcount-autoscaler-6b8-xyz", "autoscaler") == "objcount-autoscaler"
     assert component_of("vpa-recommender-tuned-6b8-xyz", "recommender") == "vpa-recommender-tuned"
     assert component_of("vpa-recommender-6b8-xyz", "recommender") == "vpa-recommender"
