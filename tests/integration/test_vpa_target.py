@@ -1,6 +1,6 @@
 """The `vpa` target against the real kube-apiserver with VPA v1.8.1's own CRDs (from its release's
 `deploy/`), through our ServiceAccounts' tokens with exactly the shipped RBAC (manifests/cluster,
-manifests/sidecar's accounts, manifests/vpa/create) and the shipped guard (manifests/vpa/guard.yaml):
+manifests/sidecar's accounts, manifests/vpa/create) and the shipped guard (manifests/vpa/base/guard.yaml):
 which VerticalPodAutoscaler we write, what we write into its status, what the API server stores, and
 what our identities are refused. PLAYED BY US: no VPA and no Config Sync run on this bare API server
 (the reconciler Deployment is the object the reconciler-manager writes; tests/integration/test_vpa_node.py
