@@ -136,7 +136,16 @@ class Settings(BaseSettings):
     )
     max_mib: int | None = Field(None, ge=1, le=110 * 1024, description="Largest memory, MiB (preset: 65536).")
     cpu_m_per_mib: float | None = Field(
-        None, gt=0, le=100, description="CPU per MiB of memory, millicores (preset: 1000/1024)."
+        None,
+        ge=0,
+        le=100,
+        description="CPU per MiB of memory, millicores (fitted and prototype: 1000/1024; size-aware: 0).",
+    )
+    cpu_base_m: float | None = Field(
+        None, ge=0, le=100_000, description="CPU for no object, millicores (size-aware: measured; others: 0)."
+    )
+    cpu_m_per_object: float | None = Field(
+        None, ge=0, le=100, description="CPU per object, millicores (size-aware: measured; others: 0)."
     )
     cpu_min_m: int | None = Field(None, ge=1, description="Smallest CPU, millicores (preset: 125).")
     cpu_step_m: int | None = Field(
@@ -328,6 +337,8 @@ class Settings(BaseSettings):
             "mib_per_kib",
             "assumed_kib_per_object",
             "cpu_m_per_mib",
+            "cpu_base_m",
+            "cpu_m_per_object",
             "memory_limit_factor",
             "cpu_limit_factor",
         ):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
-import pytest
-
-from profiles.reconciler_cpu import Rates, rates, request_m
+from profiles.reconciler_cpu import Rates, rates, request_line
 from profiles.reconciler_memory import Point, read_points, write_points
 
 POINT = Point(
@@ -24,7 +23,9 @@ def test_a_points_rates_are_its_cpu_seconds_over_its_seconds(tmp_path: Path) -> 
     assert read == Rates("configmaps x 1000", 1000, 40.0, 300.0, 150.0, 7.5)
 
 
-@pytest.mark.parametrize(("idle", "expected"), [([7.5, 3.0], 15), ([11.2, 1.0], 25), ([0.4], 5)])
-def test_the_request_is_the_largest_idle_rate_doubled_on_a_5m_step(idle: list[float], expected: int) -> None:
-    measured = [Rates("p", 1, 1.0, 100.0, None, m) for m in idle]
-    assert request_m(measured) == expected
+def test_the_request_is_a_line_through_the_after_apply_rates_with_no_point_above_it() -> None:
+    """By hand: the least-squares line through (1,000 objects, 30m), (2,000, 56m) and (3,000, 70m) is
+    12 + 0.02 x objects (means 2,000 and 52; slope 40,000 / 2,000,000); the middle point is 4m above it,
+    so it is raised to 16m; then 10 % on both terms: ceil(17.6) = 18m and 0.022m per object."""
+    measured = [Rates("p", n, 1.0, 100.0, None, m) for n, m in ((1000, 30.0), (3000, 70.0), (2000, 56.0))]
+    assert request_line(measured) == (18, Fraction(22, 1000))
