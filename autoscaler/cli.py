@@ -11,12 +11,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.core.sizing import DEFAULT_PRESET, PLATFORMS, PRESETS
 
 if TYPE_CHECKING:
     from inventory.core.counts import Kinds
+    from inventory.kube.kubeapi import KubeApi
+
+T = TypeVar("T")
 
 EXIT_BAD_SETTINGS = 2
 
@@ -96,23 +99,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_status(args: argparse.Namespace) -> int:
     from autoscaler.kube.report import read_status, render
+
+    records = _on_cluster(args, "status", read_status)
+    if records is None:
+        return 1
+    sys.stdout.write(render(records, args.output))
+    return 0
+
+
+def _on_cluster(args: argparse.Namespace, command: str, work: Callable[[KubeApi, str | None], T]) -> T | None:
+    """`work` on the cluster of --kubeconfig/--context, in -n (the context's namespace) or -A (None);
+    None after saying why it could not be done."""
     from inventory.kube import kubeapi
 
     try:
         api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
     except kubeapi.ApiError as error:
-        print(f"objcount status: {error}", file=sys.stderr)
-        return 1
+        print(f"objcount {command}: {error}", file=sys.stderr)
+        return None
     namespace = None if args.all_namespaces else (args.namespace or api.default_namespace)
     try:
-        records = read_status(api, namespace)
+        return work(api, namespace)
     except kubeapi.ApiError as error:
-        print(f"objcount status: {error}", file=sys.stderr)
-        return 1
+        print(f"objcount {command}: {error}", file=sys.stderr)
+        return None
     finally:
         api.close()
-    sys.stdout.write(render(records, args.output))
-    return 0
 
 
 def run_service(args: argparse.Namespace) -> int:
@@ -233,21 +245,10 @@ def run_grant_reposync(args: argparse.Namespace) -> int:
 
 def run_clean(args: argparse.Namespace) -> int:
     from autoscaler.kube.clean import clean
-    from inventory.kube import kubeapi
 
-    try:
-        api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
-    except kubeapi.ApiError as error:
-        print(f"objcount clean: {error}", file=sys.stderr)
+    cleaned = _on_cluster(args, "clean", lambda api, namespace: clean(api, namespace, dry_run=args.dry_run))
+    if cleaned is None:
         return 1
-    namespace = None if args.all_namespaces else (args.namespace or api.default_namespace)
-    try:
-        cleaned = clean(api, namespace, dry_run=args.dry_run)
-    except kubeapi.ApiError as error:
-        print(f"objcount clean: {error}", file=sys.stderr)
-        return 1
-    finally:
-        api.close()
     verb = "would remove" if args.dry_run else "removed"
     for each in cleaned:
         for what in each.removed:

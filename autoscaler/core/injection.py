@@ -29,7 +29,7 @@ import base64
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 import orjson
 import yaml
@@ -64,15 +64,7 @@ Result = Literal[
     "malformed_review",
     "not_a_pod",
 ]
-RESULTS: tuple[Result, ...] = (
-    "injected",
-    "already_injected",
-    "sidecar_off",
-    "not_a_reconciler",
-    "invalid_labels",
-    "malformed_review",
-    "not_a_pod",
-)
+RESULTS: tuple[Result, ...] = get_args(Result)
 SizeResult = Literal[
     "sized",
     "not_in_place",
@@ -83,16 +75,7 @@ SizeResult = Literal[
     "rsync_unknown",
     "no_reconciler_container",
 ]
-SIZE_RESULTS: tuple[SizeResult, ...] = (
-    "sized",
-    "not_in_place",
-    "opted_out",
-    "held_by_owner",
-    "size_unknown",
-    "size_unreadable",
-    "rsync_unknown",
-    "no_reconciler_container",
-)
+SIZE_RESULTS: tuple[SizeResult, ...] = get_args(SizeResult)
 SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
 RECONCILER_CONTAINER = "reconciler"
 PLATFORM_ENV = "OBJCOUNT_PLATFORM"
