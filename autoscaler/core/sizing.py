@@ -139,6 +139,8 @@ FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1
 # Jobs and CronJobs, measured, cost their own, between a ConfigMap's and a Deployment's; Pods and
 # PodTemplates (not measured) a Deployment's, the dearest of the class, which is what predicts a kind of
 # this class when it is left out without going under (BENCHMARKS.md).
+CPU_BASE_M = 32
+CPU_M_PER_OBJECT = Fraction(52, 1000)
 POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
 _DEPLOYMENT_MIB = Fraction(1441, 10000)  # the dearest kind measured
 _MEASURED_POD_TEMPLATE_KINDS = {
@@ -171,6 +173,19 @@ SIZE_AWARE = Sizing(
     assumed_api_resources=500,
     mib_per_crd_path_step=Fraction(1242, 10**7),
     min_mib=96,
+    # CPU from the reconciler's CPU, not its memory (`python -m profiles.reconciler_cpu` on Config Sync
+    # v1.25.0's real reconciler, shapes and real repositories: BENCHMARKS.md): a line through its rate once
+    # an apply is done, raised so no measured point is above it, plus 10 %. No CPU limit: an apply takes
+    # what the node has free (Autopilot without bursting still sets limits equal to requests).
+    cpu_m_per_mib=Fraction(0),
+    cpu_base_m=Fraction(CPU_BASE_M),
+    cpu_m_per_object=CPU_M_PER_OBJECT,
+    cpu_min_m=10,
+    cpu_limit_factor=None,
+    # The memory limit leaves half the request again above it: a model error (calibration measured one
+    # 19 % short) is not an OOM kill; Config Sync's Standard template sets no limit at all. Where limits
+    # must equal requests (Autopilot without bursting) the model's own margin is what there is.
+    memory_limit_factor=Fraction(3, 2),
 )
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
 # Size-aware: measured on the real reconciler, and it still works from the count alone (assumed KiB per
