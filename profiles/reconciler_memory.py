@@ -613,8 +613,8 @@ def _cores() -> int:
 def read_points(path: Path) -> list[Point]:
     if not path.exists():
         return []
-    with path.open() as file:
-        rows = list(csv.DictReader(file))
+    with path.open() as file:  # `#` lines: a data file's provenance (profiles/data)
+        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
     kinds = {f.name: str(f.type) for f in fields(Point)}
     convert: dict[str, Callable[[str], Any]] = {
         "int": int,

@@ -6,6 +6,7 @@ from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
+from autoscaler.core.sizing import SIZE_AWARE
 from profiles.reconciler_cpu import Rates, rates, request_line
 from profiles.reconciler_memory import Point, read_points, write_points
 
@@ -29,3 +30,22 @@ def test_the_request_is_a_line_through_the_after_apply_rates_with_no_point_above
     so it is raised to 16m; then 10 % on both terms: ceil(17.6) = 18m and 0.022m per object."""
     measured = [Rates("p", n, 1.0, 100.0, None, m) for n, m in ((1000, 30.0), (3000, 70.0), (2000, 56.0))]
     assert request_line(measured) == (18, Fraction(22, 1000))
+
+
+DATA = Path(__file__).resolve().parents[2] / "profiles" / "data"
+MEASURED = [
+    r
+    for name in ("reconciler-cpu-v1.25.0-real-node.csv", "reconciler-cpu-v1.25.0-real-repositories.csv")
+    for p in read_points(DATA / name)
+    if (r := rates(p)) is not None
+]
+
+
+def test_the_size_aware_cpu_is_the_line_through_the_recorded_measurements() -> None:
+    """The preset's CPU terms are what `python -m profiles.reconciler_cpu` gives on the recorded data (so
+    the data and the constants cannot drift apart), and no measured after-apply rate is above the
+    request the preset gives that point's count."""
+    assert len(MEASURED) == 9
+    assert request_line(MEASURED) == (SIZE_AWARE.cpu_base_m, SIZE_AWARE.cpu_m_per_object)
+    for r in MEASURED:
+        assert SIZE_AWARE.cpu_m(0, r.objects) >= r.idle_m, r
