@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.annotations import (
+    APPLIED_ANNOTATION,
     CALIBRATION_ANNOTATION,
     OOM_FLOOR_ANNOTATION,
     SOURCE_REJECTED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
     calibration_annotation,
     oom_floor_annotation,
+    parse_resources_annotation,
     published,
     synced_source_annotation,
 )
@@ -75,6 +77,9 @@ class StepConfig:
     # The size can change behind our back (in-place: a new pod starts with its template's size), so it
     # is read on every reconcile instead of remembered.
     reread_current: bool = False
+    # The size is the running Pod's (in place): a size there that is not the one we decided (a Pod
+    # started from its template, our webhook down or not yet told) is not ours to hold.
+    in_place: bool = False
     margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
     target: str | None = None  # its name, published with the applied size (`objcount status`)
 
@@ -256,9 +261,12 @@ def _newest(*floors: OomFloor | None) -> OomFloor | None:
 def _sized(
     seen: Observation, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
 ) -> Plan:
-    last = state.decision or initial(seen.reading.current)
-    if config.reread_current and seen.reading.current is not None and seen.reading.current != last.resources:
-        last = replace(last, resources=seen.reading.current)  # a new pod, or a resize that did not take
+    current = seen.reading.current
+    if config.in_place and current is not None and current != _ours(seen, state):
+        return _resized_from_the_template(seen, state, config, counts, profile)
+    last = state.decision or initial(current)
+    if config.reread_current and current is not None and current != last.resources:
+        last = replace(last, resources=current)  # a new pod, or a resize that did not take
     if seen.reading.deferred is not None:  # asked for already: the kubelet applies it when it fits
         last = replace(last, resources=seen.reading.deferred[0])
     if state.hands_off_until is not None and state.hands_off_until > seen.now:
@@ -269,6 +277,31 @@ def _sized(
             seen, replace(state, decision=replace(last, resources=foreign)), config, counts, profile
         )
     return _decided(seen, replace(state, decision=last), config, counts, profile)
+
+
+def _ours(seen: Observation, state: RSyncState) -> Resources | None:
+    """The size we last decided for the reconciler (after a restart of the service: the one recorded as
+    applied on the RSync), a resize the kubelet defers counting as that."""
+    if seen.reading.deferred is not None:
+        return seen.reading.current  # waited out, not a size of another's
+    if state.decision is not None:
+        return state.decision.resources
+    return parse_resources_annotation(seen.view.annotations.get(APPLIED_ANNOTATION))
+
+
+def _resized_from_the_template(
+    seen: Observation, state: RSyncState, config: StepConfig, counts: ObjectCounts, profile: Profile
+) -> Plan:
+    """The Pod runs a size that is not ours (its template's: a Pod our webhook did not size, or the first
+    one before we decided anything): it is sized at once, up or down, as a Pod admitted with our size
+    would have been; no scale-down delay holds a size we never set."""
+    plan = _decided(seen, replace(state, decision=initial(None)), config, counts, profile)
+    decision = plan.state.decision
+    running = seen.reading.current
+    if plan.apply is None or decision is None or running is None or plan.apply.covers(running):
+        return plan
+    down = replace(decision, outcome=Outcome.SCALED_DOWN)
+    return replace(plan, outcome=Outcome.SCALED_DOWN, state=replace(plan.state, decision=down))
 
 
 def _foreign_size(seen: Observation, state: RSyncState) -> Resources | None:

@@ -99,6 +99,7 @@ class Controller:
             sizes=sizes,
             measure_others=self.measure_others,
             reread_current=port.target.rereads_current,
+            in_place=port.target.in_place,
             margin=self.margin,
             target=port.target.name if sizes else None,
         )

@@ -65,6 +65,7 @@ from tests.integration.on_node import (
     root_and_repo,
     root_and_repo_by_hand,
     rsync_of,
+    running_size,
     runs_at,
     suffix,
 )
@@ -541,6 +542,11 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
             lambda k=key: runs_at(cs, k, sizes[k]),
             timeout=SYNC_TIMEOUT,
             what=f"{key}'s reconciler resized in place to {sizes[key]}",
+            explain=lambda k=key: (
+                f"running: {running_size(cs, k)}; the Pod's conditions: "
+                f"{(cast(JSON, cs.reconciler_pod(k) or {}).get('status') or {}).get('conditions')}; "
+                f"the sidecar's log:\n{sidecar_log(cs, k)}"
+            ),
         )
         assert override(api, key) == {}
         assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]

@@ -712,3 +712,41 @@ def test_a_size_applied_through_the_fallback_is_said_and_counted() -> None:
     before = metric("objcount_fallbacks_total", target="fake")
     assert in_place_rig(port).reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert metric("objcount_fallbacks_total", target="fake") == before + 1
+
+
+TEMPLATE = Resources(50, 200)  # Config Sync's Standard template: requests only
+
+
+def test_in_place_a_pod_at_its_templates_size_is_sized_at_once_even_down() -> None:
+    """The first Pod runs its template's 50m/200Mi; 100 objects need 157m/160Mi (less memory): no
+    scale-down delay holds a size we never set, it is applied at once and said as a scale-down."""
+    port = FakePort(size=TEMPLATE)
+    clock, rechecks = Clock(), []
+    config = StepConfig(
+        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=True
+    )
+    test = Rig(
+        port, clock, Executor(port, config, clock, lambda key, delay: rechecks.append(delay)), rechecks
+    )
+    assert test.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+    assert port.applied == [AT_100]
+    # A new Pod started from the template again (our webhook down): sized at once again.
+    port.size = TEMPLATE
+    assert test.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+    assert port.applied == [AT_100, AT_100]
+
+
+def test_in_place_after_a_restart_the_size_recorded_on_the_rsync_is_ours_and_held() -> None:
+    """A new service process: the Pod runs 1,125m/1,152Mi, which the RSync records as applied (ours):
+    fewer objects wait for the scale-down delay, as they would have without the restart."""
+    port = FakePort(size=AT_5000)
+    clock, rechecks = Clock(), []
+    config = StepConfig(
+        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=True
+    )
+    test = Rig(
+        port, clock, Executor(port, config, clock, lambda key, delay: rechecks.append(delay)), rechecks
+    )
+    rsync = annotated({APPLIED_ANNOTATION: AT_5000_ANNOTATION})
+    assert test.reconcile(ObjectCounts(100, 100), rsync) == Outcome.POSTPONED
+    assert port.applied == []
