@@ -562,7 +562,8 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
         account = "objcount-sidecar" if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
         assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
     webhooks = [p["metadata"]["name"] for p in cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}")]
-    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 4
+    # One Pod each, the first: resized in place, no rollout made a second one.
+    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 2
 
 
 def test_a_webhook_with_no_pod_never_stops_config_sync(
