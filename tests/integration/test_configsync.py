@@ -300,13 +300,15 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
 def synced_under_300mi(
     cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str, objects: int
 ) -> tuple[RSyncKey, JSON, str]:
-    """A RootSync of `objects` ConfigMaps whose user set the reconciler to 300Mi, synced: its key, its
-    reconciler Pod and the reconciler's container id (its cgroup limit checked: 300 MiB)."""
+    """A RootSync of `objects` ConfigMaps whose user set the reconciler to 300Mi and handed that entry to
+    us (`objcount.dev/manage-override`: in place leaves a user's entry alone otherwise), synced: its key,
+    its reconciler Pod and the reconciler's container id (its cgroup limit checked: 300 MiB)."""
     api = cs.api
     assert api is not None
     key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(objects, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)
+    body["metadata"]["annotations"] = {"objcount.dev/manage-override": "true"}
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": "300Mi", "memoryLimit": "300Mi"}]
     }
@@ -365,7 +367,9 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     key = RSyncKey("RootSync", NAMESPACE, f"in-place-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)
-    # The user's size, from which the Pods start (limits set, so a resize keeps the Pod's QoS class).
+    # The user's size, from which the Pods start (limits set, so a resize keeps the Pod's QoS class),
+    # handed to us (in place leaves a user's entry alone otherwise).
+    body["metadata"]["annotations"] = {"objcount.dev/manage-override": "true"}
     users = {
         "containerName": "reconciler",
         "cpuRequest": "300m",
