@@ -147,15 +147,23 @@ class Settings(BaseSettings):
     cpu_m_per_object: float | None = Field(
         None, ge=0, le=100, description="CPU per object, millicores (size-aware: measured; others: 0)."
     )
-    cpu_min_m: int | None = Field(None, ge=1, description="Smallest CPU, millicores (preset: 125).")
+    cpu_min_m: int | None = Field(
+        None, ge=1, description="Smallest CPU, millicores (size-aware: 10; fitted, prototype: 125)."
+    )
     cpu_step_m: int | None = Field(
         None, ge=1, le=1000, description="CPU is rounded up to a multiple of this, millicores (preset: 1)."
     )
     memory_limit_factor: float | None = Field(
-        None, ge=1, le=10, description="Memory limit = request x this (preset: 1; Autopilot forces 1)."
+        None,
+        ge=1,
+        le=10,
+        description="Memory limit = request x this (size-aware: 1.5; fitted, prototype: 1; Autopilot forces 1).",
     )
     cpu_limit_factor: float | None = Field(
-        None, ge=1, le=100, description="CPU limit = request x this (preset: 1; Autopilot forces 1)."
+        None,
+        ge=1,
+        le=100,
+        description="CPU limit = request x this (size-aware: none; fitted, prototype: 1; Autopilot forces 1).",
     )
     no_cpu_limit: bool = Field(
         False, description="Leave the CPU limit unset (not on Autopilot without bursting)."

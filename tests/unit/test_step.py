@@ -674,9 +674,11 @@ def test_a_rejection_is_an_event_on_the_rsync() -> None:
 
 
 # ----- in place: a resize the kubelet defers, a size that goes through the fallback ------------------------
-def in_place_rig(port: FakePort) -> Rig:
+def in_place_rig(port: FakePort, *, in_place: bool = False) -> Rig:
     clock, rechecks = Clock(), []
-    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True)
+    config = StepConfig(
+        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=in_place
+    )
     executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
     return Rig(port, clock, executor, rechecks)
 
@@ -721,13 +723,7 @@ def test_in_place_a_pod_at_its_templates_size_is_sized_at_once_even_down() -> No
     """The first Pod runs its template's 50m/200Mi; 100 objects need 157m/160Mi (less memory): no
     scale-down delay holds a size we never set, it is applied at once and said as a scale-down."""
     port = FakePort(size=TEMPLATE)
-    clock, rechecks = Clock(), []
-    config = StepConfig(
-        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=True
-    )
-    test = Rig(
-        port, clock, Executor(port, config, clock, lambda key, delay: rechecks.append(delay)), rechecks
-    )
+    test = in_place_rig(port, in_place=True)
     assert test.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
     assert port.applied == [AT_100]
     # A new Pod started from the template again (our webhook down): sized at once again.
@@ -740,13 +736,7 @@ def test_in_place_after_a_restart_the_size_recorded_on_the_rsync_is_ours_and_hel
     """A new service process: the Pod runs 1,125m/1,152Mi, which the RSync records as applied (ours):
     fewer objects wait for the scale-down delay, as they would have without the restart."""
     port = FakePort(size=AT_5000)
-    clock, rechecks = Clock(), []
-    config = StepConfig(
-        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=True
-    )
-    test = Rig(
-        port, clock, Executor(port, config, clock, lambda key, delay: rechecks.append(delay)), rechecks
-    )
+    test = in_place_rig(port, in_place=True)
     rsync = annotated({APPLIED_ANNOTATION: AT_5000_ANNOTATION})
     assert test.reconcile(ObjectCounts(100, 100), rsync) == Outcome.POSTPONED
     assert port.applied == []
