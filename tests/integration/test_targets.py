@@ -377,7 +377,9 @@ def test_an_override_config_sync_applies_from_git_is_left_to_that_sync(rig: Rig)
 
     reason = wait_for(held, what="the held reason published")
     assert reason == "spec.override is applied from git by Config Sync (its managed fields): change it there"
-    assert controller.decisions[rig.key].outcome == Outcome.HELD_BY_OWNER
+    # The reason is published during the reconcile, the decision kept at its end.
+    decision = wait_for(lambda: controller.decisions.get(rig.key), what="the decision kept")
+    assert decision.outcome == Outcome.HELD_BY_OWNER
     body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
     assert body["spec"]["override"]["resources"] == declared["spec"]["override"]["resources"], "never written"
 
@@ -397,7 +399,8 @@ def test_in_place_target_resizes_the_pod_without_touching_the_template(rig: Rig)
     )
     restarts = _metric("objcount_restarts_caused_total")
     rig.start(target)
-    rig.grow_then_shrink(lambda: rig.read(target).current)
+    # The Pod runs its template's size, not ours: in place sizes it at once, down as well as up.
+    rig.grow_then_shrink(lambda: rig.read(target).current, initial=at(100))
     after = rig.deployment()
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "never written"
     assert _metric("objcount_restarts_caused_total") == restarts, "no resize fell back to a restart"
