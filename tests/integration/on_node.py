@@ -148,6 +148,20 @@ class PodHistory:
                         with self._lock:
                             self._versions.append(event["object"])
 
+    def states(self, container: str) -> str:
+        """Each version's memory limit and the container's state and last state, one line each (for a
+        failure's explanation)."""
+        with self._lock:
+            versions = list(self._versions)
+        lines = []
+        for pod in versions:
+            status = container_status(pod, container)
+            limit = memory_limit_of_pod(pod)
+            lines.append(
+                f"{pod['metadata']['name']} {limit}: {status.get('state')} / {status.get('lastState')}"
+            )
+        return "\n".join(lines)
+
     def find(self, wanted: Callable[[JSON], bool]) -> JSON | None:
         """The first version seen of which `wanted` holds."""
         with self._lock:
