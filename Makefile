@@ -17,7 +17,7 @@ install: $(STAMP)
 
 # The suite runs in WORKERS processes (pytest-xdist), each module whole in one of them, the modules handed out
 # in the order they are collected (tests/conftest.py, worker_group); WORKERS=0 runs it in one.
-WORKERS ?= 2
+WORKERS ?= 3
 PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
 ## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
