@@ -40,6 +40,9 @@ from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
 DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again
+RESIZE_ANSWER_S = (
+    10.0  # how soon the kubelet's answer to a resize in place is looked at (Deferred, Infeasible)
+)
 
 
 @dataclass(frozen=True)
@@ -354,8 +357,13 @@ def _decided(
     if decision.changes and seen.reading.held_by_owner is not None:
         return _held_by_owner(seen, state, counts, decision, last)
     deferred = seen.reading.deferred
-    if deferred is not None and not decision.changes and decision.outcome == Outcome.UNCHANGED:
+    if deferred is not None and _waits_for(deferred[0], decision):
+        memory = None if profile.platform.has_pod_rules else _memory_first(seen)
+        if memory is not None:
+            return _memory_first_plan(seen, state, counts, decision, memory=memory, target=config.target)
         return _waiting_for_the_kubelet(seen, state, counts, decision, config.target)
+    if config.in_place and decision.changes:  # the kubelet answers a resize later: look at its answer soon
+        recheck = RESIZE_ANSWER_S if recheck is None else min(recheck, RESIZE_ANSWER_S)
     starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
     return Plan(
         decision.outcome,
@@ -382,7 +390,7 @@ def _waiting_for_the_kubelet(
     asked, why = seen.reading.deferred
     running = seen.reading.current
     reason = f"the kubelet deferred the resize to {asked} ({why}); the running Pod keeps {running}"
-    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason)
+    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason, resources=asked)
     starts = state.decision is None or state.decision.outcome != Outcome.POSTPONED
     return Plan(
         Outcome.POSTPONED,
@@ -392,6 +400,60 @@ def _waiting_for_the_kubelet(
         publish=seen.view.lacks(published(decision.recommended, asked, target=target)),
         recheck_after=DEFERRED_RECHECK_S,
         log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
+def _with_cpu_of(size: Resources, other: Resources) -> Resources:
+    return replace(size, cpu_request_m=other.cpu_request_m, cpu_limit_m=other.cpu_limit_m)
+
+
+def _waits_for(asked: Resources, decision: Decision) -> bool:
+    """Whether the decision waits for the resize the kubelet defers: it wants that size, or that size with
+    more CPU (its memory asked for first and deferred too: more CPU would not fit either)."""
+    if decision.outcome == Outcome.UNCHANGED and not decision.changes:
+        return True
+    wanted = decision.resources
+    return (
+        decision.outcome == Outcome.SCALED_UP and wanted is not None and _with_cpu_of(wanted, asked) == asked
+    )
+
+
+def _memory_first(seen: Observation) -> Resources | None:
+    """The deferred size with the running CPU: memory is what keeps the reconciler alive, CPU only makes
+    it faster, and a node short of CPU (the usual case: CPU is requested, memory is used) often has the
+    memory. None when that is what was deferred already, or what runs (nothing new to ask)."""
+    assert seen.reading.deferred is not None
+    asked, running = seen.reading.deferred[0], seen.reading.current
+    if running is None:
+        return None
+    memory = _with_cpu_of(asked, running)
+    return None if memory in (asked, running) else memory
+
+
+def _memory_first_plan(
+    seen: Observation,
+    state: RSyncState,
+    counts: ObjectCounts,
+    decision: Decision,
+    *,
+    memory: Resources,
+    target: str | None,
+) -> Plan:
+    """The kubelet defers the whole resize: its memory part is asked for alone (CPU as it runs); the rest
+    is asked for again once that is in (the kubelet then defers it, or applies it when the node has room)."""
+    assert seen.reading.deferred is not None
+    asked, why = seen.reading.deferred
+    reason = f"the kubelet deferred the resize to {asked} ({why}); the memory first: {memory}"
+    first = replace(decision, outcome=Outcome.SCALED_UP, resources=memory, reason=reason)
+    return Plan(
+        Outcome.SCALED_UP,
+        reason,
+        replace(state, decision=first),
+        counts,
+        apply=memory,
+        publish=seen.view.lacks(published(decision.recommended, memory, target=target)),
+        recheck_after=RESIZE_ANSWER_S,
+        log_level=logging.INFO,
     )
 
 

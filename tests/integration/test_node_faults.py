@@ -20,6 +20,7 @@ from autoscaler.core import quantity
 from controlplane.autoscaler_install import SIDECAR_CONTAINER, WEBHOOK_NAME
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.images import PAUSE_IMAGE
 from controlplane.seed import configmaps_yaml
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey, reconciler_name
@@ -27,6 +28,7 @@ from inventory.kube import kubeapi
 from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
 from tests.integration.on_node import (
     JSON,
+    PodHistory,
     Size,
     applied,
     applied_memory,
@@ -37,6 +39,7 @@ from tests.integration.on_node import (
     main_pid,
     metric,
     numbers,
+    quantity_millicores,
     reconciler_resources,
     rsync_of,
     runs_at,
@@ -339,3 +342,78 @@ def all_pods(api: kubeapi.KubeApi) -> list[JSON]:
 def node_condition(api: kubeapi.KubeApi, kind: str) -> str | None:
     (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
     return next((c["status"] for c in node["status"]["conditions"] if c["type"] == kind), None)
+
+
+def test_on_a_node_short_of_cpu_a_scale_up_keeps_the_reconciler_running_and_the_commit_syncs(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
+) -> None:
+    """A filler Pod requests all the node's CPU but 20m; a commit of 1,000 ConfigMaps needs more CPU than
+    that. The kubelet defers the resize (its report, seen here); the memory is asked for alone and
+    applied, the same Pod syncs the commit without a restart; once the filler is gone, the CPU follows."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    key, apps, pod = sized_rootsync(cs, rsyncs, 30)
+    small = size_aware_size(api, configmaps_yaml(30, namespace=apps), 30, 1)
+    manifests = configmaps_yaml(1000, namespace=apps)
+    big = size_aware_size(api, manifests, 1000, 1)
+    assert quantity_millicores(big[0]) - quantity_millicores(small[0]) > 20, "the worked sizes need more CPU"
+    filler = fill_the_nodes_cpu(api, leave_m=20)
+    try:
+        with PodHistory(api, key) as history:
+            commit = cs.commit(key, {"configmaps.yaml": manifests})
+            wait_for(
+                lambda: runs_at(cs, key, (small[0], big[1], big[2])),
+                timeout=SYNC_TIMEOUT,
+                what="the memory for 1,000 objects with the CPU for 30, in place",
+            )
+            wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the sync")
+            deferred = history.find(lambda p: resize_condition(p) == "Deferred")
+        assert deferred is not None, "the kubelet reported the resize deferred"
+        assert live(cs, key)["metadata"]["uid"] == pod["metadata"]["uid"], "the same Pod throughout"
+        assert container_status(live(cs, key), "reconciler")["restartCount"] == 0
+    finally:
+        api.delete(kubeapi.POD, "default", filler)
+    wait_for(lambda: runs_at(cs, key, big), timeout=120, what="the CPU for 1,000 objects once there is room")
+
+
+def fill_the_nodes_cpu(api: kubeapi.KubeApi, *, leave_m: int) -> str:
+    """A Pod of the sandbox's pause image requesting the node's allocatable CPU but `leave_m` of what the
+    node's Pods request, Running: its name (in `default`)."""
+    (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
+    name = node["metadata"]["name"]
+    on_node = [
+        p
+        for p in all_pods(api)
+        if p["spec"].get("nodeName") == name and p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]
+    requested = sum(
+        quantity_millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+        for p in on_node
+        for c in p["spec"]["containers"]
+    )
+    free = quantity_millicores(node["status"]["allocatable"]["cpu"]) - requested
+    filler = f"filler-{uuid.uuid4().hex[:8]}"
+    container = {
+        "name": "filler",
+        "image": PAUSE_IMAGE,
+        "imagePullPolicy": "Never",
+        "resources": {"requests": {"cpu": f"{free - leave_m}m", "memory": "8Mi"}},
+    }
+    spec = {"nodeName": name, "automountServiceAccountToken": False, "containers": [container]}
+    api.create(
+        kubeapi.POD,
+        "default",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": filler}, "spec": spec},
+    )
+    wait_for(
+        lambda: api.get(kubeapi.POD, "default", filler)["status"].get("phase") == "Running",
+        timeout=60,
+        what="the filler Pod running",
+    )
+    return filler
+
+
+def resize_condition(pod: JSON) -> str | None:
+    """The reason of the Pod's PodResizePending condition, as the kubelet reports it."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c.get("reason") for c in conditions if c.get("type") == "PodResizePending"), None)

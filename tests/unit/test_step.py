@@ -674,28 +674,69 @@ def test_a_rejection_is_an_event_on_the_rsync() -> None:
 
 
 # ----- in place: a resize the kubelet defers, a size that goes through the fallback ------------------------
-def in_place_rig(port: FakePort, *, in_place: bool = False) -> Rig:
+def in_place_rig(port: FakePort, *, in_place: bool = False, profile: Profile | None = None) -> Rig:
     clock, rechecks = Clock(), []
     config = StepConfig(
-        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=in_place
+        profile or Profile(PROTOTYPE, STANDARD),
+        Hysteresis(DELAY, 100),
+        reread_current=True,
+        in_place=in_place,
     )
     executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
     return Rig(port, clock, executor, rechecks)
 
 
-def test_a_resize_the_kubelet_defers_is_waited_out_not_asked_again() -> None:
-    """The Pod runs at the size for 100 objects; the size for 5,000 was asked for and the kubelet
-    defers it (no room on the node now): nothing is asked again or rolled out, the reconcile is
-    postponed and looked at again within 30 s; once the kubelet applies it, the size stands."""
-    port = FakePort(size=AT_100, deferred=(AT_5000, "Node didn't have enough capacity: memory"))
-    test = in_place_rig(port)
+# The size for 5,000 objects with the CPU of the size for 100 (worked by hand from AT_100 and AT_5000).
+MEMORY_FIRST = Resources(157, 1152, 157, 1152)
+SHORT_OF_CPU = "Node didn't have enough resource: cpu, requested: 1125, used: 1900, capacity: 2000"
+SHORT_OF_MEMORY = "Node didn't have enough resource: memory, requested: 1207959552, used: 7e9, capacity: 8e9"
+
+
+def test_a_deferred_resize_asks_for_its_memory_first_then_waits_for_the_cpu() -> None:
+    """The Pod runs at the size for 100 objects; the size for 5,000 was asked for and the kubelet defers
+    it (the node's CPU is all requested): its memory is asked for alone, CPU as it runs; once that is
+    in, the CPU is asked for again, and while the kubelet defers it, nothing is asked or rolled out:
+    postponed, looked at again within 30 s; once the kubelet applies it, the size stands."""
+    port = FakePort(size=AT_100, deferred=(AT_5000, SHORT_OF_CPU))
+    test = in_place_rig(port, in_place=True)
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied == [MEMORY_FIRST]
+    assert test.rechecks == [10.0], "the kubelet's answer looked at soon"
+    port.deferred = None  # the kubelet applied the memory
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied == [MEMORY_FIRST, AT_5000]
+    assert test.rechecks == [10.0, 10.0]
+    port.size, port.deferred = MEMORY_FIRST, (AT_5000, SHORT_OF_CPU)  # and deferred the CPU again
+    test.rechecks.clear()
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
-    assert port.applied == []
-    assert test.rechecks == [30.0]
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
-    assert port.applied == []
+    assert port.applied == [MEMORY_FIRST, AT_5000]
+    assert test.rechecks == [30.0, 30.0]
     port.size, port.deferred = AT_5000, None  # the kubelet found room
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.UNCHANGED
+    assert len(port.applied) == 2
+
+
+def test_a_deferred_resize_whose_memory_does_not_fit_either_is_waited_out_not_asked_again() -> None:
+    port = FakePort(size=AT_100, deferred=(AT_5000, SHORT_OF_MEMORY))
+    test = in_place_rig(port)
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    port.size, port.deferred = AT_100, (MEMORY_FIRST, SHORT_OF_MEMORY)  # deferred as well
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
+    assert port.applied == [MEMORY_FIRST]
+    assert test.rechecks[-2:] == [30.0, 30.0]
+
+
+def test_on_autopilot_a_deferred_resize_is_waited_out_whole() -> None:
+    """Autopilot's ratio rules tie the pod's CPU to its memory: no memory-only size is asked for. By hand
+    (prototype on Autopilot, limits = requests): 100 objects, 157m/160Mi, rise to the pod minimum of
+    250m/512Mi; 5,000 objects, 1125m/1152Mi: CPU to the 250m step, 1250m, then memory to 1 GiB per
+    vCPU, 1280Mi."""
+    running, asked = Resources(250, 512, 250, 512), Resources(1250, 1280, 1250, 1280)
+    port = FakePort(size=running, deferred=(asked, SHORT_OF_CPU))
+    test = in_place_rig(port, profile=Profile(PROTOTYPE, AUTOPILOT))
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
     assert port.applied == []
 
 
