@@ -221,6 +221,21 @@ def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
     return None
 
 
+def kubelet_without_resize(pod: Mapping[str, object]) -> str | None:
+    """The node of a Pod whose kubelet does not resize in place (None: it does, or it cannot be told yet).
+    A kubelet with InPlacePodVerticalScaling on reports the resources of every running container it
+    allocated (`resources`, `allocatedResources`); with it off it reports neither and leaves a resize in
+    the spec unapplied, so a running reconciler without them tells it."""
+    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
+    if (
+        "running" not in block_of(status, "state")
+        or status.get("resources")
+        or status.get("allocatedResources")
+    ):
+        return None
+    return str(block_of(pod, "spec").get("nodeName") or "its node")
+
+
 def resize_infeasible(pod: Mapping[str, object]) -> bool:
     return any(
         c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible" for c in _conditions(pod)

@@ -33,6 +33,7 @@ from autoscaler.core.codecs import (
     accepted,
     container_resources,
     is_reconciler_entry,
+    kubelet_without_resize,
     limit_lowered,
     override_entries,
     override_entry,
@@ -313,8 +314,9 @@ class InPlaceTarget(_NothingInTheRSync):
     With no pod (a rollout between two Pods, a Pod not scheduled yet) nothing is written: the size is
     published on the RSync and the next Pod is given it at admission. Where a resize cannot happen at
     all, the size goes to `fallback` (for Config Sync: the RSync override, a rollout), and `Applied`
-    says why: the API server serves no `pods/resize` (checked once), or the kubelet reports the resize
-    infeasible (`PodResizePending`, reason `Infeasible`: more than the node can ever hold).
+    says why: the API server serves no `pods/resize` (checked once), the Pod's kubelet does not resize
+    (it reports no resources of the running container: InPlacePodVerticalScaling off there), or the kubelet
+    reports the resize infeasible (`PodResizePending`, reason `Infeasible`: more than the node can ever hold).
     """
 
     api: kubeapi.KubeApi
@@ -355,6 +357,12 @@ class InPlaceTarget(_NothingInTheRSync):
                 raise WriteError(reason_of(error), f"reading discovery for pods/resize: {error}") from error
         if not self._serves_resize:
             return NO_RESIZE
+        node = kubelet_without_resize(pod)
+        if node is not None:
+            return (
+                f"the kubelet of {node} reports no resources of the running reconciler of pod "
+                f"{pod_name(pod)}: it does not resize in place (InPlacePodVerticalScaling off there)"
+            )
         if resize_infeasible(pod):
             return (
                 f"the kubelet reports the resize of pod {pod_name(pod)} infeasible (more than its node holds)"

@@ -1,7 +1,7 @@
 """Faults of a real node under our sidecar (installed as the README says, shipped settings but a short
 scale-down delay) and Config Sync v1.24.3: the kubelet restarted, containerd restarted, our sidecar
 killed, the reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is
-created. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
+created, a node short of CPU for a resize, a kubelet without in-place resize. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
 (printed at the end of the run; BENCHMARKS.md). Every container of Config Sync's Pods is the real
 component (see controlplane.images)."""
 
@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import cast
 
+import orjson
 import pytest
 
 from autoscaler.core import quantity
@@ -39,7 +40,9 @@ from tests.integration.on_node import (
     main_pid,
     metric,
     numbers,
+    quantity_bytes,
     quantity_millicores,
+    reconciler_memory_limit,
     reconciler_resources,
     rsync_of,
     runs_at,
@@ -417,3 +420,51 @@ def resize_condition(pod: JSON) -> str | None:
     """The reason of the Pod's PodResizePending condition, as the kubelet reports it."""
     conditions = (pod.get("status") or {}).get("conditions") or []
     return next((c.get("reason") for c in conditions if c.get("type") == "PodResizePending"), None)
+
+
+def test_a_kubelet_without_in_place_resize_gets_the_fallback_said(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
+) -> None:
+    """The kubelet restarted with InPlacePodVerticalScaling off (the API server still serves
+    `pods/resize`): it reports no resources of running containers and would leave a resize in the spec.
+    A new commit's size goes through the fallback (the RSync override: Config Sync rolls the reconciler
+    out), said on the RSync (its annotation, an Event); the new Pod runs the size in its cgroup."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    key, apps, pod = sized_rootsync(cs, rsyncs, 30)
+    cs.stack.node.restart_kubelet(config={"featureGates": {"InPlacePodVerticalScaling": False}})
+    try:
+        wait_for(
+            lambda: "resources" not in container_status(live(cs, key), "reconciler"),
+            timeout=60,
+            what="the kubelet reporting no resources of the running reconciler",
+        )
+        manifests = configmaps_yaml(600, namespace=apps)
+        size = size_aware_size(api, manifests, 600, 1)
+        commit = cs.commit(key, {"configmaps.yaml": manifests})
+        said = wait_for(
+            lambda: (rsync_of(api, key)["metadata"].get("annotations") or {}).get("objcount.dev/fallback"),
+            timeout=SYNC_TIMEOUT,
+            what="the fallback said on the RSync",
+        )
+        assert "InPlacePodVerticalScaling off" in said
+        entry = next(
+            e
+            for e in rsync_of(api, key)["spec"]["override"]["resources"]
+            if e["containerName"] == "reconciler"
+        )
+        wanted = (quantity_bytes(size[1]), quantity_bytes(size[2]))
+        assert (quantity_bytes(entry["memoryRequest"]), quantity_bytes(entry["memoryLimit"])) == wanted
+
+        def rolled_out() -> JSON | None:
+            new = cs.reconciler_pod(key)
+            fresh = new is not None and new["metadata"]["uid"] != pod["metadata"]["uid"]
+            return new if fresh and reconciler_memory_limit(cs, key) == quantity_bytes(size[2]) else None
+
+        wait_for(rolled_out, timeout=SYNC_TIMEOUT, what="a new Pod with the memory limit in its cgroup")
+        wait_for(lambda: finished(rsync_of(api, key), commit), timeout=SYNC_TIMEOUT, what="the commit synced")
+        events = orjson.loads(api.list_page(kubeapi.EVENT, NAMESPACE)).get("items") or []
+        reasons = [e.get("reason") for e in events if (e.get("regarding") or {}).get("name") == key.name]
+        assert "FellBack" in reasons
+    finally:
+        cs.stack.node.restart_kubelet(config={"featureGates": {}})

@@ -472,6 +472,36 @@ def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: 
     assert rig.template_resources() == at(5000)
 
 
+def test_in_place_falls_back_where_the_kubelet_reports_no_resources_of_the_running_container(
+    rig: Rig,
+) -> None:
+    """Played by us: the status a kubelet with InPlacePodVerticalScaling off writes (the container running,
+    no `resources`, no `allocatedResources`; the real one is tested in test_node_faults). A resize there
+    would stay in the spec: the size goes through the fallback, said."""
+    pod = rig.api.create(kubeapi.POD, rig.namespace, reconciler_pod(rig.key, rig.namespace))
+    status = _status("reconciler", {})
+    del status["resources"]
+    rig.api.patch(
+        kubeapi.POD,
+        rig.namespace,
+        pod["metadata"]["name"],
+        {"status": {"containerStatuses": [status]}},
+        subresource="status",
+    )
+    target = InPlaceTarget(
+        rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+    )
+    spec_before = rig.api.get(kubeapi.POD, rig.namespace, pod["metadata"]["name"])["spec"]
+    applied = target.apply(rig.key, at(5000), rig.pod())
+    assert (applied.resources, applied.restarted) == (at(5000), True)
+    assert applied.fell_back is not None
+    assert "InPlacePodVerticalScaling off" in applied.fell_back
+    assert rig.template_resources() == at(5000)
+    assert rig.api.get(kubeapi.POD, rig.namespace, pod["metadata"]["name"])["spec"] == spec_before, (
+        "no resize"
+    )
+
+
 def test_in_place_without_a_pod_writes_nothing_the_next_pod_gets_it_at_admission(rig: Rig) -> None:
     """Between two Pods of a rollout (or before the first is made) no Pod can be resized and nothing is
     rolled out: the size is only published (our webhook gives it to the next Pod)."""
