@@ -1,9 +1,9 @@
 """Faults of a real node under our sidecar (installed as the README says, shipped settings but a short
-scale-down delay) and Config Sync v1.24.3: the kubelet restarted, containerd restarted, our sidecar
-killed, the reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is
-created, a node short of CPU for a resize, a kubelet without in-place resize. Each checks that nothing is lost (counts, sizes, decisions) and records its recovery time
-(printed at the end of the run; BENCHMARKS.md). Every container of Config Sync's Pods is the real
-component (see controlplane.images)."""
+scale-down delay) and Config Sync: the kubelet restarted, containerd restarted, our sidecar killed, the
+reconciler killed in the middle of an apply, the webhook gone while a reconciler Pod is created, a node
+short of CPU for a resize, a kubelet without in-place resize. Each checks that nothing is lost (counts,
+sizes, decisions) and records its recovery time (printed at the end of the run; BENCHMARKS.md). Every
+container of Config Sync's Pods is the real component (see controlplane.images)."""
 
 from __future__ import annotations
 
