@@ -13,6 +13,7 @@ from typing import TypeVar
 from autoscaler.core import quantity
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import NodeRoom
 from inventory.core.ids import RECONCILER_CONTAINER
 from inventory.core.objects import OverrideEntry, block_of, named
 
@@ -246,3 +247,26 @@ def limit_lowered(pod: Mapping[str, object], resources: Resources) -> bool:
     running = running_resources(pod)
     wanted, now = resources.memory_limit_mib, running.memory_limit_mib if running else None
     return wanted is not None and (now is None or wanted < now)
+
+
+def largest_node(nodes: object) -> NodeRoom | None:
+    """The schedulable node with the most allocatable memory (then CPU) of a list of Nodes, rounded down;
+    None when none is readable. A cordoned node (`spec.unschedulable`) takes no new Pod; a node whose
+    allocatable cannot be read is left out."""
+    best: NodeRoom | None = None
+    for node in nodes if isinstance(nodes, list) else []:
+        if not isinstance(node, Mapping) or block_of(node, "spec").get("unschedulable"):
+            continue
+        allocatable = block_of(block_of(node, "status"), "allocatable")
+        try:
+            cpu, memory = quantity.parse(allocatable.get("cpu")), quantity.parse(allocatable.get("memory"))
+        except quantity.QuantityError:
+            continue
+        name = str(block_of(node, "metadata").get("name") or "?")
+        best = largest_node_of([best, NodeRoom(name, int(cpu * 1000), int(memory / 2**20))])
+    return best
+
+
+def largest_node_of(rooms: Iterable[NodeRoom | None]) -> NodeRoom | None:
+    """The node with the most memory, then CPU, of these (None where there is none)."""
+    return max((r for r in rooms if r is not None), key=lambda r: (r.memory_mib, r.cpu_m), default=None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import Profile, SizingError, size
+from autoscaler.core.sizing import Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 from inventory.core.sync_progress import UNREPORTED, SyncProgress
 
@@ -54,6 +54,7 @@ class Decision:
     lower_sync: int | None = None
     lower_peak: Resources | None = None
     restarts: tuple[float, ...] = field(default=())
+    capped: str | None = None  # how the recommendation was capped to the largest node (None: it fits)
 
     @property
     def changes(self) -> bool:
@@ -88,18 +89,15 @@ def decide(
         )
     except SizingError as error:
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
+    recommended, capped = fitted(recommended, profile)
     current = last.resources
-    base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts)
+    base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts, capped=capped)
+    need = f"{target} objects need {recommended}" if capped is None else f"{target} objects: {capped}"
     if current == recommended:
         return replace(base, reason=f"{target} objects: already sized")
     if current is None or not current.covers(recommended):
         resources = recommended if current is None else recommended.at_least(current)
-        return replace(
-            base,
-            outcome=Outcome.SCALED_UP,
-            resources=resources,
-            reason=f"{target} objects need {recommended}",
-        )
+        return replace(base, outcome=Outcome.SCALED_UP, resources=resources, reason=need)
     return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, progress=progress)
 
 

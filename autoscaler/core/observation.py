@@ -23,6 +23,7 @@ from autoscaler.core.calibration import Calibration, Sample
 from autoscaler.core.codecs import monitoring_enabled
 from autoscaler.core.oom import OomFloor, OomKill
 from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import NodeRoom
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync, annotations_of, generation_of
@@ -86,6 +87,7 @@ class Needs:
     sizes: bool = True  # anything of the reconciler at all (False: the service only records counts)
     current: bool = False  # what the reconciler has, as the target keeps it
     others: bool = False  # the other containers' requests (platforms with pod-level rules)
+    nodes: bool = False  # the cluster's largest node (a size is capped to what it holds)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class Reading:
     others: tuple[int, int] | None = None  # the other containers' requests (CPU m, MiB), when needed
     oom_kill: OomKill | None = None  # the reconciler's latest OOM kill its Pod reports
     api_resources: int | None = None  # resource types the API server serves (None: not read)
+    node_room: NodeRoom | None = None  # the cluster's largest node (None: not read)
     pod: Pod | None = None  # the reconciler Pod as listed (a target resizing it in place writes it)
     # A resize of the running Pod the kubelet defers (the size asked, the kubelet's message): asked for
     # already, so it is not asked again; the running container keeps its size meanwhile.

@@ -116,6 +116,17 @@ def of_write(plan: Plan, target: str, restarted: bool) -> list[Said]:
     ]
     if restarted:
         said.append(Said(counted=(Counted.RESTARTS_CAUSED, ())))
+    capped = plan.state.decision.capped if plan.state.decision is not None else None
+    if capped is not None:  # the size written is less than the model's: said as a warning each time
+        said.append(
+            Said(
+                logging.WARNING,
+                f"{plan.outcome} via {target} {capped}: the reconciler may need more than any node holds",
+                event="CappedToNode",
+                note=capped,
+                counted=(Counted.CAPPED, (target,)),
+            )
+        )
     return said
 
 

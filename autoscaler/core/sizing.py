@@ -295,6 +295,16 @@ def detected_platform(autopilot: bool, server_version: str) -> str:
 
 
 @dataclass(frozen=True)
+class NodeRoom:
+    """The allocatable CPU and memory of the cluster's largest schedulable node (by memory): no reconciler
+    Pod bigger than that can run anywhere."""
+
+    node: str
+    cpu_m: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
 class Profile:
     """A sizing preset on a platform, with the requests of the pod's other containers."""
 
@@ -303,6 +313,7 @@ class Profile:
     others_cpu_m: int = 0
     others_memory_mib: int = 0
     api_resources: int | None = None  # resource types the API server serves (None: not read)
+    node_room: NodeRoom | None = None  # the largest node (None: not read, or not ours to cap: Autopilot)
 
     @property
     def name(self) -> str:
@@ -371,6 +382,37 @@ def _cpu_terms(sizing: Sizing, memory: int, objects: int) -> str:
         (sizing.cpu_m_per_object, f"{float(sizing.cpu_m_per_object):g} x {objects}"),
     ]
     return " + ".join(text for value, text in terms if value) or "0"
+
+
+def fitted(resources: Resources, profile: Profile) -> tuple[Resources, str | None]:
+    """The size capped to what the largest node holds beside the Pod's other containers, and how (None:
+    it fits). Not on a platform with pod rules (Autopilot provisions a node for the Pod; its maximum is
+    `pod_max_*`), nor where the node leaves no room at all (something is off: the size stands)."""
+    room = profile.node_room
+    if room is None or profile.platform.has_pod_rules:
+        return resources, None
+    others = (profile.others_cpu_m, profile.others_memory_mib)
+    others_cpu, others_mib = others if any(others) else profile.platform.assumed_others(monitoring=True)
+    step = profile.sizing.step_mib
+    cpu_room, memory_room = room.cpu_m - others_cpu, (room.memory_mib - others_mib) // step * step
+    if cpu_room <= 0 or memory_room <= 0:
+        return resources, None
+    if resources.cpu_request_m <= cpu_room and resources.memory_request_mib <= memory_room:
+        return resources, None
+    cpu, memory = min(resources.cpu_request_m, cpu_room), min(resources.memory_request_mib, memory_room)
+    capped = Resources(
+        cpu,
+        memory,
+        None if resources.cpu_limit_m is None else max(cpu, min(resources.cpu_limit_m, room.cpu_m)),
+        None
+        if resources.memory_limit_mib is None
+        else max(memory, min(resources.memory_limit_mib, room.memory_mib // step * step)),
+    )
+    why = (
+        f"capped to what node {room.node} holds beside the Pod's other containers ({cpu_room}m, "
+        f"{memory_room}Mi; the cluster's largest): {capped}"
+    )
+    return capped, why
 
 
 def _limit(request: int, factor: Fraction | None, step: int, platform: Platform) -> int | None:

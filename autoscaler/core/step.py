@@ -126,9 +126,11 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
     if not config.sizes:
         return Needs(sizes=False)
     profile = profile_for(view, config.profile)
+    pod_rules = isinstance(profile, Profile) and profile.platform.has_pod_rules
     return Needs(
         current=state.decision is None or config.reread_current,
-        others=config.measure_others and isinstance(profile, Profile) and profile.platform.has_pod_rules,
+        others=config.measure_others and pod_rules,
+        nodes=not pod_rules,  # Autopilot provisions a node for the Pod: no node caps it
     )
 
 
@@ -165,6 +167,7 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         profile = replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])
     if seen.reading.api_resources is not None:
         profile = replace(profile, api_resources=seen.reading.api_resources)
+    profile = replace(profile, node_room=seen.reading.node_room)
     synced = _synced_source(seen, state, counts)
     stored = _newest(view.oom_floor, state.oom_floor)
     floor = next_floor(

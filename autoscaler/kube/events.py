@@ -62,6 +62,8 @@ REASONS: dict[str, tuple[EventType, str]] = {
     "OomFloorRaised": ("Warning", "Scale"),
     "ApplyFailed": ("Warning", "Scale"),
     "Capped": ("Warning", "Scale"),
+    "CappedToNode": ("Warning", "Scale"),
+    "FellBack": ("Warning", "Scale"),
     "SourceRejected": ("Warning", "Hold"),
 }
 

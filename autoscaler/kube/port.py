@@ -13,13 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Generic, Protocol, TypeVar, cast
 
 import orjson
 
 from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch
 from autoscaler.core.calibration import Sampled, usages
 from autoscaler.core.codecs import (
+    largest_node,
+    largest_node_of,
     newest_live,
     others_requests,
     pod_name,
@@ -30,6 +32,7 @@ from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
+from autoscaler.core.sizing import NodeRoom
 from autoscaler.kube.count_writer import CountWriter, WriteOutcome
 from autoscaler.kube.targets import Applied, Target, read_error
 from inventory.core.counts import ObjectCounts
@@ -37,7 +40,8 @@ from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 from inventory.core.objects import Deployment, Pod, RSync
 from inventory.kube import kubeapi
 
-API_SURFACE_TTL_S = 600.0
+API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,33 @@ class Port(Protocol):
 
 
 @dataclass
+class Periodic(Generic[T]):
+    """A value read at most once per `ttl_s`: after a failed read the last value stays (None before any),
+    retried after the same interval. A failure is told once while it lasts (the same status again, a
+    403 where the install does not grant the read, is not news), again once a read has succeeded."""
+
+    read: Callable[[], T | None]
+    ttl_s: float
+    _last: tuple[float, T | None] | None = field(default=None, init=False)
+    _failing: int | None = field(default=None, init=False)  # the status of the failure told
+
+    def get(self, now: float) -> tuple[T | None, kubeapi.ApiError | None]:
+        """The value, and the error of a read made now that is news (None: none, or it succeeded)."""
+        last = self._last[1] if self._last else None
+        if self._last is not None and now - self._last[0] < self.ttl_s:
+            return last, None
+        try:
+            value: T | None = self.read()
+        except kubeapi.ApiError as error:
+            self._last = (now, last)
+            news = error.status != self._failing
+            self._failing = error.status
+            return last, error if news else None
+        self._last, self._failing = (now, value), None
+        return value, None
+
+
+@dataclass
 class KubePort:
     api: kubeapi.KubeApi
     target: Target
@@ -80,10 +111,13 @@ class KubePort:
     surface_ttl_s: float = API_SURFACE_TTL_S
     clock: Callable[[], float] = time.monotonic
     writer: CountWriter = field(init=False)
-    _surface: tuple[float, int | None] | None = field(default=None, init=False)
+    _surface: Periodic[int] = field(init=False)
+    _nodes: Periodic[NodeRoom] = field(init=False)
 
     def __post_init__(self) -> None:
         self.writer = CountWriter(self.api, in_status=self.counts_in_status)
+        self._surface = Periodic(self.api.api_resource_types, self.surface_ttl_s)
+        self._nodes = Periodic(self._largest_node, self.surface_ttl_s)
 
     # ----- read ---------------------------------------------------------------------------------------
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
@@ -97,9 +131,28 @@ class KubePort:
             if (needs.current and self.target.in_place) or needs.others:
                 raise
             unread.append(Unread("read", f"cannot read the reconciler's OOM kills: {error}"))
-        surface, surface_error = self._api_resources()
+        now = self.clock()
+        surface, surface_error = self._surface.get(now)
         if surface_error is not None:
-            unread.append(Unread("discovery", surface_error))
+            unread.append(
+                Unread(
+                    "discovery",
+                    f"cannot read the API surface from discovery ({surface_error}); sizing with {surface}",
+                )
+            )
+        room, nodes_error = self._nodes.get(now) if needs.nodes else (None, None)
+        if nodes_error is not None:
+            unread.append(
+                Unread(
+                    "nodes",
+                    f"cannot list the Nodes ({nodes_error}); "
+                    + (
+                        "no size is capped to a node"
+                        if room is None
+                        else f"capping to {room.node}, as last read"
+                    ),
+                )
+            )
         return Reading(
             current=self.target.current(key, view, pod) if needs.current else None,
             declared=self.target.declared(view),
@@ -107,6 +160,7 @@ class KubePort:
             others=self._others(key, pod) if needs.others else None,
             oom_kill=oom_kill_of(pod),
             api_resources=surface,
+            node_room=room,
             pod=pod,
             unread=tuple(unread),
             deferred=resize_deferred(pod) if pod is not None and self.target.in_place else None,
@@ -138,22 +192,16 @@ class KubePort:
             raise read_error(error, f"reading Deployment {name}") from error
         return others_requests(template_containers(deployment), "its Deployment")
 
-    def _api_resources(self) -> tuple[int | None, str | None]:
-        """The resource types the API server serves, read from discovery at most once per `surface_ttl_s`
-        (CRDs come and go rarely); after a failed read the last value stays (None before any), retried
-        after the same interval; and what went wrong."""
-        now = self.clock()
-        if self._surface is not None and now - self._surface[0] < self.surface_ttl_s:
-            return self._surface[1], None
-        last = self._surface[1] if self._surface else None
-        error = None
-        try:
-            served: int | None = self.api.api_resource_types()
-        except kubeapi.ApiError as failure:
-            error = f"cannot read the API surface from discovery ({failure}); sizing with {last}"
-            served = last
-        self._surface = (now, served)
-        return served, error
+    def _largest_node(self) -> NodeRoom | None:
+        """The schedulable node with the most allocatable memory, a page of Nodes at a time (a page's
+        largest kept, not the page)."""
+        rooms, token = [], ""
+        while True:
+            page = orjson.loads(self.api.list_page(kubeapi.NODE, None, continue_token=token))
+            rooms.append(largest_node(page.get("items")))
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return largest_node_of(rooms)
 
     # ----- write --------------------------------------------------------------------------------------
     def write(

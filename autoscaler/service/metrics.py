@@ -35,7 +35,7 @@ APPLIED = Gauge(
 RECONCILE_ERRORS = Counter(
     "objcount_reconcile_errors_total",
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
-    "the API surface (discovery), reads of the metrics API that failed or did not parse (usage), and "
+    "the API surface (discovery) and of the Nodes (nodes), reads of the metrics API that failed or did not parse (usage), and "
     "attempts to load credentials that failed (credentials).",
     ["stage"],
 )
@@ -46,7 +46,7 @@ OOM_FLOORS = Counter(
 CAPPED = Counter(
     "objcount_capped_total",
     "Sizes written and capped by the applier's own policy (target vpa: the VerticalPodAutoscaler's "
-    "resourcePolicy minAllowed/maxAllowed), by target.",
+    "resourcePolicy minAllowed/maxAllowed) or to the cluster's largest node, by target.",
     ["target"],
 )
 FALLBACKS = Counter(

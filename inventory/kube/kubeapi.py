@@ -53,6 +53,7 @@ RESOURCEGROUP = Resource("kpt.dev", "v1alpha1", "resourcegroups", "ResourceGroup
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 POD = Resource("", "v1", "pods", "Pod")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace")
+NODE = Resource("", "v1", "nodes", "Node")
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 EVENT = Resource("events.k8s.io", "v1", "events", "Event")

@@ -19,7 +19,7 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
-from autoscaler.kube.port import KubePort
+from autoscaler.kube.port import KubePort, Periodic
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.executor import Executor
 from inventory.core.counts import ObjectCounts
@@ -127,7 +127,9 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         observation, "finished_commit", lambda rsync: parses.update(["status"]) or finished(rsync)
     )
 
+    node_lists = 0
     for counts in (ObjectCounts(5000, 5000), ObjectCounts(5000, 5000), ObjectCounts(100, 100)):
+        node_lists += api.calls["list nodes"]
         api.calls.clear()
         parses.clear()
         outcome = executor.reconcile(KEY, RSYNC, counts)
@@ -140,6 +142,28 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
             assert api.calls["list verticalpodautoscalers"] == 1, "read and written from one list"
     if target.in_place:
         assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
+    node_lists += api.calls["list nodes"]
+    assert node_lists == (0 if platform.has_pod_rules else 1), "the Nodes once per interval, not on Autopilot"
+
+
+def test_a_read_that_keeps_failing_is_told_once_and_tried_again_each_interval() -> None:
+    calls: list[float] = []
+    answers: list[int | Exception] = [kubeapi.Forbidden("nodes is forbidden", status=403)] * 2 + [7]
+
+    def read() -> int:
+        calls.append(1)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    periodic = Periodic(read, 600.0)
+    value, error = periodic.get(0.0)
+    assert (value, str(error)) == (None, "nodes is forbidden")
+    assert periodic.get(599.0) == (None, None), "not read again within the interval"
+    assert periodic.get(600.0) == (None, None), "read again, failed the same way: not news"
+    assert periodic.get(1200.0) == (7, None)
+    assert len(calls) == 3
 
 
 def test_a_service_without_a_target_reads_nothing_of_the_reconciler() -> None:

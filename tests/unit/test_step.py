@@ -31,7 +31,7 @@ from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Profile, Sizing
+from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
 from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.kube.count_writer import WriteOutcome
 from autoscaler.kube.port import Written
@@ -79,6 +79,7 @@ class FakePort:
     usage: Sampled | None = None  # what the metrics API reports (None: not served)
     deferred: tuple[Resources, str] | None = None  # a resize the kubelet defers (asked, why)
     fell_back: str | None = None  # what an apply reports: why it went through the fallback
+    node_room: NodeRoom | None = None  # the cluster's largest node
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -106,6 +107,7 @@ class FakePort:
             api_resources=self.surface,
             unread=unread,
             deferred=self.deferred,
+            node_room=self.node_room if needs.nodes else None,
         )
 
     def write(
@@ -748,13 +750,36 @@ def test_a_new_size_while_a_resize_is_deferred_is_asked_for() -> None:
     assert port.applied == [AT_5000]
 
 
-def test_a_size_applied_through_the_fallback_is_said_and_counted() -> None:
-    port = FakePort(
-        size=AT_100, fell_back="the API server serves no pods/resize; applied through rsync-override"
+def test_a_size_above_the_largest_node_is_capped_said_and_counted() -> None:
+    """10,000 objects need 2094m/2144Mi (prototype); the largest node holds 2000m/2048Mi: capped to
+    1980m/1920Mi, limits 2000m/2048Mi (worked in test_node_room), with a warning Event each time."""
+    port = FakePort(size=AT_100, node_room=NodeRoom("small", 2000, 2048))
+    test = rig(port)
+    events: list[object] = []
+    test.executor.events = events.append
+    before = metric("objcount_capped_total", target="fake")
+    rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}
+    assert test.reconcile(ObjectCounts(10_000, 10_000), rsync) == Outcome.SCALED_UP
+    assert port.applied == [Resources(1980, 1920, 2000, 2048)]
+    assert metric("objcount_capped_total", target="fake") == before + 1
+    assert [e.reason for e in events] == ["ScaledUp", "CappedToNode"]  # type: ignore[attr-defined]
+    assert test.reconcile(ObjectCounts(10_000, 10_000)) == Outcome.UNCHANGED, (
+        "the cap holds, not raised again"
     )
+
+
+def test_a_size_applied_through_the_fallback_is_said_and_counted() -> None:
+    why = "the API server serves no pods/resize; applied through rsync-override"
+    port = FakePort(size=AT_100, fell_back=why)
+    test = in_place_rig(port)
+    events: list[object] = []
+    test.executor.events = events.append
     before = metric("objcount_fallbacks_total", target="fake")
-    assert in_place_rig(port).reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}
+    assert test.reconcile(ObjectCounts(5000, 5000), rsync) == Outcome.SCALED_UP
     assert metric("objcount_fallbacks_total", target="fake") == before + 1
+    assert [(e.reason, e.type) for e in events] == [("ScaledUp", "Normal"), ("FellBack", "Warning")]  # type: ignore[attr-defined]
+    assert why in events[1].note  # type: ignore[attr-defined]
 
 
 TEMPLATE = Resources(50, 200)  # Config Sync's Standard template: requests only
