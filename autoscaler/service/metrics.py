@@ -35,8 +35,8 @@ APPLIED = Gauge(
 RECONCILE_ERRORS = Counter(
     "objcount_reconcile_errors_total",
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
-    "the API surface (discovery) and of the Nodes (nodes), reads of the metrics API that failed or did not parse (usage), and "
-    "attempts to load credentials that failed (credentials).",
+    "the API surface (discovery) and of the Nodes (nodes), reads of the metrics API that failed or did "
+    "not parse (usage), and attempts to load credentials that failed (credentials).",
     ["stage"],
 )
 OOM_FLOORS = Counter(
