@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from autoscaler.cli import main
 from autoscaler.core.observation import Needs, RSyncView
-from autoscaler.core.sizing import Profile
+from autoscaler.core.sizing import NodeRoom, Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import RecommendTarget
@@ -120,3 +120,26 @@ def test_recommend_with_an_unreachable_cluster_says_so_and_assumes(
     assert "API surface: cannot read the cluster's discovery" in captured.err
     assert "pass --api-resources N" in captured.err
     assert "x 427 API resources beyond 73 (assumed)" in captured.out
+
+
+def test_the_port_reads_the_largest_schedulable_node_from_the_api_server(api: kubeapi.KubeApi) -> None:
+    """Played by us: Node objects with the allocatable a kubelet would report (tainted NoSchedule, so no
+    Pod of another test lands on them; the bare API server has no kubelet). The cordoned one is left
+    out; the rest are read in pages (the port lists 500 a page; three Nodes here)."""
+    suffix = uuid.uuid4().hex[:8]
+    nodes = {f"small-{suffix}": ("4", "8Gi", False), f"big-{suffix}": ("2", "16Gi", False)}
+    nodes[f"cordoned-{suffix}"] = ("64", "256Gi", True)
+    for name, (cpu, memory, cordoned) in nodes.items():
+        taint = {"key": "objcount.dev/test", "effect": "NoSchedule"}
+        body = {"metadata": {"name": name}, "spec": {"taints": [taint], "unschedulable": cordoned}}
+        api.create(kubeapi.NODE, None, {"apiVersion": "v1", "kind": "Node", **body})
+        status = {"status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
+        api.patch(kubeapi.NODE, None, name, status, subresource="status")
+    try:
+        port = KubePort(api, RecommendTarget(api), clock=Clock())
+        view = RSyncView.of({"metadata": {"name": KEY.name}})
+        room = port.read(KEY, view, Needs(nodes=True)).node_room
+        assert room == NodeRoom(f"big-{suffix}", 2000, 16 * 1024)
+    finally:
+        for name in nodes:
+            api.delete(kubeapi.NODE, None, name)

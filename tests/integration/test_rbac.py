@@ -162,6 +162,9 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         lambda: limited.list_page(kubeapi.EVENT, namespace),
         lambda: limited.delete(kubeapi.EVENT, namespace, "any"),
         lambda: limited.get(kubeapi.EVENT, namespace, "any"),
+        # The Nodes: listed (the largest caps a size), never read one by one, watched or changed.
+        lambda: limited.get(kubeapi.NODE, None, "any"),
+        lambda: limited.patch(kubeapi.NODE, None, "any", patch),
     ):
         with pytest.raises(kubeapi.Forbidden):
             call()
@@ -174,6 +177,7 @@ def test_shipped_rbac_refuses_what_the_service_does_not_own(
         kubeapi.ROOTSYNC,
         kubeapi.REPOSYNC,
         kubeapi.RESOURCEGROUP,
+        kubeapi.NODE,
     ):  # cluster mode lists everywhere
         limited.list_page(resource, None)
     # The API surface comes from discovery, which Kubernetes lets every authenticated user read.
