@@ -40,9 +40,8 @@ from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
 DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again
-RESIZE_ANSWER_S = (
-    10.0  # how soon the kubelet's answer to a resize in place is looked at (Deferred, Infeasible)
-)
+# How soon the kubelet's answer to a resize in place is looked at (applied, Deferred, Infeasible).
+RESIZE_ANSWER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -413,7 +412,7 @@ def _with_cpu_of(size: Resources, other: Resources) -> Resources:
 def _waits_for(asked: Resources, decision: Decision) -> bool:
     """Whether the decision waits for the resize the kubelet defers: it wants that size, or that size with
     more CPU (its memory asked for first and deferred too: more CPU would not fit either)."""
-    if decision.outcome == Outcome.UNCHANGED and not decision.changes:
+    if decision.outcome == Outcome.UNCHANGED:
         return True
     wanted = decision.resources
     return (
