@@ -33,6 +33,7 @@ from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.handlers import QuietHandler
 from autoscaler.service.metrics import APPLY_ERRORS, RECONCILE_ERRORS
 from autoscaler.service.settings import DETECT, Settings
+from inventory.core.backoff import exponential
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
 from inventory.kube.watch import WatchSettings
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
 EXIT_OK, EXIT_FAILED = 0, 1
 CREDENTIALS_RETRY_S = 30.0  # the kubelet refreshes Secret volumes about every minute
+RSYNC_RETRY_S, RSYNC_RETRY_MAX_S = 2.0, 60.0  # a sidecar's first read of its RSync, retried with backoff
 
 
 def build_target(settings: Settings, api: kubeapi.KubeApi) -> Target:
@@ -60,17 +62,50 @@ def sync_dir_of(rsync: RSync) -> str:
 
 
 def _source_layout(settings: Settings, api: kubeapi.KubeApi, stop: threading.Event) -> SourceLayout:
+    """Where the sidecar's RSync keeps its manifests, read from the RSync. Until it can be read (created
+    after its reconciler's sidecar, its account not granted, the API server failing) the sidecar serves
+    its probes saying why, tries again with backoff, and never exits (an exit would crash-loop every
+    reconciler Pod it is in)."""
     if settings.sync_dir is not None:
         return SourceLayout(settings.source_root, settings.sync_dir)
     key = settings.rsync
-    while True:  # the RSync may be created after its reconciler's sidecar starts
-        try:
-            rsync = cast(RSync, api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
+    resource = kubeapi.RSYNC_RESOURCES[key.kind]
+    try:
+        return SourceLayout(
+            settings.source_root, sync_dir_of(cast(RSync, api.get(resource, key.namespace, key.name)))
+        )
+    except kubeapi.ApiError as error:
+        why = _rsync_unreadable(settings, error)
+    RECONCILE_ERRORS.labels("read").inc()
+    log.error("%s; trying again with backoff, up to every %.0f s", why, RSYNC_RETRY_MAX_S)
+    with _idle_endpoints(settings, healthz=f"alive, {why}", readyz=why):
+        attempt = 0
+        while not stop.wait(exponential(attempt, RSYNC_RETRY_S, RSYNC_RETRY_MAX_S)):
+            attempt += 1
+            try:
+                rsync = cast(RSync, api.get(resource, key.namespace, key.name))
+            except kubeapi.ApiError as error:
+                RECONCILE_ERRORS.labels("read").inc()
+                log.debug("%s", _rsync_unreadable(settings, error))
+                continue
+            log.info("%s read: its sync directory is known", key)
             return SourceLayout(settings.source_root, sync_dir_of(rsync))
-        except (kubeapi.NotFound, kubeapi.Transient) as error:
-            log.warning("waiting for %s to read its sync directory: %s", key, error)
-            if stop.wait(5):
-                return SourceLayout(settings.source_root, "")
+    return SourceLayout(settings.source_root, "")
+
+
+def _rsync_unreadable(settings: Settings, error: kubeapi.ApiError) -> str:
+    """Why the sidecar cannot read its RSync, and what to do about it."""
+    key = settings.rsync
+    if isinstance(error, kubeapi.NotFound):
+        return f"waiting for {key} to exist ({error})"
+    if isinstance(error, kubeapi.Forbidden):
+        grant = (
+            f"objcount grant-reposync {key.namespace} {key.name} | kubectl apply -f -"
+            if key.kind == "RepoSync"
+            else "the RBAC of manifests/sidecar"
+        )
+        return f"this sidecar's account may not read {key} ({error}): apply {grant}"
+    return f"cannot read {key} ({error})"
 
 
 def build_controller(

@@ -191,3 +191,57 @@ def test_cluster_mode_only_the_leader_acts_and_a_killed_leader_hands_over(
     assert follower.metric("objcount_leader") == 1
     assert follower.stop() == 0
     assert holder() == "", "a clean shutdown releases the lease"
+
+
+def test_a_sidecar_whose_account_may_not_read_its_rsync_stays_alive_says_why_and_goes_on_once_granted(
+    api: kubeapi.KubeApi,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    services: list[Service],
+) -> None:
+    """A sidecar's first read of its RSync refused (403: its account not granted yet) is not a crash:
+    it serves its probes saying what to do, counts it, and reads again with backoff until granted."""
+    key = RSyncKey("RootSync", namespace, "root-sync")
+    api.create(kubeapi.ROOTSYNC, namespace, rsync(key, sync_dir="config"))
+    token = control_plane.issue_service_account_token(namespace, "ungranted")
+    kubeconfig = control_plane.kubeconfig_for_token(token, f"ungranted-{namespace}")
+    env = {
+        "OBJCOUNT_KUBECONFIG": str(kubeconfig),
+        "OBJCOUNT_RSYNC_NAME": key.name,
+        "OBJCOUNT_RSYNC_NAMESPACE": namespace,
+        "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
+        "OBJCOUNT_PLATFORM": "standard",
+        "OBJCOUNT_SOURCE_ROOT": str(tmp_path / "repo"),
+    }
+    service = Service(env, tmp_path / "service.log")
+    services.append(service)
+    wait_for(lambda: service.get("/healthz")[0] == 200, timeout=60, what="/healthz")
+    assert "may not read" in service.get("/healthz")[1]
+    status, why = service.get("/readyz")
+    assert status == 503
+    assert "apply the RBAC of manifests/sidecar" in why
+    assert service.metric('objcount_reconcile_errors_total{stage="read"}') >= 1
+    assert "Traceback" not in service.log.read_text()
+    rbac = "rbac.authorization.k8s.io"
+    role = {"apiGroups": ["configsync.gke.io"], "resources": ["rootsyncs"], "verbs": ["get"]}
+    api.create(
+        kubeapi.Resource(rbac, "v1", "roles", "Role"),
+        namespace,
+        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": {"name": "read-rsync"}, "rules": [role]},
+    )
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "read-rsync"},
+        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "read-rsync"},
+        "subjects": [{"kind": "ServiceAccount", "name": "ungranted", "namespace": namespace}],
+    }
+    api.create(kubeapi.Resource(rbac, "v1", "rolebindings", "RoleBinding"), namespace, binding)
+    wait_for(
+        lambda: "its sync directory is known" in service.log.read_text(),
+        timeout=90,
+        what="the RSync read once granted",
+    )
+    assert service.process.poll() is None, "still running"
+    assert service.stop() == 0
