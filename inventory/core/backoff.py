@@ -1,10 +1,13 @@
 """Exponential backoff, the one rule every retry of the service follows: the n-th retry waits
 `initial x 2^n`, capped at `maximum` (the work queue's retries); watches add full jitter so many clients do
-not retry in step."""
+not retry in step, and start over only after a quiet period without a failure (client-go's rule), so a
+fault that lets one request through between failures still meets a growing delay. A server that says
+when to come back (`Retry-After`) is waited for at least that long."""
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,17 +19,26 @@ def exponential(attempt: int, initial: float, maximum: float) -> float:
 
 @dataclass
 class Backoff:
-    """Exponential backoff with full jitter; `random` is injected so tests are deterministic."""
+    """Exponential backoff with full jitter; `random` and `clock` are injected so tests are deterministic.
+    After `quiet_s` without a failure the next one starts from `initial` again."""
 
     initial: float
     maximum: float
     random: Callable[[], float] = random.random
+    quiet_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
     attempt: int = 0
+    _last_failure: float | None = None
 
-    def next_delay(self) -> float:
+    def next_delay(self, retry_after: float | None = None) -> float:
+        """The wait after a failure: jittered and growing, at least what the server asked for."""
+        now = self.clock()
+        if self._last_failure is not None and now - self._last_failure >= self.quiet_s:
+            self.attempt = 0
+        self._last_failure = now
         ceiling = exponential(self.attempt, self.initial, self.maximum)
         self.attempt += 1
-        return ceiling * self.random()
+        return max(ceiling * self.random(), retry_after or 0.0)
 
     def reset(self) -> None:
         self.attempt = 0

@@ -71,12 +71,16 @@ _AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroup
 
 
 class ApiError(Exception):
-    """An API call failed; `reason` is the server's reason or the transport error."""
+    """An API call failed; `reason` is the server's reason or the transport error; `retry_after` the
+    seconds the server asked to wait (`Retry-After` of a 429 or 503), None when it said nothing."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int = 0, reason: str = "", retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class NotFound(ApiError):
@@ -103,6 +107,11 @@ class Transient(ApiError):
     """Connection problems, timeouts, throttling and server errors: retry with backoff."""
 
 
+class WatchSilent(Transient):
+    """A watch stream said nothing for longer than the client's inactivity timeout (ours, not a 504 of
+    the server's): resume it from the last resourceVersion."""
+
+
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: Invalid,
     401: Forbidden,
@@ -122,7 +131,7 @@ PATCH_TYPES = {
 }
 
 
-def error_from_status(status: int, body: bytes, what: str) -> ApiError:
+def error_from_status(status: int, body: bytes, what: str, retry_after: str | None = None) -> ApiError:
     reason, message = "", body[:300].decode(errors="replace")
     try:
         decoded = orjson.loads(body)
@@ -130,7 +139,18 @@ def error_from_status(status: int, body: bytes, what: str) -> ApiError:
     except (orjson.JSONDecodeError, AttributeError):
         pass
     kind = _BY_STATUS.get(status, Transient)
-    return kind(f"{what}: HTTP {status} {reason}: {message}", status=status, reason=reason)
+    text = f"{what}: HTTP {status} {reason}: {message}"
+    return kind(text, status=status, reason=reason, retry_after=_seconds(retry_after))
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """`Retry-After` in seconds (the API server sends whole seconds; an HTTP date or garbage is ignored),
+    at most an hour."""
+    try:
+        seconds = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        return None
+    return None if seconds is None or not seconds >= 0 else min(seconds, 3600.0)  # NaN too
 
 
 class KubeApi:
@@ -206,7 +226,7 @@ class KubeApi:
                 data = response.read()
             except (urllib3.exceptions.HTTPError, OSError):
                 data = b""
-            raise error_from_status(response.status, data, what)
+            raise error_from_status(response.status, data, what, response.headers.get("Retry-After"))
         return response
 
     def request(self, method: str, path: str, **kwargs: Any) -> bytes:
@@ -354,8 +374,11 @@ class WatchStream:
         try:
             yield from _lines(self._raw)
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            if not self._closed:
-                raise Transient(f"watch {self._path}: {error}", reason=type(error).__name__) from error
+            if self._closed:
+                return
+            silent = isinstance(error, urllib3.exceptions.ReadTimeoutError | TimeoutError)
+            kind = WatchSilent if silent else Transient
+            raise kind(f"watch {self._path}: {error}", reason=type(error).__name__) from error
         finally:
             self.close()
 

@@ -2,9 +2,9 @@
 
 The reflector lists (in pages), then watches from the list's resourceVersion. It re-lists on 410 Gone,
 resumes the watch from the last resourceVersion when the stream ends or stays silent longer than the
-inactivity timeout, and backs off exponentially with full jitter on errors. `synced` is set after the
-first complete list. Objects are decoded by a codec from raw JSON bytes into small summaries, so the
-cache holds counts, not objects.
+inactivity timeout, and backs off exponentially with full jitter on every failure (`Reflector.run`).
+`synced` is set after the first complete list. Objects are decoded by a codec from raw JSON bytes into
+small summaries, so the cache holds counts, not objects.
 """
 
 from __future__ import annotations
@@ -210,24 +210,38 @@ class Reflector(Generic[T]):
             stream.shutdown()
 
     def run(self) -> None:
+        """List, then watch, until stopped. Every failure waits its backoff (growing, jittered, at least
+        the server's `Retry-After`; reset after a quiet minute), a 410 and a stream closed before it
+        said anything included, so whatever the API server answers it is asked at a bounded rate; only
+        a stream silent past our own inactivity timeout is resumed at once (once per timeout)."""
         backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
         resource_version = ""
         while not self.stopping.is_set():
             try:
                 if not resource_version:
                     resource_version = self._relist()
+                said = False
                 for event in self._events(resource_version):
                     resource_version = self._apply(event) or resource_version
-                    backoff.reset()
+                    said = True
                 WATCH_RESTARTS.labels(self.label, "closed").inc()
+                if not said:  # closed before saying anything: a server refusing watches, not a timeout
+                    self._wait(backoff.next_delay(), "watch of %s closed at once; watching again in %.2f s")
+            except kubeapi.WatchSilent:
+                WATCH_RESTARTS.labels(self.label, "timeout").inc()
+                log.info(
+                    "watch of %s silent for %.0f s; reconnecting",
+                    self.label,
+                    self.settings.inactivity_timeout,
+                )
             except kubeapi.Gone:
                 WATCH_RESTARTS.labels(self.label, "gone").inc()
-                log.info("watch of %s expired (410 Gone); re-listing", self.label)
                 resource_version = ""
+                self._wait(backoff.next_delay(), "watch of %s expired (410 Gone); re-listing in %.2f s")
             except (kubeapi.NotFound, kubeapi.Forbidden) as error:
                 # Not a passing fault: a missing CRD or a missing permission. Say what to do, keep trying.
                 WATCH_RESTARTS.labels(self.label, "error").inc()
-                delay = backoff.next_delay()
+                delay = backoff.next_delay(error.retry_after)
                 what = f"{self.resource.api_version} {self.resource.plural}"
                 hint = (
                     "install Config Sync (its CRDs define RootSync, RepoSync and ResourceGroup)"
@@ -239,19 +253,14 @@ class Reflector(Generic[T]):
             except kubeapi.ApiError as error:
                 if self.stopping.is_set():
                     return
-                if "Timeout" in error.reason:
-                    # A stream silent for the inactivity timeout: resume from the last resourceVersion.
-                    WATCH_RESTARTS.labels(self.label, "timeout").inc()
-                    log.info(
-                        "watch of %s silent for %.0f s; reconnecting",
-                        self.label,
-                        self.settings.inactivity_timeout,
-                    )
-                    continue
                 WATCH_RESTARTS.labels(self.label, "error").inc()
-                delay = backoff.next_delay()
+                delay = backoff.next_delay(error.retry_after)
                 log.warning("watch of %s failed (%s); retrying in %.2f s", self.label, error, delay)
                 self.stopping.wait(delay)
+
+    def _wait(self, delay: float, message: str) -> None:
+        log.info(message, self.label, delay)
+        self.stopping.wait(delay)
 
     def _events(self, resource_version: str) -> Iterator[WatchEvent[T]]:
         self._stream = stream = self.api.watch(

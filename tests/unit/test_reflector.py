@@ -27,7 +27,7 @@ def line(kind: str, body: dict[str, Any]) -> bytes:
 class ScriptedApi:
     def __init__(
         self,
-        lists: list[list[dict[str, Any]]],
+        lists: list[Any],  # each list's items, or the error it raises
         watches: list[tuple[list[bytes], Exception | None]],
         stop: threading.Event,
     ) -> None:
@@ -37,6 +37,8 @@ class ScriptedApi:
     def list_page(self, resource: Any, namespace: Any, **kwargs: Any) -> bytes:
         items = self.lists.pop(0)
         self.calls.append("list")
+        if isinstance(items, Exception):
+            raise items
         return orjson.dumps({"metadata": {"resourceVersion": str(len(self.calls))}, "items": items})
 
     def watch(
@@ -68,14 +70,28 @@ class _Stream:
     def shutdown(self) -> None: ...
 
 
-def run(api: ScriptedApi, stop: threading.Event) -> tuple[Reflector[Any], list[tuple[str, str]]]:
+class Waits(threading.Event):
+    """The reflector's stop event, recording each wait instead of sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delays: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.delays.append(timeout or 0.0)
+        return self.is_set()
+
+
+def run(
+    api: ScriptedApi, stop: threading.Event, settings: WatchSettings | None = None
+) -> tuple[Reflector[Any], list[tuple[str, str]]]:
     changes: list[tuple[str, str]] = []
     reflector: Reflector[Any] = Reflector(
         api,
         kubeapi.ROOTSYNC,
         ObjectCodec(),
         lambda change, key, o: changes.append((change, key[1])),  # type: ignore[arg-type]
-        settings=WatchSettings(backoff_initial=0.0, backoff_max=0.0),
+        settings=settings or WatchSettings(backoff_initial=0.0, backoff_max=0.0),
         stopping=stop,
     )
     reflector.run()
@@ -106,7 +122,7 @@ def test_relists_on_410_and_reports_what_changed_meanwhile() -> None:
 
 def test_resumes_from_the_last_resource_version_after_a_timeout_or_a_closed_stream() -> None:
     stop = threading.Event()
-    timeout = kubeapi.Transient("read timed out", reason="ReadTimeoutError")
+    timeout = kubeapi.WatchSilent("read timed out", reason="ReadTimeoutError")
     api = ScriptedApi(
         lists=[[obj("a", "1")]],
         watches=[
@@ -128,3 +144,59 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
     backoff.reset()
     assert backoff.next_delay() == 0.2
     assert Backoff(0.2, 5.0, random=lambda: 0.5).next_delay() == 0.1
+
+
+BOUNDED = WatchSettings(backoff_initial=0.2, backoff_max=5.0)
+
+
+def test_a_server_timeout_is_a_failure_every_list_after_it_waits_its_backoff() -> None:
+    """A 504 `Timeout` from the API server is not our stream's silence: each failed LIST is followed by a
+    wait within the growing bound (0.2, 0.4, 0.8, 1.6 s with full jitter), never an immediate retry."""
+    stop = Waits()
+    timeout = kubeapi.Transient("GET rootsyncs: HTTP 504 Timeout", status=504, reason="Timeout")
+    api = ScriptedApi(lists=[timeout] * 4 + [[obj("a", "1")]], watches=[], stop=stop)
+    _, changes = run(api, stop, BOUNDED)
+    assert api.calls[:5] == ["list"] * 5
+    # A wait before every retry (and one after the script's last, empty watch).
+    assert len(stop.delays) == 4 + 1
+    assert all(0 <= delay <= 0.2 * 2**i for i, delay in enumerate(stop.delays[:4])), stop.delays
+    assert changes == [("ADDED", "a")]
+
+
+def test_a_server_that_says_when_to_come_back_is_waited_for_at_least_that_long() -> None:
+    stop = Waits()
+    throttled = kubeapi.Transient("HTTP 429 TooManyRequests", status=429, retry_after=5.0)
+    api = ScriptedApi(lists=[throttled, [obj("a", "1")]], watches=[], stop=stop)
+    run(api, stop, BOUNDED)
+    assert stop.delays[0] >= 5.0
+
+
+def test_a_410_on_every_watch_relists_only_after_a_growing_wait() -> None:
+    stop = Waits()
+    gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
+    api = ScriptedApi(lists=[[obj("a", "1")]] * 4, watches=[([gone], None)] * 3, stop=stop)
+    run(api, stop, BOUNDED)
+    assert api.calls == ["list", "watch@1", "list", "watch@3", "list", "watch@5", "list", "watch@7"]
+    assert len(stop.delays) == 3 + 1, "a wait before every re-list (and after the script's end)"
+    assert all(0 <= delay <= 0.2 * 2**i for i, delay in enumerate(stop.delays[:3])), stop.delays
+
+
+def test_a_watch_closed_before_it_says_anything_is_watched_again_only_after_a_wait() -> None:
+    stop = Waits()
+    api = ScriptedApi(lists=[[obj("a", "1")]], watches=[([], None)] * 3, stop=stop)
+    run(api, stop, BOUNDED)
+    assert api.calls == ["list", "watch@1", "watch@1", "watch@1", "watch@1"]
+    assert len(stop.delays) == 3 + 1, "a wait after every empty watch (the script's end is one too)"
+
+
+def test_the_backoff_starts_over_only_after_a_quiet_period() -> None:
+    now = [0.0]
+    backoff = Backoff(0.2, 5.0, random=lambda: 1.0, quiet_s=60.0, clock=lambda: now[0])
+    delays = []
+    for _ in range(4):  # a fault that lets one request through between failures: still growing
+        delays.append(backoff.next_delay())
+        now[0] += 1.0
+    assert delays == [0.2, 0.4, 0.8, 1.6]
+    now[0] += 60.0
+    assert backoff.next_delay() == 0.2, "a quiet minute: from the start again"
+    assert backoff.next_delay(retry_after=7.0) == 7.0
