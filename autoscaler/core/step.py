@@ -491,13 +491,16 @@ def settled(plan: Plan, restarted: bool, rsync_generation: int | None, now: floa
 
 def failed(before: RSyncState, plan: Plan, reason: Reason) -> RSyncState:
     """The state after the plan's size could not be written: the decision is made again next time from
-    what was known before it; what other writers did, the OOM floor and the working set's peak are
-    kept, and the failure is remembered (the same one again is not news)."""
+    what was known before it; what was observed and learned (other writers, the OOM floor, the
+    calibration, the finished commit's counts, the working set's peak) is kept, so it is not learned and
+    told again on every retry, and the failure is remembered (the same one again is not news)."""
     return replace(
         before,
         reverts=plan.state.reverts,
         hands_off_until=plan.state.hands_off_until,
         oom_floor=plan.state.oom_floor,
+        calibration=plan.state.calibration,
+        synced_source=plan.state.synced_source,
         peak=plan.state.peak,
         failed=None if plan.apply is None else (reason, plan.apply),
     )

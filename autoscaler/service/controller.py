@@ -208,7 +208,7 @@ class Controller:
                 outcome = self.reconcile(key)
                 if outcome == Ended.DEFERRED_STARTUP:
                     self.queue.add_after(key, 0.2)
-                elif outcome == Ended.FAILED:  # also a step's Outcome.ERROR: the same label, "error"
+                elif retried(outcome):
                     delay = self.queue.retry(key)
                     log.debug("%s: retrying in %.1f s", key, delay)
                 else:
@@ -218,3 +218,11 @@ class Controller:
             finally:
                 CURRENT_RSYNC.reset(token)
                 self.queue.done(key)
+
+
+def retried(outcome: Outcome | Ended) -> bool:
+    """Whether a reconcile is tried again with backoff: a read or a write that failed (it may pass next
+    time). A step's own error (an unknown platform asked, a size over the platform's maximum) is not: the
+    same inputs give the same error, so it waits for a change of them or the next resync (both share the
+    `outcome` label "error", not the retry)."""
+    return outcome is Ended.FAILED

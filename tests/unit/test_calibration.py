@@ -287,3 +287,17 @@ def test_without_the_metrics_api_nothing_changes() -> None:
         r.clock.now += DELAY
     assert r.port.applied == []
     assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published)
+
+
+def test_a_lesson_is_learned_once_while_its_write_keeps_failing() -> None:
+    """The size the lesson raises cannot be written (the apply fails each time): the lesson is kept, not
+    learned and told again on every retry."""
+    r = rig(FakePort(size=AT_1000, failing={"apply"}))
+    r.executor.sampled(KEY, Sample(WINDOW, 400))
+    lessons = metric("objcount_calibrations_total", direction="first")
+    for _ in range(3):
+        assert r.reconcile(COUNTS, rsync()) == "error"
+    assert metric("objcount_calibrations_total", direction="first") == lessons + 1
+    r.port.failing.clear()
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
+    assert r.port.applied == [Resources(500, 512, 500, 512)]

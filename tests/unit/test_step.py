@@ -36,7 +36,7 @@ from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.kube.count_writer import WriteOutcome
 from autoscaler.kube.port import Written
 from autoscaler.kube.targets import Applied
-from autoscaler.service.controller import Controller, Scope
+from autoscaler.service.controller import Controller, Scope, retried
 from autoscaler.service.executor import Ended, Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
@@ -466,6 +466,16 @@ def test_no_decision_before_startup_is_complete() -> None:
     assert controller.reconcile(KEY) == Ended.DEFERRED_STARTUP
     assert (port.reads, port.applied, port.size) == ([], [], AT_100)
     assert metric("objcount_decisions_total", outcome="deferred_startup") == deferred + 1
+
+
+def test_a_failed_write_is_retried_with_backoff_a_steps_own_error_waits_for_a_change() -> None:
+    """Both end with the outcome label "error"; only the write that failed may pass next time."""
+    failing = rig(FakePort(size=AT_100, failing={"apply"}))
+    assert retried(failing.reconcile(ObjectCounts(5000, 5000)))
+    unknown = rig(FakePort(size=AT_100))
+    outcome = unknown.reconcile(ObjectCounts(5000, 5000), annotated({"objcount.dev/platform": "mars"}))
+    assert outcome == Outcome.ERROR
+    assert not retried(outcome), "an unknown platform asked gives the same error every time"
 
 
 def test_a_crash_in_any_stage_is_an_error_outcome() -> None:
