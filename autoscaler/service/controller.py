@@ -69,7 +69,8 @@ class Controller:
     # Each RSync is reconciled again this long after its last reconcile (None: only on changes).
     resync_interval_s: float | None = None
     source_poll_s: float = 1.0  # how often a sidecar looks for a new commit of its source
-    heartbeat: float = field(default_factory=time.monotonic)
+    # When each worker last turned its loop (a hung one is seen even while the others turn).
+    heartbeats: dict[str, float] = field(default_factory=dict)
     _no_metrics_api_said: bool = False
     _usage_error: str = ""  # the last error reading the metrics API
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -112,6 +113,7 @@ class Controller:
         # same RSync to two workers at once.
         for number in range(self.workers):
             worker = threading.Thread(target=self._work, name=f"reconcile-{number}", daemon=True)
+            self.heartbeats[worker.name] = time.monotonic()
             worker.start()
             self._threads.append(worker)
         return self
@@ -183,11 +185,13 @@ class Controller:
 
     def unhealthy(self) -> list[str]:
         """The parts that are not running as they should (empty when all are): every watch thread, the
-        source watcher, every reconcile worker, and a worker loop that turned in the last 30 s."""
+        source watcher, every reconcile worker, and each worker's loop turned in the last 30 s."""
         broken = self.observer.unhealthy()
         broken += [f"worker {t.name}" for t in self._threads if not t.is_alive()]
-        if time.monotonic() - self.heartbeat >= 30:
-            broken.append("reconcile loop stalled")
+        now = time.monotonic()
+        broken += [
+            f"worker {name} stalled" for name, beat in dict(self.heartbeats).items() if now - beat >= 30
+        ]
         return broken
 
     @property
@@ -195,8 +199,9 @@ class Controller:
         return not self.unhealthy()
 
     def _work(self) -> None:
+        name = threading.current_thread().name
         while True:
-            self.heartbeat = time.monotonic()
+            self.heartbeats[name] = time.monotonic()
             try:
                 key = self.queue.get(timeout=1.0)
             except ShutDown:

@@ -8,6 +8,7 @@ memory = ceil((128 + 0.2 x objects) / 32) x 32 MiB, CPU = ceil(memory x 1000 / 1
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -476,6 +477,14 @@ def test_a_failed_write_is_retried_with_backoff_a_steps_own_error_waits_for_a_ch
     outcome = unknown.reconcile(ObjectCounts(5000, 5000), annotated({"objcount.dev/platform": "mars"}))
     assert outcome == Outcome.ERROR
     assert not retried(outcome), "an unknown platform asked gives the same error every time"
+
+
+def test_one_hung_worker_is_unhealthy_while_the_others_turn() -> None:
+    controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=FakePort())
+    now = time.monotonic()
+    controller.heartbeats.update({"reconcile-0": now, "reconcile-1": now - 31})
+    assert "worker reconcile-1 stalled" in controller.unhealthy()
+    assert "worker reconcile-0 stalled" not in controller.unhealthy()
 
 
 def test_a_crash_in_any_stage_is_an_error_outcome() -> None:
