@@ -21,11 +21,13 @@ class Reason(StrEnum):
 
 
 class SizeError(Exception):
-    """A read or a write of the reconciler's size failed, for `reason`."""
+    """A read or a write of the reconciler's size failed, for `reason`; `retry_after`: the seconds the API
+    server asked to wait before trying again (None: it said nothing)."""
 
-    def __init__(self, reason: Reason, message: str) -> None:
+    def __init__(self, reason: Reason, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class ReadError(SizeError):

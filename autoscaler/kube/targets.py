@@ -76,11 +76,11 @@ def reason_of(error: kubeapi.ApiError) -> Reason:
 
 
 def read_error(error: kubeapi.ApiError, what: str) -> ReadError:
-    return ReadError(reason_of(error), f"{what}: {error}")
+    return ReadError(reason_of(error), f"{what}: {error}", error.retry_after)
 
 
 def write_error(error: kubeapi.ApiError, what: str) -> WriteError:
-    return WriteError(reason_of(error), f"{what}: {error}")
+    return WriteError(reason_of(error), f"{what}: {error}", error.retry_after)
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,7 @@ class Controller:
                 if outcome == Ended.DEFERRED_STARTUP:
                     self.queue.add_after(key, 0.2)
                 elif retried(outcome):
-                    delay = self.queue.retry(key)
+                    delay = self.queue.retry(key, at_least=self.executor.retry_after.pop(key, None))
                     log.debug("%s: retrying in %.1f s", key, delay)
                 else:
                     self.queue.forget(key)

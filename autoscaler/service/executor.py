@@ -93,6 +93,8 @@ class Executor:
     states: dict[RSyncKey, RSyncState] = field(default_factory=dict)
     wall_clock: Callable[[], float] = time.time  # for what outlives the service (an OOM floor's age)
     events: Callable[[Occurrence], None] | None = None  # where decisions go as Kubernetes Events
+    # The wait the API server asked for (Retry-After) when an RSync's last reconcile failed on it.
+    retry_after: dict[RSyncKey, float] = field(default_factory=dict)
     # Working sets sampled since each RSync's last reconcile, written by the sampler's thread: the step
     # folds them into the state's peak.
     _samples: dict[RSyncKey, list[Sample]] = field(default_factory=dict)
@@ -152,6 +154,7 @@ class Executor:
         try:
             reading = self.port.read(key, view, needs(view, before, self.config))
         except ReadError as error:
+            self._asked_to_wait(key, error.retry_after)
             self._say(key, view, of_read_failure(target, error.reason, str(error)))
             return Ended.FAILED
         seen = Observation(
@@ -164,6 +167,7 @@ class Executor:
         try:
             written = self.port.write(key, reading, plan.apply, plan.publish)
         except WriteError as error:
+            self._asked_to_wait(key, error.retry_after)
             repeated = failed_before(before, plan, error.reason)
             self._say(key, view, of_write_failure(plan, target, error.reason, str(error), repeated=repeated))
             self.states[key] = failed(before, plan, error.reason)
@@ -183,6 +187,10 @@ class Executor:
         if plan.recheck_after is not None:
             self.later(key, plan.recheck_after)
         return plan.outcome
+
+    def _asked_to_wait(self, key: RSyncKey, seconds: float | None) -> None:
+        if seconds is not None:
+            self.retry_after[key] = seconds
 
     def _say(self, key: RSyncKey, view: RSyncView, said: Iterable[Said]) -> None:
         """Deliver what happened: its log line, its Event on the RSync, its counter."""
@@ -227,6 +235,7 @@ class Executor:
         """The RSync is gone: drop what we knew of it and its metric series. A new RSync of the same
         name starts from what it has, not from the old one's decisions."""
         self.states.pop(key, None)
+        self.retry_after.pop(key, None)
         with self._samples_lock:
             self._samples.pop(key, None)
         for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED):

@@ -66,12 +66,13 @@ class WorkQueue(Generic[K]):
                 self._queue.append(key)
                 self._cond.notify_all()
 
-    def retry(self, key: K) -> float:
-        """Add the key again after an exponential per-key delay; returns the delay."""
+    def retry(self, key: K, *, at_least: float | None = None) -> float:
+        """Add the key again after an exponential per-key delay, at least `at_least` (the API server's
+        Retry-After); returns the delay."""
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = exponential(failures, self._retry_initial, self._retry_max)
+        delay = max(exponential(failures, self._retry_initial, self._retry_max), at_least or 0.0)
         self.add_after(key, delay)
         return delay
 

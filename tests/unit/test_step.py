@@ -479,6 +479,18 @@ def test_a_failed_write_is_retried_with_backoff_a_steps_own_error_waits_for_a_ch
     assert not retried(outcome), "an unknown platform asked gives the same error every time"
 
 
+def test_a_write_the_api_server_throttled_keeps_its_retry_after_for_the_retry() -> None:
+    class Throttled(FakePort):
+        def write(
+            self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
+        ) -> Written:
+            raise WriteError(Reason.TRANSIENT, "HTTP 429 TooManyRequests", retry_after=7.0)
+
+    test = rig(Throttled(size=AT_100))
+    assert retried(test.reconcile(ObjectCounts(5000, 5000)))
+    assert test.executor.retry_after == {KEY: 7.0}
+
+
 def test_one_hung_worker_is_unhealthy_while_the_others_turn() -> None:
     controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=FakePort())
     now = time.monotonic()

@@ -55,6 +55,7 @@ def test_retries_back_off_per_key_and_forget_resets_them() -> None:
     assert second > first
     queue.forget("a")
     assert queue.retry("a") == first
+    assert queue.retry("b", at_least=LATER * 2) == LATER * 2, "the API server's Retry-After is waited for"
 
 
 def test_shutdown_drops_what_waits() -> None:
