@@ -1,0 +1,177 @@
+"""An HTTP proxy on loopback between our service and the real API server: it forwards every request
+(TLS to the API server, plain HTTP on loopback to our service), answers the ones a fault names with that
+fault instead, can cut every stream it holds open (the watches), and records every request it sees.
+Played by us: the faults; every other answer is the real API server's."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import orjson
+import urllib3
+import yaml
+
+# What is forwarded of a request (urllib3 sets the rest); the answer is never compressed, so it streams.
+FORWARDED = ("Authorization", "Accept", "Content-Type", "User-Agent")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Answer requests whose "METHOD /path?query" matches `pattern` with this status."""
+
+    pattern: str
+    status: int
+    reason: str
+    retry_after: int | None = None
+
+    def body(self, request: str) -> bytes:
+        return orjson.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": self.reason,
+                "code": self.status,
+                "message": f"injected by the test's fault proxy: {self.reason} for {request}",
+            }
+        )
+
+
+class FaultProxy:
+    def __init__(self, upstream: str, ca_file: Path) -> None:
+        self.upstream = upstream.rstrip("/")
+        self._pool = urllib3.PoolManager(ca_certs=str(ca_file), cert_reqs="CERT_REQUIRED", maxsize=32)
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._open: set[socket.socket] = set()
+        self.seen: list[tuple[float, str]] = []  # (time.monotonic(), "METHOD /path?query")
+        handler = type("Handler", (_Handler,), {"proxy": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
+
+    # ----- what the test drives -------------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def cut_streams(self) -> None:
+        """Close every connection held open (the watches): each client must ask again."""
+        with self._lock:
+            held = list(self._open)
+        for connection in held:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def requests(self, pattern: str, since: float = 0.0) -> list[float]:
+        """When each request matching `pattern` arrived (monotonic seconds), from `since` on."""
+        with self._lock:
+            seen = list(self.seen)
+        return [at for at, request in seen if at >= since and re.search(pattern, request)]
+
+    def kubeconfig(self, token: str, path: Path) -> Path:
+        """A kubeconfig that reaches the API server through this proxy with `token`."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "proxy", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
+            "users": [{"name": "user", "user": {"token": token}}],
+            "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "user"}}],
+            "current-context": "proxy",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def close(self) -> None:
+        self.cut_streams()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ----- the handler's side ---------------------------------------------------------------------------
+    def _seen(self, request: str) -> Fault | None:
+        with self._lock:
+            self.seen.append((time.monotonic(), request))
+            return next((f for f in self._faults if re.search(f.pattern, request)), None)
+
+    def _hold(self, connection: socket.socket, held: bool) -> None:
+        with self._lock:
+            (self._open.add if held else self._open.discard)(connection)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    proxy: FaultProxy
+    protocol_version = "HTTP/1.1"  # chunked answers
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def _handle(self) -> None:
+        request = f"{self.command} {self.path}"
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        fault = self.proxy._seen(request)
+        if fault is not None:
+            self._answer(fault, request)
+            return
+        headers = {name: self.headers[name] for name in FORWARDED if self.headers.get(name)}
+        headers["Accept-Encoding"] = "identity"
+        self.proxy._hold(self.connection, True)
+        try:
+            upstream = self.proxy._pool.urlopen(
+                self.command,
+                self.proxy.upstream + self.path,
+                body=body,
+                headers=headers,
+                preload_content=False,
+                redirect=False,
+                retries=False,
+                timeout=urllib3.Timeout(connect=5.0, read=None),
+            )
+            self.send_response(upstream.status)
+            for name in ("Content-Type", "Retry-After", "Audit-Id"):
+                if upstream.headers.get(name):
+                    self.send_header(name, upstream.headers[name])
+            # Chunked, as the API server answers: a client reads a chunk as it comes (a watch's event),
+            # where a body without length would be read 64 KiB at a time.
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            while chunk := upstream.read1(1 << 16, decode_content=False):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            upstream.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError):
+            pass  # the stream was cut (by the test or the client): the client sees the connection end
+        finally:
+            self.proxy._hold(self.connection, False)
+        self.close_connection = True
+
+    def _answer(self, fault: Fault, request: str) -> None:
+        body = fault.body(request)
+        self.send_response(fault.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if fault.retry_after is not None:
+            self.send_header("Retry-After", str(fault.retry_after))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
