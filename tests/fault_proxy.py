@@ -24,12 +24,16 @@ FORWARDED = ("Authorization", "Accept", "Content-Type", "User-Agent")
 
 @dataclass(frozen=True)
 class Fault:
-    """Answer requests whose "METHOD /path?query" matches `pattern` with this status."""
+    """What requests whose "METHOD /path?query" matches `pattern` meet: an answer with this status (and
+    `Retry-After`), or, with status 0, the real answer slowed by `delay_s` and reset after `cut_after`
+    bytes of its body."""
 
     pattern: str
-    status: int
-    reason: str
+    status: int = 0
+    reason: str = ""
     retry_after: int | None = None
+    delay_s: float = 0.0
+    cut_after: int | None = None
 
     def body(self, request: str) -> bytes:
         return orjson.dumps(
@@ -128,9 +132,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         fault = self.proxy._seen(request)
-        if fault is not None:
+        if fault is not None and fault.status:
             self._answer(fault, request)
             return
+        if fault is not None:
+            time.sleep(fault.delay_s)
+        budget = None if fault is None else fault.cut_after
         headers = {name: self.headers[name] for name in FORWARDED if self.headers.get(name)}
         headers["Accept-Encoding"] = "identity"
         self.proxy._hold(self.connection, True)
@@ -155,6 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
             while chunk := upstream.read1(1 << 16, decode_content=False):
+                if budget is not None and len(chunk) >= budget:  # reset in the middle of the body
+                    self.wfile.write(b"%x\r\n%s" % (len(chunk), chunk[:budget]))
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                budget = None if budget is None else budget - len(chunk)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
