@@ -170,8 +170,13 @@ class _Endpoints(QuietHandler):
             body = "ok\n" if not broken else "not running: " + ", ".join(broken) + "\n"
             self._send(503 if broken else 200, body.encode())
         else:  # /readyz: caches synced and counts restored (a standby replica is ready to take over)
-            ready = self.controller.synced or not self.leading.is_set()
-            self._send(200 if ready else 503, b"ok\n" if ready else b"caches not synced yet\n")
+            if not self.leading.is_set():
+                self._send(200, b"ok\n")
+                return
+            problems = self.controller.observer.problems()
+            waiting = [] if self.controller.synced else ["caches not synced yet"]
+            why = "; ".join(waiting + problems)
+            self._send(503 if why else 200, f"{why or 'ok'}\n".encode())
 
 
 def start_endpoints(

@@ -134,6 +134,10 @@ class Observer:
             broken.append("source watcher")
         return broken
 
+    def problems(self) -> list[str]:
+        """Why a watched resource cannot be read, where that is no passing fault."""
+        return [r.problem for r in self._reflectors() if r.problem is not None]
+
     def _reflectors(self) -> list[Reflector[Any]]:
         return [self.inventories, *self.rsyncs.values()]
 

@@ -181,6 +181,9 @@ class Reflector(Generic[T]):
     keep: Callable[[T | None, T], T] = field(default=lambda cached, new: new)
     synced: threading.Event = field(default_factory=threading.Event)
     stopping: threading.Event = field(default_factory=threading.Event)
+    # Why the resource cannot be listed or watched, when that is no passing fault (a missing CRD or
+    # permission): said once, shown by the service's /readyz, cleared once it is read again.
+    problem: str | None = None
     _thread: threading.Thread | None = None
     _stream: kubeapi.WatchStream | None = None
 
@@ -220,10 +223,11 @@ class Reflector(Generic[T]):
             try:
                 if not resource_version:
                     resource_version = self._relist()
+                    self.problem = None
                 said = False
                 for event in self._events(resource_version):
                     resource_version = self._apply(event) or resource_version
-                    said = True
+                    said, self.problem = True, None
                 WATCH_RESTARTS.labels(self.label, "closed").inc()
                 if not said:  # closed before saying anything: a server refusing watches, not a timeout
                     self._wait(backoff.next_delay(), "watch of %s closed at once; watching again in %.2f s")
@@ -248,7 +252,12 @@ class Reflector(Generic[T]):
                     if isinstance(error, kubeapi.NotFound)
                     else "grant the rules in manifests/rbac to this service's ServiceAccount"
                 )
-                log.error("cannot list or watch %s: %s; %s. Retrying in %.1f s", what, error, hint, delay)
+                problem = f"cannot list or watch {what} ({type(error).__name__}): {hint}"
+                level = (
+                    logging.DEBUG if problem == self.problem else logging.ERROR
+                )  # said once while it lasts
+                log.log(level, "%s (%s); retrying in %.1f s", problem, error, delay)
+                self.problem = problem
                 self.stopping.wait(delay)
             except kubeapi.ApiError as error:
                 if self.stopping.is_set():

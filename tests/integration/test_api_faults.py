@@ -120,6 +120,12 @@ def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
     assert all(1 <= n <= bound for n in asked.values()), asked
     assert service.get("/healthz")[0] == 200, "alive through the fault"
     assert service.process.poll() is None
+    if any(fault.status == 403 for fault in faults):  # no passing fault: said once, shown on /readyz
+        status, why = service.get("/readyz")
+        assert status == 503
+        assert "grant the rules in manifests/rbac" in why
+        said = [line for line in service.logs() if "cannot list or watch" in str(line["message"])]
+        assert len(said) == 3, "once per resource while it lasts"
     proxy.clear()
     wait_for(
         lambda: counted(api, key) == 250,
