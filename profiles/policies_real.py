@@ -689,6 +689,12 @@ def save_logs(cs: NodeConfigSync, out: Path) -> None:
         )
         name = selector.split("=")[-1].split(" ")[0].strip("(")
         (logs / f"{name}.log").write_text(result.stdout + result.stderr)
+    # Our sidecar's own log (each decision of the sidecar policy), from the reconciler Pod it is in.
+    sidecar = f"configsync.gke.io/deployment-name={reconciler_name(key_of(POLICIES['ours, sidecar']))}"
+    result = cs.stack.kubectl(
+        "logs", "-n", NAMESPACE, "-l", sidecar, "-c", SIDECAR_CONTAINER, "--prefix", "--tail=-1", check=False
+    )
+    (logs / f"{SIDECAR_CONTAINER}.log").write_text(result.stdout + result.stderr)
 
 
 def now() -> str:
