@@ -140,7 +140,7 @@ def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
 def test_retry_after_is_waited_for_before_asking_again(
     api: kubeapi.KubeApi, proxied: tuple[RSyncKey, FaultProxy, Service]
 ) -> None:
-    """429 with `Retry-After: 5` on every list and watch of RootSyncs for 30 s: no request for them
+    """429 with `Retry-After: 5` on every list and watch of RootSyncs for 20 s: no request for them
     comes sooner than 5 s after the one before."""
     key, proxy, service = proxied
     rootsyncs = rf"{WATCHED}.*/rootsyncs(\?|$)"
