@@ -80,7 +80,8 @@ def _relevant(value: Any) -> Any:
         if isinstance(local, str):
             keep["metadata"]["local"] = local
     if isinstance(value.get("items"), list):
-        keep["items"] = [_relevant(i) for i in value["items"]]
+        # An item that is not an object is read as such, whatever its text (as the docstring says).
+        keep["items"] = [_relevant(i) if isinstance(i, dict) else _shape(i) for i in value["items"]]
     if "status" in value:
         keep["status"] = bool(value["status"]) if isinstance(value["status"], dict) else value["status"]
     return keep
