@@ -169,6 +169,20 @@ def annotation_patch(
     return {"metadata": {"annotations": dict(annotations)}}
 
 
+# What a reconcile learned that a restart of ours must not lose (the OOM floor above all: once the kill
+# has left the Pod's lastState, it is known nowhere else). Written before the size, so a size that cannot
+# be written (a fault of the API server, a refusal) leaves them on the RSync all the same.
+LEARNED_ANNOTATIONS = frozenset({OOM_FLOOR_ANNOTATION, CALIBRATION_ANNOTATION, SYNCED_SOURCE_ANNOTATION})
+
+
+def learned_first(
+    publish: Mapping[str, str | None],
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The annotations to publish split in two: what was learned (written first), and the rest."""
+    learned = {name: value for name, value in publish.items() if name in LEARNED_ANNOTATIONS}
+    return learned, {name: value for name, value in publish.items() if name not in LEARNED_ANNOTATIONS}
+
+
 def count_annotations(counts: ObjectCounts) -> dict[str, str]:
     annotations: dict[str, str] = {}
     if counts.source is not None:

@@ -17,7 +17,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 import orjson
 
-from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch
+from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch, learned_first
 from autoscaler.core.calibration import Sampled, usages
 from autoscaler.core.codecs import (
     largest_node,
@@ -62,7 +62,8 @@ class Port(Protocol):
     def write(
         self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
     ) -> Written:
-        """Apply the size (if any is due) through the target, then publish the annotations."""
+        """Apply the size (if any is due) through the target and publish the annotations; what was learned
+        (annotations.LEARNED_ANNOTATIONS) is published before the size, so a failed write keeps it."""
         ...
 
     def write_counts(
@@ -207,20 +208,26 @@ class KubePort:
     def write(
         self, key: RSyncKey, reading: Reading, apply: Resources | None, publish: Mapping[str, str | None]
     ) -> Written:
-        applied = None
+        applied, unpublished = None, None
         if apply is not None:
+            learned, publish = learned_first(publish)
+            unpublished = self._publish(key, learned)  # kept on the RSync if the size cannot be written
             applied = self.target.apply(key, apply, reading.pod)
             if self.target.in_place:  # why the size went through the fallback, or no longer
                 publish = {**publish, FALLBACK_ANNOTATION: applied.fell_back}
-        unpublished = None
-        if publish:
-            try:
-                self.api.patch(
-                    kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, annotation_patch(publish)
-                )
-            except kubeapi.ApiError as error:
-                unpublished = str(error)
-        return Written(applied, unpublished)
+        return Written(applied, self._publish(key, publish) or unpublished)
+
+    def _publish(self, key: RSyncKey, annotations: Mapping[str, str | None]) -> str | None:
+        """Set these annotations on the RSync (none: no request); why they could not be, if so."""
+        if not annotations:
+            return None
+        try:
+            self.api.patch(
+                kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, annotation_patch(annotations)
+            )
+        except kubeapi.ApiError as error:
+            return str(error)
+        return None
 
     def write_counts(
         self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool

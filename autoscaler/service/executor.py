@@ -86,6 +86,12 @@ class Ended(StrEnum):
 
 @dataclass
 class Executor:
+    """One reconcile of one RSync at a time: read, step, write, say.
+
+    Threads: an RSync's entries (`states`, `retry_after`) are written only by the worker reconciling it
+    (the work queue hands a key to one worker at a time); the sampler's thread only reads its state's peak
+    and hands samples over under `_samples_lock`; `decisions` (tests, the API) copies `states` whole."""
+
     port: Port
     config: StepConfig
     clock: Callable[[], float]

@@ -13,8 +13,15 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.core import observation
+from autoscaler.core.annotations import (
+    APPLIED_ANNOTATION,
+    CALIBRATION_ANNOTATION,
+    OOM_FLOOR_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+)
 from autoscaler.core.hysteresis import Hysteresis, Outcome
-from autoscaler.core.observation import RSyncView
+from autoscaler.core.observation import Reading, RSyncView
+from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.core.step import StepConfig
@@ -223,3 +230,42 @@ def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so(monkeypatch: 
         f"VerticalPodAutoscaler {NAMESPACE}/root-reconciler: memory lowered to maxAllowed" in occurrence.note
     )
     assert REGISTRY.get_sample_value("objcount_capped_total", {"target": "vpa"}) == before + 1
+
+
+@dataclass
+class RefusingTarget:
+    """A target whose every write fails, as under a fault of the API server."""
+
+    in_place: bool = False
+
+    def apply(self, key: RSyncKey, resources: Resources, pod: object) -> object:
+        raise WriteError(Reason.TRANSIENT, "injected: the API server answered 503")
+
+
+@dataclass
+class PatchRecordingApi(CountingApi):
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+
+    def patch(
+        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
+    ) -> Any:
+        self.annotations.append(body["metadata"]["annotations"])
+        return super().patch(resource, namespace, name, body, **kwargs)
+
+
+def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() -> None:
+    """The OOM floor and the calibration are published before the size, so a restart of ours after a
+    failed write still knows them; what describes the size (recommended, applied) waits for the size."""
+    api = PatchRecordingApi()
+    port = KubePort(cast(kubeapi.KubeApi, api), cast(Any, RefusingTarget()), NAMESPACE)
+    publish = {
+        OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}',
+        CALIBRATION_ANNOTATION: '{"factor": "1.2"}',
+        RECOMMENDED_ANNOTATION: '{"requests": {"memory": "512Mi"}}',
+        APPLIED_ANNOTATION: '{"requests": {"memory": "512Mi"}}',
+    }
+    with pytest.raises(WriteError):
+        port.write(KEY, Reading(), Resources(100, 512), publish)
+    assert api.annotations == [
+        {OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}', CALIBRATION_ANNOTATION: '{"factor": "1.2"}'}
+    ]
