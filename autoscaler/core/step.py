@@ -57,6 +57,8 @@ class RSyncState:
     counts_in_annotations: bool = False  # the CRD prunes the status fields
     # The write that last failed (its reason and the size it wanted): the same failure again is not news.
     failed: tuple[Reason, Resources] | None = None
+    # Our own error last told (an unknown platform asked): the same again is not news.
+    refused: str | None = None
     # The memory floor after an OOM kill, as last decided (the RSync's annotation may lag behind it).
     oom_floor: OomFloor | None = None
     # The source counts of the commit the reconciler last finished (the annotation may lag behind).
@@ -159,8 +161,10 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     if not view.autoscale:
         return Plan(Outcome.OPTED_OUT, "objcount.dev/autoscale is false: counts recorded", state, counts)
     profile = profile_for(view, config.profile)
-    if isinstance(profile, str):
-        return Plan(Outcome.ERROR, profile, state, counts, log_level=logging.ERROR)
+    if isinstance(profile, str):  # told once, not retried: the same inputs give the same error
+        level = logging.DEBUG if state.refused == profile else logging.ERROR
+        return Plan(Outcome.ERROR, profile, replace(state, refused=profile), counts, log_level=level)
+    state = replace(state, refused=None)
     others = _others(seen, profile, config)
     if others is not None:
         profile = replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])

@@ -479,6 +479,19 @@ def test_a_failed_write_is_retried_with_backoff_a_steps_own_error_waits_for_a_ch
     assert not retried(outcome), "an unknown platform asked gives the same error every time"
 
 
+def test_a_steps_own_error_is_told_once_while_it_lasts(caplog: pytest.LogCaptureFixture) -> None:
+    r = rig(FakePort(size=AT_100))
+    mars = annotated({"objcount.dev/platform": "mars"})
+    told = []
+    for rsync in (mars, mars, annotated({}), mars):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG):
+            r.reconcile(ObjectCounts(5000, 5000), rsync)
+        told.append([rec.levelno for rec in caplog.records if "unknown objcount.dev/platform" in rec.message])
+    assert told[:2] == [[logging.ERROR], [logging.DEBUG]], "the same error again is not news"
+    assert told[3] == [logging.ERROR], "told again once it had gone"
+
+
 def test_a_write_the_api_server_throttled_keeps_its_retry_after_for_the_retry() -> None:
     class Throttled(FakePort):
         def write(
