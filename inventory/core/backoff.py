@@ -1,8 +1,11 @@
 """Exponential backoff, the one rule every retry of the service follows: the n-th retry waits
-`initial x 2^n`, capped at `maximum` (the work queue's retries); watches add full jitter so many clients do
-not retry in step, and start over only after a quiet period without a failure (client-go's rule), so a
-fault that lets one request through between failures still meets a growing delay. A server that says
-when to come back (`Retry-After`) is waited for at least that long."""
+`initial x 2^n`, capped at `maximum` (the work queue's retries). Watches wait as client-go's reflector
+does (each wait between the step and twice it, the step doubling to 30 s, starting over only after two
+quiet minutes) from twice its first step (1.6 s, not 0.8 s: the n-th retry of ours never comes before
+client-go's, so under any fault we ask at most as often as client-go's informers). The jitter keeps many
+clients from retrying in step, its lower bound keeps the rate under a fault bounded whatever the draws,
+and a fault that lets one request through between failures still meets a growing delay. A server that
+says when to come back (`Retry-After`) is waited for at least that long."""
 
 from __future__ import annotations
 
@@ -19,13 +22,14 @@ def exponential(attempt: int, initial: float, maximum: float) -> float:
 
 @dataclass
 class Backoff:
-    """Exponential backoff with full jitter; `random` and `clock` are injected so tests are deterministic.
-    After `quiet_s` without a failure the next one starts from `initial` again."""
+    """Exponential backoff, each wait between the step and twice it (at most `maximum`), as client-go's
+    reflector waits; `random` and `clock` are injected so tests are deterministic. After `quiet_s` without
+    a failure the next one starts from `initial` again."""
 
     initial: float
     maximum: float
     random: Callable[[], float] = random.random
-    quiet_s: float = 60.0
+    quiet_s: float = 120.0
     clock: Callable[[], float] = time.monotonic
     attempt: int = 0
     _last_failure: float | None = None
@@ -36,9 +40,9 @@ class Backoff:
         if self._last_failure is not None and now - self._last_failure >= self.quiet_s:
             self.attempt = 0
         self._last_failure = now
-        ceiling = exponential(self.attempt, self.initial, self.maximum)
+        step = exponential(self.attempt, self.initial, self.maximum)
         self.attempt += 1
-        return max(ceiling * self.random(), retry_after or 0.0)
+        return max(min(self.maximum, step * (1.0 + self.random())), retry_after or 0.0)
 
     def reset(self) -> None:
         self.attempt = 0

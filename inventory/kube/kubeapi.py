@@ -187,6 +187,10 @@ class KubeApi:
             contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+        # One retry policy, ours (inventory/core/backoff.py): urllib3's default would retry a 429 or 503 with
+        # Retry-After three times inside the call (four requests per attempt of ours) and a connection
+        # error three times at once.
+        configuration.retries = False
         return cls(k8s_client.ApiClient(configuration), default_namespace=namespace)
 
     @property

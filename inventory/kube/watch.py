@@ -2,7 +2,8 @@
 
 The reflector lists (in pages), then watches from the list's resourceVersion. It re-lists on 410 Gone,
 resumes the watch from the last resourceVersion when the stream ends or stays silent longer than the
-inactivity timeout, and backs off exponentially with full jitter on every failure (`Reflector.run`).
+inactivity timeout, and backs off exponentially on every failure as client-go's reflector does
+(`Reflector.run`).
 `synced` is set after the first complete list. Objects are decoded by a codec from raw JSON bytes into
 small summaries, so the cache holds counts, not objects.
 """
@@ -153,7 +154,7 @@ class WatchSettings:
     page_size: int = 500
     server_timeout: int = 300
     inactivity_timeout: float = 90.0
-    backoff_initial: float = 0.2
+    backoff_initial: float = 1.6  # twice client-go's reflector's first step (inventory/core/backoff.py)
     backoff_max: float = 30.0
 
 
@@ -214,7 +215,7 @@ class Reflector(Generic[T]):
 
     def run(self) -> None:
         """List, then watch, until stopped. Every failure waits its backoff (growing, jittered, at least
-        the server's `Retry-After`; reset after a quiet minute), a 410 and a stream closed before it
+        the server's `Retry-After`; reset after two quiet minutes), a 410 and a stream closed before it
         said anything included, so whatever the API server answers it is asked at a bounded rate; only
         a stream silent past our own inactivity timeout is resumed at once (once per timeout)."""
         backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)

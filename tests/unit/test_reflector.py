@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
+import pytest
 
 from inventory.core.backoff import Backoff
 from inventory.kube import kubeapi
@@ -138,12 +139,13 @@ def test_resumes_from_the_last_resource_version_after_a_timeout_or_a_closed_stre
     assert reflector.store == {}
 
 
-def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
-    backoff = Backoff(0.2, 5.0, random=lambda: 1.0)
+def test_backoff_is_exponential_each_wait_between_its_step_and_twice_it_and_capped() -> None:
+    backoff = Backoff(0.2, 5.0, random=lambda: 0.0)
     assert [backoff.next_delay() for _ in range(7)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
     backoff.reset()
     assert backoff.next_delay() == 0.2
-    assert Backoff(0.2, 5.0, random=lambda: 0.5).next_delay() == 0.1
+    assert Backoff(0.2, 5.0, random=lambda: 0.5).next_delay() == pytest.approx(0.3)
+    assert Backoff(4.0, 5.0, random=lambda: 0.99).next_delay() == 5.0, "never past the cap"
 
 
 BOUNDED = WatchSettings(backoff_initial=0.2, backoff_max=5.0)
@@ -151,7 +153,7 @@ BOUNDED = WatchSettings(backoff_initial=0.2, backoff_max=5.0)
 
 def test_a_server_timeout_is_a_failure_every_list_after_it_waits_its_backoff() -> None:
     """A 504 `Timeout` from the API server is not our stream's silence: each failed LIST is followed by a
-    wait within the growing bound (0.2, 0.4, 0.8, 1.6 s with full jitter), never an immediate retry."""
+    wait within the growing bounds (0.2 to 0.4 s, 0.4 to 0.8 s, ...), never an immediate retry."""
     stop = Waits()
     timeout = kubeapi.Transient("GET rootsyncs: HTTP 504 Timeout", status=504, reason="Timeout")
     api = ScriptedApi(lists=[timeout] * 4 + [[obj("a", "1")]], watches=[], stop=stop)
@@ -159,7 +161,7 @@ def test_a_server_timeout_is_a_failure_every_list_after_it_waits_its_backoff() -
     assert api.calls[:5] == ["list"] * 5
     # A wait before every retry (and one after the script's last, empty watch).
     assert len(stop.delays) == 4 + 1
-    assert all(0 <= delay <= 0.2 * 2**i for i, delay in enumerate(stop.delays[:4])), stop.delays
+    assert all(0.2 * 2**i <= delay <= 0.4 * 2**i for i, delay in enumerate(stop.delays[:4])), stop.delays
     assert changes == [("ADDED", "a")]
 
 
@@ -178,7 +180,7 @@ def test_a_410_on_every_watch_relists_only_after_a_growing_wait() -> None:
     run(api, stop, BOUNDED)
     assert api.calls == ["list", "watch@1", "list", "watch@3", "list", "watch@5", "list", "watch@7"]
     assert len(stop.delays) == 3 + 1, "a wait before every re-list (and after the script's end)"
-    assert all(0 <= delay <= 0.2 * 2**i for i, delay in enumerate(stop.delays[:3])), stop.delays
+    assert all(0.2 * 2**i <= delay <= 0.4 * 2**i for i, delay in enumerate(stop.delays[:3])), stop.delays
 
 
 def test_a_watch_closed_before_it_says_anything_is_watched_again_only_after_a_wait() -> None:
@@ -191,12 +193,12 @@ def test_a_watch_closed_before_it_says_anything_is_watched_again_only_after_a_wa
 
 def test_the_backoff_starts_over_only_after_a_quiet_period() -> None:
     now = [0.0]
-    backoff = Backoff(0.2, 5.0, random=lambda: 1.0, quiet_s=60.0, clock=lambda: now[0])
+    backoff = Backoff(0.2, 5.0, random=lambda: 0.0, quiet_s=120.0, clock=lambda: now[0])
     delays = []
     for _ in range(4):  # a fault that lets one request through between failures: still growing
         delays.append(backoff.next_delay())
         now[0] += 1.0
     assert delays == [0.2, 0.4, 0.8, 1.6]
-    now[0] += 60.0
-    assert backoff.next_delay() == 0.2, "a quiet minute: from the start again"
+    now[0] += 120.0
+    assert backoff.next_delay() == 0.2, "two quiet minutes: from the start again"
     assert backoff.next_delay(retry_after=7.0) == 7.0
