@@ -18,6 +18,7 @@ from controlplane.errors import ControlPlaneError
 BUILD_SCRIPT = Path(__file__).with_name("build_configsync.sh")
 GIT_SYNC_BUILD_SCRIPT = Path(__file__).with_name("build_gitsync.sh")
 OTELCOL_BUILD_SCRIPT = Path(__file__).with_name("build_otelcol.sh")
+REFLECTORS_BUILD_SCRIPT = Path(__file__).with_name("build_reflectors.sh")
 PINS = Path(__file__).with_name("configsync-pins")
 
 
@@ -81,6 +82,14 @@ def build_git_sync() -> Path:
     """Build or reuse the pinned git-sync (`gitsync-pin`); the directory holding `git-sync`."""
     hint = " The source comes from the archive in OBJCOUNT_GITSYNC_ARCHIVES, else from git."
     return run_build_script(GIT_SYNC_BUILD_SCRIPT, "git-sync", hint)
+
+
+def build_reflectors() -> Path:
+    """Build or reuse `reflectors` (client-go's informers with their defaults, against the client-go of
+    the default release): the API-fault tests' yardstick. The path of the binary."""
+    hint = " The source comes from the archives in OBJCOUNT_CONFIGSYNC_ARCHIVES, else from git."
+    built = run_build_script(REFLECTORS_BUILD_SCRIPT, "reflectors", hint, DEFAULT_VERSION)
+    return built / "bin" / "reflectors"
 
 
 def build_otelcol() -> Path:

@@ -179,6 +179,13 @@ class LocalControlPlane:
         return self.work_dir / "certs" / "apiserver.crt"
 
     @property
+    def serving(self) -> tuple[Path, Path]:
+        """The API server's serving certificate (with its CA) and key: a test's stand-in in front of it
+        (the fault proxy) serves with them, trusted as the API server is."""
+        certs = self.work_dir / "certs"
+        return certs / "apiserver.crt", certs / "apiserver.key"
+
+    @property
     def port(self) -> int:
         return self._host_port
 

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -355,25 +355,44 @@ class Sandbox:
 
     def connect(self, host: str, port: int, timeout: float = 5.0) -> socket.socket:
         """A TCP connection made from inside the network namespace."""
+        connection = self._inside(lambda: socket.create_connection((host, port), timeout=timeout))
+        connection.settimeout(None)
+        return connection
+
+    def listen(self, host: str) -> socket.socket:
+        """A TCP listener inside the network namespace on `host` and a free port (a socket stays in the
+        namespace it was made in, whichever thread accepts on it): a server of the tests' own that Pods
+        reach."""
+
+        def bound() -> socket.socket:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, 0))
+            listener.listen(64)
+            return listener
+
+        return self._inside(bound)
+
+    def _inside(self, make: Callable[[], socket.socket]) -> socket.socket:
+        """`make()` run in a thread that has joined the network namespace."""
         result: list[socket.socket | BaseException] = []
 
-        def dial() -> None:
+        def run() -> None:
             try:
                 with self.netns.open("rb") as ns:
                     if _libc().setns(ns.fileno(), _CLONE_NEWNET) != 0:
                         raise OSError(ctypes.get_errno(), "setns into the sandbox's network namespace")
-                result.append(socket.create_connection((host, port), timeout=timeout))
+                result.append(make())
             except BaseException as error:  # handed to the caller's thread
                 result.append(error)
 
         # A thread of its own: setns changes only the calling thread, which then ends.
-        dialer = threading.Thread(target=dial, name="sandbox-dial", daemon=True)
-        dialer.start()
-        dialer.join()
+        thread = threading.Thread(target=run, name="sandbox-socket", daemon=True)
+        thread.start()
+        thread.join()
         outcome = result[0]
         if isinstance(outcome, BaseException):
             raise outcome
-        outcome.settimeout(None)
         return outcome
 
     def forward(self, port: int, host: str = "127.0.0.1") -> int:

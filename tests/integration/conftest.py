@@ -13,7 +13,7 @@ import pytest
 
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.autoscaler_install import uninstall_webhook
-from controlplane.configsync_build import ConfigSyncBuild, build_configsync
+from controlplane.configsync_build import ConfigSyncBuild, build_configsync, build_reflectors
 from controlplane.configsync_install import RSYNC_CRD_FILES, install_rsync_crds
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import JSON, ensure_namespace, install_crds, manifests_in, rsync
@@ -134,3 +134,9 @@ def node_sidecar(config_sync_on_node: NodeConfigSync, tmp_path: Path) -> Iterato
     yield
     assert config_sync_on_node.api is not None
     uninstall_webhook(config_sync_on_node.api)
+
+
+@pytest.fixture(scope="session")
+def reflectors() -> Path:
+    """client-go's informers with their defaults (controlplane/reflectors): the API-fault tests' yardstick."""
+    return build_reflectors()

@@ -1,6 +1,8 @@
-"""An HTTP proxy on loopback between our service and the real API server: it forwards every request
-(TLS to the API server, plain HTTP on loopback to our service), answers the ones a fault names with that
-fault instead, can cut every stream it holds open (the watches), and records every request it sees.
+"""An HTTPS proxy between a client (our service, client-go's informers) and the real API server: it
+forwards every request, answers the ones a fault names with that fault instead, can cut every stream it
+holds open (the watches), and records every request it sees. It serves with the API server's own
+certificate, so a client trusts it as it trusts the API server (client-go sends no bearer token over plain
+HTTP), on loopback or on a listener inside the real node's network namespace (what Pods reach).
 Played by us: the faults; every other answer is the real API server's."""
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -49,17 +52,36 @@ class Fault:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, ca_file: Path) -> None:
+    """`upstream`: where this process reaches the API server, whose certificate `ca_file` verifies;
+    `serving`: the API server's certificate and key (they name the addresses clients reach it on);
+    `listener`: where to serve (default: a free port on loopback)."""
+
+    def __init__(
+        self,
+        upstream: str,
+        ca_file: Path,
+        serving: tuple[Path, Path],
+        listener: socket.socket | None = None,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.ca_file = ca_file
         self._pool = urllib3.PoolManager(ca_certs=str(ca_file), cert_reqs="CERT_REQUIRED", maxsize=32)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._open: set[socket.socket] = set()
         self.seen: list[tuple[float, str]] = []  # (time.monotonic(), "METHOD /path?query")
         handler = type("Handler", (_Handler,), {"proxy": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=listener is None)
+        if listener is not None:
+            self._server.socket = listener
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*serving)
+        # The handshake in the handler's thread, not in the accepting one.
+        self._server.socket = tls.wrap_socket(
+            self._server.socket, server_side=True, do_handshake_on_connect=False
+        )
         self._server.daemon_threads = True
-        self.port: int = self._server.server_address[1]
+        self.address: tuple[str, int] = self._server.socket.getsockname()[:2]
         threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
 
     # ----- what the test drives -------------------------------------------------------------------------
@@ -90,7 +112,15 @@ class FaultProxy:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "proxy", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
+            "clusters": [
+                {
+                    "name": "proxy",
+                    "cluster": {
+                        "server": f"https://{self.address[0]}:{self.address[1]}",
+                        "certificate-authority": str(self.ca_file),
+                    },
+                }
+            ],
             "users": [{"name": "user", "user": {"token": token}}],
             "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "user"}}],
             "current-context": "proxy",
