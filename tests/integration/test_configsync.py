@@ -16,6 +16,7 @@ import json
 import math
 import os
 import signal
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import cast
@@ -31,15 +32,17 @@ from controlplane.autoscaler_install import (
 )
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
+from controlplane.fault_proxy import Fault, FaultProxy
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
 from controlplane.metrics_server import install_metrics_server
 from controlplane.rsyncs import grant_reposync
+from controlplane.sandbox import NODE_IP
 from controlplane.seed import REPO_ROOT, configmaps_yaml, ensure_namespace, manifests_in
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from tests.conftest import Install
-from tests.helpers import OBSERVED, kib, legacy_count, wait_for
+from tests.helpers import OBSERVED, Sampler, kib, legacy_count, wait_for
 from tests.integration.on_node import (
     HEALTH_PORT,
     JSON,
@@ -844,3 +847,95 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
         timeout=120,
         what="the size raised to the OOM floor",
     )
+
+
+# ----- the API server in trouble --------------------------------------------------------------------------
+FAULT_S = 20.0
+CONFIG_SYNC_READS = r"^GET /apis/(configsync\.gke\.io|kpt\.dev)/"
+
+
+def test_the_sidecar_rides_out_an_api_server_in_trouble_and_counts_what_changed_meanwhile(
+    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+) -> None:
+    """Our sidecar in the real reconciler Pod reaches the API server through the fault proxy (its
+    `KUBERNETES_SERVICE_HOST` and `_PORT` name the proxy's listener in the node's network; the proxy
+    serves the API server's own certificate, so the in-cluster credentials trust it; every other
+    container reaches the real API server). For 20 s every read of Config Sync's objects through it is
+    answered 504 `Timeout`, its watches cut, while a commit of 60 ConfigMaps is synced by the reconciler.
+    The sidecar stays up (no restart, no traceback), reads each of its resources at most 5 times in the
+    20 s (its backoff: inventory/core/backoff.py), and once the fault clears its counts reach the commit's;
+    every count it recorded is a real one, its recommendation never lowered."""
+    plane = cs.stack.plane
+    proxy = FaultProxy(plane.server, plane.ca_file, plane.serving, cs.stack.sandbox.listen(NODE_IP))
+    try:
+        install_sidecar(
+            {
+                **fitted("recommend"),
+                "KUBERNETES_SERVICE_HOST": proxy.address[0],
+                "KUBERNETES_SERVICE_PORT": str(proxy.address[1]),
+            }
+        )
+        apps = f"apps-{suffix()}"
+        key = RSyncKey("RootSync", NAMESPACE, f"faults-{suffix()}")
+        cs.commit(key, {"configmaps.yaml": configmaps_yaml(20, namespace=apps)})
+        create(cs, rsyncs, cs.rsync(key))
+        wait_for(
+            lambda: counts(api, key) == ("20", "21"),
+            timeout=SYNC_TIMEOUT,
+            what="the first commit counted through the proxy",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
+        )
+        pod = cast(JSON, sidecar_pod(cs, key))
+        history = Sampler(lambda: recorded(api, key), interval=0.1)
+        began = time.monotonic()
+        proxy.inject(Fault(CONFIG_SYNC_READS, 504, "Timeout"))
+        proxy.cut_streams()
+        commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(60, namespace=apps)})
+        wait_for(
+            lambda: any(at >= began + FAULT_S for at in proxy.requests(CONFIG_SYNC_READS, began)),
+            timeout=FAULT_S * 4,
+            what="20 s of faults, then a request of the sidecar",
+        )
+        asked = {
+            plural: len(
+                [
+                    at
+                    for at in proxy.requests(rf"{CONFIG_SYNC_READS}.*/{plural}(\?|$)", began)
+                    if at < began + FAULT_S
+                ]
+            )
+            for plural in ("rootsyncs", "resourcegroups")
+        }
+        OBSERVED.append(f"API faults on the node: the sidecar's reads in 20 s of 504: {asked}")
+        assert all(1 <= n <= 5 for n in asked.values()), asked
+        proxy.clear()
+        wait_for(
+            lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the second commit synced"
+        )
+        wait_for(
+            lambda: counts(api, key) == ("60", "61"),
+            timeout=120,
+            what="the counts caught up once the fault cleared",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
+        )
+        seen = history.stop()
+        now = cast(JSON, sidecar_pod(cs, key))
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"], "the same Pod"
+        assert container_status(now, SIDECAR_CONTAINER)["restartCount"] == 0
+        assert "Traceback" not in container_log(cs, now, SIDECAR_CONTAINER, tail=0)
+    finally:
+        proxy.close()
+    # Only real counts (the commits' 20 and 60 objects, the inventories' 21 and 61), never going back.
+    for real, counted in (({"20", "60"}, [c[0] for c, _ in seen]), ({"21", "61"}, [c[1] for c, _ in seen])):
+        assert set(counted) <= real, seen
+        assert counted == sorted(counted, key=lambda n: int(n or 0)), seen
+    memory = [mib or 0 for _, mib in seen]
+    assert 0 not in memory, "a recommendation all along"
+    assert memory == sorted(memory), "no recommendation lowered"
+
+
+def recorded(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[tuple[str | None, str | None], int | None]:
+    """The counts and the recommended memory (MiB) on the RSync, read straight from the API server."""
+    text = (rsync_of(api, key)["metadata"].get("annotations") or {}).get(RECOMMENDED_ANNOTATION)
+    memory = None if text is None else quantity_bytes(json.loads(text)["requests"]["memory"]) // MiB
+    return counts(api, key), memory
