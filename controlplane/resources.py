@@ -20,6 +20,7 @@ RESOURCES = {
     "Secret": kubeapi.Resource("", "v1", "secrets", "Secret"),
     "Role": kubeapi.Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     "RoleBinding": kubeapi.Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    "PodDisruptionBudget": kubeapi.Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
     "NetworkPolicy": kubeapi.Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     "MutatingWebhookConfiguration": kubeapi.Resource(
         "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"

@@ -239,11 +239,44 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
                 what=f"{key}'s reconciler resized in place to {size}",
             )
             assert override(api, key) == {}, "nothing written into the RSync"
+        for budget in ("objcount-autoscaler", "objcount-webhook"):
+            a_drain_takes_one_pod_at_a_time(cs, budget)
     finally:
         uninstall_cluster(api)
 
 
 CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
+DISRUPTION_BUDGET = kubeapi.Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+
+
+def a_drain_takes_one_pod_at_a_time(cs: NodeConfigSync, budget: str) -> None:
+    """Our PodDisruptionBudget `budget`, through the eviction API as `kubectl drain` asks: of the two Ready
+    Pods it covers, the first is evicted, the second refused (429) while the first is away."""
+    api = cast(kubeapi.KubeApi, cs.api)
+    selector = f"app.kubernetes.io/name={budget}"
+    wait_for(
+        lambda: (
+            (api.get(DISRUPTION_BUDGET, NAMESPACE, budget).get("status") or {}).get("disruptionsAllowed") == 1
+        ),
+        timeout=120,
+        what=f"{budget}: one disruption allowed (both Pods Ready, seen by the disruption controller)",
+    )
+    first, second = [p for p in cs.pods(selector) if pod_ready(p)]
+    evict(api, first)
+    with pytest.raises(kubeapi.ApiError) as refused:
+        evict(api, second)
+    assert refused.value.status == 429, refused.value
+    assert "disruption budget" in str(refused.value), refused.value
+
+
+def evict(api: kubeapi.KubeApi, pod: JSON) -> None:
+    name = pod["metadata"]["name"]
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+    }
+    api.request_json("POST", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/eviction", body=eviction)
 
 
 def leader_log(cs: NodeConfigSync, pods: list[JSON]) -> str:

@@ -278,7 +278,8 @@ def test_under_memory_pressure_the_kubelet_evicts_every_pod_in_an_order_reported
     above what the machine has free (soft, `memory.available<99%`, no grace period), so the pressure never ends and the kubelet
     evicts the Pods one after the other (the taint keeps their replacements Pending). Reported, not
     tuned: the order, each Pod's QoS class and memory request, and where the reconciler our sidecar sized
-    comes. Checked: the Node reports MemoryPressure, and every eviction is the kubelet's, for memory."""
+    comes. Checked: the Node reports MemoryPressure, every eviction is the kubelet's, for memory, and the
+    reconciler outlasts our own Pods (the webhook's two)."""
     with running_config_sync_on_node() as cs:
         api = cast(kubeapi.KubeApi, cs.api)
         cs.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
@@ -326,7 +327,13 @@ def test_under_memory_pressure_the_kubelet_evicts_every_pod_in_an_order_reported
             f"memory pressure: evicted #{rank} at {evicted[name]:.0f} s: {pod['metadata']['namespace']}/{name}"
             f" ({pod['status'].get('qosClass')}, requests {float(requests) / (1 << 20):.0f} MiB){ours}"
         )
-    assert sized["metadata"]["name"] in evicted
+    reconciler = sized["metadata"]["name"]
+    assert reconciler in evicted
+    # Kept and asserted: our own Pods (the webhook's, using little of what they request) go first, the
+    # reconciler we sized outlasts them.
+    ours = [n for n in evicted if n.startswith(("objcount-webhook-", "objcount-autoscaler-"))]
+    assert len(ours) == 2, order
+    assert all(evicted[n] < evicted[reconciler] for n in ours), order
 
 
 def evicted_for(pod: JSON) -> str:

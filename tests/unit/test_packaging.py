@@ -238,3 +238,24 @@ def test_each_install_has_a_network_policy_for_its_own_pods_on_their_own_ports(
     }
     assert ports == allowed
     assert ports <= declared
+
+
+@pytest.mark.parametrize("install", ["cluster/base", "webhook"])
+def test_each_of_our_deployments_has_a_disruption_budget_and_spreads_its_two_replicas(install: str) -> None:
+    """Read here from the manifests (the eviction itself: test_configsync_node): a drain takes at most one
+    of the two Pods at a time, and the scheduler prefers them on different nodes; both select exactly the
+    Deployment's Pods."""
+    objects = list(manifests_in(REPO_ROOT / "manifests" / install))
+    assert "- disruption.yaml" in (REPO_ROOT / "manifests" / install / "kustomization.yaml").read_text()
+    (budget,) = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] == 2
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= pod_labels.items()
