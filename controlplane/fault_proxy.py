@@ -73,6 +73,7 @@ class FaultProxy:
         handler = type("Handler", (_Handler,), {"proxy": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=listener is None)
         if listener is not None:
+            self._server.socket.close()  # made by the server's constructor, never bound
             self._server.socket = listener
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(*serving)

@@ -139,13 +139,13 @@ def test_resumes_from_the_last_resource_version_after_a_timeout_or_a_closed_stre
     assert reflector.store == {}
 
 
-def test_backoff_is_exponential_each_wait_between_its_step_and_twice_it_and_capped() -> None:
+def test_backoff_is_exponential_its_step_capped_each_wait_between_the_step_and_twice_it() -> None:
     backoff = Backoff(0.2, 5.0, random=lambda: 0.0)
     assert [backoff.next_delay() for _ in range(7)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
     backoff.reset()
     assert backoff.next_delay() == 0.2
     assert Backoff(0.2, 5.0, random=lambda: 0.5).next_delay() == pytest.approx(0.3)
-    assert Backoff(4.0, 5.0, random=lambda: 0.99).next_delay() == 5.0, "never past the cap"
+    assert Backoff(8.0, 5.0, random=lambda: 0.5).next_delay() == 7.5, "the step capped, then drawn"
 
 
 BOUNDED = WatchSettings(backoff_initial=0.2, backoff_max=5.0)
