@@ -164,18 +164,27 @@ class KubeApi:
         self.default_namespace = default_namespace
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None, *, context: str | None = None) -> KubeApi:
-        """In-cluster credentials when running in a pod and no kubeconfig is given, else the kubeconfig."""
+    def connect(
+        cls, kubeconfig: str | None = None, *, context: str | None = None, service: bool = False
+    ) -> KubeApi:
+        """In-cluster credentials when running in a pod and no kubeconfig is given, else the kubeconfig.
+
+        `service`: the connection of a long-running service, whose one retry policy is its own (the
+        watches' backoff, the work queue's): urllib3 retries nothing below it. Otherwise (a command
+        run once, a test's setup) urllib3 retries, as kubectl does, a 429 or 503 that says when to come
+        back (up to three times) and a connection error (at once)."""
         try:
-            return cls._connect(kubeconfig, context)
+            return cls._connect(kubeconfig, context, service)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ApiError(
                 f"cannot load cluster credentials ({kubeconfig or 'default kubeconfig'}): {error}"
             ) from error
 
     @classmethod
-    def _connect(cls, kubeconfig: str | None, context: str | None) -> KubeApi:
+    def _connect(cls, kubeconfig: str | None, context: str | None, service: bool) -> KubeApi:
         configuration = k8s_client.Configuration()
+        if service:
+            configuration.retries = False
         if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
             k8s_config.load_incluster_config(client_configuration=configuration)
             namespace_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -187,10 +196,6 @@ class KubeApi:
             contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
-        # One retry policy, ours (inventory/core/backoff.py): urllib3's default would retry a 429 or 503 with
-        # Retry-After three times inside the call (four requests per attempt of ours) and a connection
-        # error three times at once.
-        configuration.retries = False
         return cls(k8s_client.ApiClient(configuration), default_namespace=namespace)
 
     @property
