@@ -109,10 +109,12 @@ class Observer:
 
     # ----- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
-        for reflector in self._reflectors():
-            reflector.start()
+        # The source watcher first: once the watches have synced the service is ready, and /healthz must
+        # not find a part it checks not started yet (seen under load: ready, then "source watcher" down).
         if self.source_watcher is not None:
             self.source_watcher.start()
+        for reflector in self._reflectors():
+            reflector.start()
 
     def signal_stop(self) -> None:
         if self.source_watcher is not None:

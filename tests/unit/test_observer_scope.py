@@ -4,9 +4,15 @@ when narrowed; a sidecar only its own."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from inventory.core.ids import RSyncKey
 from inventory.core.inventory_count import InventorySummary
 from inventory.kube.observer import Observer, Scope
+from inventory.kube.watch import Reflector
+from inventory.source.source_watch import SourceLayout
 
 NAMESPACE = "config-management-system"
 MINE = RSyncKey("RootSync", NAMESPACE, "mine")
@@ -56,3 +62,20 @@ def test_the_cluster_controller_with_the_default_selector_manages_every_rsync_in
     made._on_rsync("RootSync", "ADDED", (NAMESPACE, "other"), {})
     assert changed == [OTHER], "before its first inventory too (an OOM kill in its first parse)"
     assert made.manages(MINE)
+
+
+def test_a_sidecar_is_healthy_from_the_moment_its_watches_can_sync(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Its source watcher starts before the watches: once a watch has synced (the service is ready),
+    nothing /healthz checks is still to be started (seen under load: ready, then "source watcher" down).
+    Here each watch, as it starts, finds the observer healthy but for the watches themselves."""
+    made = Observer(object(), Scope.sidecar(MINE), [].append, source_layout=SourceLayout(tmp_path))  # type: ignore[arg-type]
+    seen: list[list[str]] = []
+    monkeypatch.setattr(Reflector, "start", lambda self: seen.append(made.unhealthy()))
+    try:
+        made.start()
+    finally:
+        made.signal_stop()
+    assert seen, "the watches were started"
+    assert all(all(part.startswith("watch ") for part in broken) for broken in seen), seen
