@@ -21,6 +21,9 @@ import orjson
 import urllib3
 import yaml
 
+# Every read (list, watch, get) of Config Sync's objects: RootSyncs, RepoSyncs, ResourceGroups.
+CONFIG_SYNC_READS = r"^GET /apis/(configsync\.gke\.io|kpt\.dev)/"
+
 # What is forwarded of a request (urllib3 sets the rest); the answer is never compressed, so it streams.
 FORWARDED = ("Authorization", "Accept", "Content-Type", "User-Agent")
 
@@ -107,6 +110,15 @@ class FaultProxy:
         with self._lock:
             seen = list(self.seen)
         return [at for at, request in seen if at >= since and re.search(pattern, request)]
+
+    def reads(self, plural: str, began: float, seconds: float) -> int:
+        """The lists and watches of Config Sync's `plural` in the `seconds` from `began`."""
+        lists = rf"{CONFIG_SYNC_READS}.*/{plural}(\?|$)"
+        return len([at for at in self.requests(lists, began) if at < began + seconds])
+
+    def read_since(self, at: float) -> bool:
+        """Whether a read of Config Sync's objects came at or after `at` (every one before it is counted)."""
+        return bool(self.requests(CONFIG_SYNC_READS, at))
 
     def kubeconfig(self, token: str, path: Path) -> Path:
         """A kubeconfig that reaches the API server through this proxy with `token`."""

@@ -32,7 +32,7 @@ from controlplane.autoscaler_install import (
 )
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
-from controlplane.fault_proxy import Fault, FaultProxy
+from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
 from controlplane.metrics_server import install_metrics_server
@@ -851,7 +851,6 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
 
 # ----- the API server in trouble --------------------------------------------------------------------------
 FAULT_S = 20.0
-CONFIG_SYNC_READS = r"^GET /apis/(configsync\.gke\.io|kpt\.dev)/"
 
 
 def test_the_sidecar_rides_out_an_api_server_in_trouble_and_counts_what_changed_meanwhile(
@@ -892,20 +891,11 @@ def test_the_sidecar_rides_out_an_api_server_in_trouble_and_counts_what_changed_
         proxy.cut_streams()
         commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(60, namespace=apps)})
         wait_for(
-            lambda: any(at >= began + FAULT_S for at in proxy.requests(CONFIG_SYNC_READS, began)),
+            lambda: proxy.read_since(began + FAULT_S),
             timeout=FAULT_S * 4,
             what="20 s of faults, then a request of the sidecar",
         )
-        asked = {
-            plural: len(
-                [
-                    at
-                    for at in proxy.requests(rf"{CONFIG_SYNC_READS}.*/{plural}(\?|$)", began)
-                    if at < began + FAULT_S
-                ]
-            )
-            for plural in ("rootsyncs", "resourcegroups")
-        }
+        asked = {plural: proxy.reads(plural, began, FAULT_S) for plural in ("rootsyncs", "resourcegroups")}
         OBSERVED.append(f"API faults on the node: the sidecar's reads in 20 s of 504: {asked}")
         assert all(1 <= n <= 5 for n in asked.values()), asked
         proxy.clear()
