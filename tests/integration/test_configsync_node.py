@@ -20,14 +20,16 @@ from controlplane.autoscaler_install import install_cluster, sidecar_template_te
 from controlplane.configsync_build import build_git_sync, build_otelcol
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
+from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.rsyncs import grant_reposync
+from controlplane.sandbox import NODE_IP
 from controlplane.seed import ensure_namespace, manifests_in
 from controlplane.stack import NodeStack
 from controlplane.status_checks import pod_ready, synced
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, OBSERVED, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
     configmaps,
@@ -38,6 +40,7 @@ from tests.integration.on_node import (
     override,
     rsync_of,
     runs_at,
+    suffix,
 )
 
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
@@ -245,6 +248,78 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
         uninstall_cluster(api)
 
 
+def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
+) -> None:
+    """The README's cluster install, its controller Pods reaching the API server through the fault proxy
+    (their `KUBERNETES_SERVICE_HOST` and `_PORT` name its listener in the node's network; it serves the API
+    server's own certificate). A RootSync of 20 ConfigMaps counted; for 20 s every read of Config Sync's
+    objects through the proxy is answered 500, its watches cut, while real Config Sync syncs a commit of
+    60. The leader reads each resource at most 5 times in the 20 s (the standby reads nothing until it
+    leads), no Pod of ours restarts or logs a traceback, and once the fault clears the inventory's 61
+    entries are counted."""
+    cs = config_sync_on_node
+    api = cast(kubeapi.KubeApi, cs.api)
+    plane = cs.stack.plane
+    proxy = FaultProxy(plane.server, plane.ca_file, plane.serving, cs.stack.sandbox.listen(NODE_IP))
+    through_proxy = {
+        "KUBERNETES_SERVICE_HOST": proxy.address[0],
+        "KUBERNETES_SERVICE_PORT": str(proxy.address[1]),
+    }
+    install_cluster(api, tmp_path / "certs", through_proxy)
+    try:
+
+        def proxied_pods_lead() -> bool:
+            """Only Pods of this install run, both Ready, one of them leading (a previous install's
+            Pods, gone with its Deployment, may linger for a while)."""
+            pods = cs.pods(CONTROLLER)
+            proxied = [p for p in pods if pod_ready(p) and through_proxy_env <= env_of(p)]
+            holder = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get("holderIdentity")
+            return len(pods) == len(proxied) == 2 and holder in {p["metadata"]["name"] for p in pods}
+
+        through_proxy_env = set(through_proxy.items())
+        wait_for(
+            proxied_pods_lead, timeout=180, what="both controller Pods of this install Ready, one leading"
+        )
+        apps = f"apps-{suffix()}"
+        key = RSyncKey("RootSync", NAMESPACE, f"cluster-faults-{suffix()}")
+        cs.commit(key, configmaps(20, namespace=apps))
+        api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+        rsyncs.append(key)
+        wait_for(lambda: counts(api, key) == (None, "21"), timeout=240, what="the inventory counted")
+        began = time.monotonic()
+        proxy.inject(Fault(CONFIG_SYNC_READS, 500, "InternalError"))
+        proxy.cut_streams()
+        commit = cs.commit(key, configmaps(60, namespace=apps))
+        wait_for(
+            lambda: proxy.read_since(began + FAULT_S), timeout=FAULT_S * 4, what="20 s of 500, then a read"
+        )
+        asked = {
+            plural: proxy.reads(plural, began, FAULT_S)
+            for plural in ("rootsyncs", "reposyncs", "resourcegroups")
+        }
+        OBSERVED.append(f"API faults on the node: cluster mode's reads in 20 s of 500: {asked}")
+        assert all(1 <= n <= 5 for n in asked.values()), asked
+        proxy.clear()
+        wait_for(lambda: synced(rsync_of(api, key), commit), timeout=240, what="the commit of 60 synced")
+        wait_for(lambda: counts(api, key) == (None, "61"), timeout=120, what="the counts caught up")
+        ours = cs.pods(CONTROLLER)
+        assert len(ours) == 2
+        for pod in ours:
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["restartCount"] == 0, pod["metadata"]["name"]
+            assert "Traceback" not in container_log(cs, pod, "autoscaler", tail=0)
+    finally:
+        uninstall_cluster(api)
+        proxy.close()
+
+
+def env_of(pod: JSON) -> set[tuple[str, str]]:
+    (container,) = pod["spec"]["containers"]
+    return {(e["name"], e.get("value", "")) for e in container.get("env", [])}
+
+
+FAULT_S = 20.0
 CONTROLLER = "app.kubernetes.io/name=objcount-autoscaler"
 DISRUPTION_BUDGET = kubeapi.Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
