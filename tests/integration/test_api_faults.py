@@ -98,9 +98,10 @@ def faulted(
     )
     seen = tmp_path / "client-go.jsonl"
     kubeconfig = theirs.kubeconfig(token, tmp_path / "theirs")
-    with seen.open("wb") as out:
+    # Its log (klog, a line per failure: thousands under a 410 storm) kept beside, out of the test's output.
+    with seen.open("wb") as out, (tmp_path / "client-go.log").open("wb") as log:
         client_go = subprocess.Popen(
-            [str(reflectors), "-kubeconfig", str(kubeconfig), "-namespace", namespace], stdout=out
+            [str(reflectors), "-kubeconfig", str(kubeconfig), "-namespace", namespace], stdout=out, stderr=log
         )
     both = Faulted(key, ours, theirs, service, seen)
     try:
