@@ -18,7 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_DURATION = re.compile(r"^(\d+\.\d+)s (setup|call|teardown) +(\S+?)(?:@\S+)?$")
+# A parametrized id may hold spaces ("test_x[504 Timeout]"): the id runs to the end of the line.
+_DURATION = re.compile(r"^(\d+\.\d+)s (setup|call|teardown) +(.+?)(?:@\S+)?$")
 
 
 @dataclass

@@ -44,3 +44,10 @@ def test_the_table_lists_modules_longest_first_and_the_longest_phases() -> None:
     assert "| 120.5 | setup | `tests/integration/test_node.py::test_first[v1.24.3]` |" in text
     assert "| 30.3 | call |" in text
     assert "test_second" not in text.split("longest phases")[1]
+
+
+def test_a_parametrized_id_with_spaces_is_read_whole() -> None:
+    log = "79.23s call     tests/integration/test_api_faults.py::test_fault[504 Timeout]\n"
+    assert durations(log) == [
+        (79.23, "call", "tests/integration/test_api_faults.py::test_fault[504 Timeout]")
+    ]
