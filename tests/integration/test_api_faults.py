@@ -153,8 +153,9 @@ def per_path(proxy: FaultProxy, began: float) -> dict[str, int]:
 
 
 def past_the_fault(faulted: Faulted, began: float) -> bool:
-    """Whether each client asked again after the fault's FAULT_S seconds (all of them are counted)."""
-    return faulted.ours.read_since(began + FAULT_S) and faulted.theirs.read_since(began + FAULT_S)
+    """Whether either client asked again after the fault's FAULT_S seconds: the window is over, every
+    request in it recorded (each is, as it arrives). The fault is then cleared before our next attempt."""
+    return faulted.ours.read_since(began + FAULT_S) or faulted.theirs.read_since(began + FAULT_S)
 
 
 LISTS = WATCHED + r"(?!.*watch=true)"
@@ -205,7 +206,7 @@ def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
     wait_for(
         lambda: past_the_fault(faulted, began),
         timeout=FAULT_S * 4,
-        what="20 s of faults, then a request of each client",
+        what="20 s of faults, then a request",
     )
     asked, yardstick = per_path(ours, began), per_path(faulted.theirs, began)
     fault = request.node.callspec.id
@@ -255,7 +256,7 @@ def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeApi, fau
     wait_for(
         lambda: past_the_fault(faulted, began),
         timeout=FAULT_S * 4,
-        what="20 s of 429, then a request of each client",
+        what="20 s of 429, then a request",
     )
     during = [at for at in ours.requests(rootsyncs, began) if at < began + FAULT_S]
     gaps = [later - earlier for earlier, later in itertools.pairwise(during)]
