@@ -37,20 +37,23 @@ RESOURCES = {
 }
 
 
-def create_or_replace(api: kubeapi.KubeApi, item: JSON) -> None:
-    """As `kubectl apply` for objects only we write: create, else replace the stored one."""
+def create_or_replace(api: kubeapi.KubeApi, item: JSON, attempts: int = 5) -> None:
+    """As `kubectl apply` for objects only we write: create, else replace the stored one. A replace that
+    meets a newer version (a controller wrote the object's status meanwhile: a PodDisruptionBudget's) reads
+    it again and replaces that, a bounded number of times."""
     resource = RESOURCES[item["kind"]]
     namespace, name = item["metadata"].get("namespace"), item["metadata"]["name"]
     try:
         api.create(resource, namespace, item)
+        return
     except kubeapi.Conflict:
+        pass
+    for attempt in range(attempts):
         current = api.get(resource, namespace, name)
-        api.replace(
-            resource,
-            namespace,
-            name,
-            {
-                **item,
-                "metadata": {**item["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
-            },
-        )
+        version = {**item["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        try:
+            api.replace(resource, namespace, name, {**item, "metadata": version})
+            return
+        except kubeapi.Conflict:
+            if attempt == attempts - 1:
+                raise
