@@ -28,9 +28,11 @@ from controlplane.autoscaler_install import WEBHOOK_NAME, install_guard, install
 from controlplane.configsync_build import VERSION, ConfigSyncBuild, build_configsync
 from controlplane.configsync_install import NAMESPACE, install_config_sync, release_images
 from controlplane.errors import ControlPlaneError
+from controlplane.fault_proxy import FaultProxy
 from controlplane.git_server import GitServer
 from controlplane.images import configsync_node_images
 from controlplane.rsyncs import rsync_object
+from controlplane.sandbox import NODE_IP
 from controlplane.seed import JSON
 from controlplane.stack import NodeStack, running_node_stack
 from controlplane.status_checks import container_running
@@ -94,6 +96,12 @@ class NodeConfigSync:
         return self.git.commit(
             self.repository(key), {f"{sync_dir}/{name}": text for name, text in files.items()}
         )
+
+    def fault_proxy(self) -> FaultProxy:
+        """A fault proxy in front of the API server that Pods reach (it listens in the node's network;
+        send a container through it with its `in_cluster_env`). The caller closes it."""
+        plane = self.stack.plane
+        return FaultProxy(plane.server, plane.ca_file, plane.serving, self.stack.sandbox.listen(NODE_IP))
 
     def pods(self, selector: str) -> list[JSON]:
         assert self.api is not None

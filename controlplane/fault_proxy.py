@@ -24,6 +24,12 @@ import yaml
 # Every read (list, watch, get) of Config Sync's objects: RootSyncs, RepoSyncs, ResourceGroups.
 CONFIG_SYNC_READS = r"^GET /apis/(configsync\.gke\.io|kpt\.dev)/"
 
+
+def reads_of(plural: str) -> str:
+    """The pattern of every list and watch of Config Sync's `plural` (rootsyncs, reposyncs, ...)."""
+    return rf"{CONFIG_SYNC_READS}.*/{plural}(\?|$)"
+
+
 # What is forwarded of a request (urllib3 sets the rest); the answer is never compressed, so it streams.
 FORWARDED = ("Authorization", "Accept", "Content-Type", "User-Agent")
 
@@ -89,9 +95,14 @@ class FaultProxy:
         threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
 
     # ----- what the test drives -------------------------------------------------------------------------
-    def inject(self, fault: Fault) -> None:
+    def begin(self, *faults: Fault) -> float:
+        """Answer with these faults from now on, every open stream cut (each client must ask again); when
+        they began (monotonic seconds)."""
+        began = time.monotonic()
         with self._lock:
-            self._faults.append(fault)
+            self._faults.extend(faults)
+        self.cut_streams()
+        return began
 
     def clear(self) -> None:
         with self._lock:
@@ -111,14 +122,22 @@ class FaultProxy:
             seen = list(self.seen)
         return [at for at, request in seen if at >= since and re.search(pattern, request)]
 
+    def read_times(self, plural: str, began: float, seconds: float) -> list[float]:
+        """When each list and watch of Config Sync's `plural` came in the `seconds` from `began`."""
+        return [at for at in self.requests(reads_of(plural), began) if at < began + seconds]
+
     def reads(self, plural: str, began: float, seconds: float) -> int:
-        """The lists and watches of Config Sync's `plural` in the `seconds` from `began`."""
-        lists = rf"{CONFIG_SYNC_READS}.*/{plural}(\?|$)"
-        return len([at for at in self.requests(lists, began) if at < began + seconds])
+        return len(self.read_times(plural, began, seconds))
 
     def read_since(self, at: float) -> bool:
         """Whether a read of Config Sync's objects came at or after `at` (every one before it is counted)."""
         return bool(self.requests(CONFIG_SYNC_READS, at))
+
+    @property
+    def in_cluster_env(self) -> dict[str, str]:
+        """The variables that send a Pod's in-cluster credentials through this proxy (a container's own
+        `env` wins over the kubelet's)."""
+        return {"KUBERNETES_SERVICE_HOST": self.address[0], "KUBERNETES_SERVICE_PORT": str(self.address[1])}
 
     def kubeconfig(self, token: str, path: Path) -> Path:
         """A kubeconfig that reaches the API server through this proxy with `token`."""

@@ -224,6 +224,12 @@ class Sampler(Generic[T]):
         return self.values
 
 
+def never_lowered(memory: list[int | None]) -> None:
+    """A recommendation (MiB) in every sample, never lower than the one before."""
+    assert None not in memory, "a recommendation all along"
+    assert memory == sorted(memory, key=lambda mib: mib or 0), "no recommendation lowered"
+
+
 def kib(*manifests: str) -> int:
     """KiB of these manifests, rounded up (what the service records as `objcount.dev/source-kib`)."""
     return -(-sum(len(text.encode()) for text in manifests) // 1024)

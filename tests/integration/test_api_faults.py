@@ -20,15 +20,14 @@ import pytest
 
 from autoscaler.core.annotations import RECOMMENDED_ANNOTATION, annotation_counts, parse_resources_annotation
 from controlplane import LocalControlPlane
-from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy
+from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy, reads_of
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.helpers import OBSERVED, Sampler, Service, wait_for
+from tests.helpers import OBSERVED, Sampler, Service, never_lowered, wait_for
 
 FAULT_S = 20.0  # how long each fault lasts
 RESOURCES = ("rootsyncs", "reposyncs", "resourcegroups")
-WATCHED = CONFIG_SYNC_READS  # the service's lists and watches of RootSyncs, RepoSyncs, ResourceGroups
 
 
 @dataclass
@@ -43,11 +42,8 @@ class Faulted:
 
     def inject(self, *faults: Fault) -> float:
         """The faults on both proxies, every open watch cut; when they began."""
-        began = time.monotonic()
-        for proxy in (self.ours, self.theirs):
-            for fault in faults:
-                proxy.inject(fault)
-            proxy.cut_streams()
+        began = self.ours.begin(*faults)
+        self.theirs.begin(*faults)
         return began
 
     def clear(self) -> None:
@@ -136,9 +132,7 @@ def nothing_lost(history: list[tuple[int | None, int | None]], counts: tuple[int
     read), in their order, and the recommended memory never went down (the count only grew)."""
     counted_in_turn = [count for count, _ in itertools.groupby(count for count, _ in history)]
     assert counted_in_turn == list(counts), "only the inventory's real counts, in its order"
-    memory = [mib or 0 for _, mib in history]
-    assert 0 not in memory, "a recommendation all along"
-    assert memory == sorted(memory), "no recommendation lowered"
+    never_lowered([mib for _, mib in history])
 
 
 def tail(service: Service, proxy: FaultProxy) -> str:
@@ -158,20 +152,20 @@ def past_the_fault(faulted: Faulted, began: float) -> bool:
     return faulted.ours.read_since(began + FAULT_S) or faulted.theirs.read_since(began + FAULT_S)
 
 
-LISTS = WATCHED + r"(?!.*watch=true)"
-WATCHES = WATCHED + r".*watch=true"
+LISTS = CONFIG_SYNC_READS + r"(?!.*watch=true)"
+WATCHES = CONFIG_SYNC_READS + r".*watch=true"
 
 
 @pytest.mark.parametrize(
     "faults",
     [
-        (Fault(WATCHED, 504, "Timeout"),),
-        (Fault(WATCHED, 500, "InternalError"),),
-        (Fault(WATCHED, 503, "ServiceUnavailable", retry_after=1),),
-        (Fault(WATCHED, 429, "TooManyRequests"),),  # without Retry-After: our own backoff
-        (Fault(WATCHED, 403, "Forbidden"),),  # a permission taken away for a while
+        (Fault(CONFIG_SYNC_READS, 504, "Timeout"),),
+        (Fault(CONFIG_SYNC_READS, 500, "InternalError"),),
+        (Fault(CONFIG_SYNC_READS, 503, "ServiceUnavailable", retry_after=1),),
+        (Fault(CONFIG_SYNC_READS, 429, "TooManyRequests"),),  # without Retry-After: our own backoff
+        (Fault(CONFIG_SYNC_READS, 403, "Forbidden"),),  # a permission taken away for a while
         (Fault(WATCHES, 410, "Expired"),),  # every watch expired at once: a re-list each time
-        (Fault(WATCHED, cut_after=100),),  # every answer reset in the middle of its body
+        (Fault(CONFIG_SYNC_READS, cut_after=100),),  # every answer reset in the middle of its body
         # Every watch expired, every list slower than our 30-s request timeout.
         (Fault(WATCHES, 410, "Expired"), Fault(LISTS, delay_s=35.0)),
     ],
@@ -251,14 +245,13 @@ def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeApi, fau
     comes sooner than 5 s after the one before, none more often than client-go's."""
     key, service, ours = faulted.key, faulted.service, faulted.ours
     history = Sampler(lambda: recorded(api, key), interval=0.05)
-    rootsyncs = rf"{WATCHED}.*/rootsyncs(\?|$)"
-    began = faulted.inject(Fault(rootsyncs, 429, "TooManyRequests", retry_after=5))
+    began = faulted.inject(Fault(reads_of("rootsyncs"), 429, "TooManyRequests", retry_after=5))
     wait_for(
         lambda: past_the_fault(faulted, began),
         timeout=FAULT_S * 4,
         what="20 s of 429, then a request",
     )
-    during = [at for at in ours.requests(rootsyncs, began) if at < began + FAULT_S]
+    during = ours.read_times("rootsyncs", began, FAULT_S)
     gaps = [later - earlier for earlier, later in itertools.pairwise(during)]
     assert gaps, during
     assert min(gaps) >= 4.9, gaps  # whole seconds as the server said, less the proxy's own clock jitter

@@ -20,10 +20,9 @@ from controlplane.autoscaler_install import install_cluster, sidecar_template_te
 from controlplane.configsync_build import build_git_sync, build_otelcol
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
-from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy
+from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.rsyncs import grant_reposync
-from controlplane.sandbox import NODE_IP
 from controlplane.seed import ensure_namespace, manifests_in
 from controlplane.stack import NodeStack
 from controlplane.status_checks import pod_ready, synced
@@ -260,13 +259,8 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
     entries are counted."""
     cs = config_sync_on_node
     api = cast(kubeapi.KubeApi, cs.api)
-    plane = cs.stack.plane
-    proxy = FaultProxy(plane.server, plane.ca_file, plane.serving, cs.stack.sandbox.listen(NODE_IP))
-    through_proxy = {
-        "KUBERNETES_SERVICE_HOST": proxy.address[0],
-        "KUBERNETES_SERVICE_PORT": str(proxy.address[1]),
-    }
-    install_cluster(api, tmp_path / "certs", through_proxy)
+    proxy = cs.fault_proxy()
+    install_cluster(api, tmp_path / "certs", proxy.in_cluster_env)
     try:
 
         def proxied_pods_lead() -> bool:
@@ -274,10 +268,15 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
             Pods, gone with its Deployment, may linger for a while)."""
             pods = cs.pods(CONTROLLER)
             proxied = [p for p in pods if pod_ready(p) and through_proxy_env <= env_of(p)]
-            holder = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get("holderIdentity")
+            try:  # no Lease until one of them first leads
+                holder = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get(
+                    "holderIdentity"
+                )
+            except kubeapi.NotFound:
+                return False
             return len(pods) == len(proxied) == 2 and holder in {p["metadata"]["name"] for p in pods}
 
-        through_proxy_env = set(through_proxy.items())
+        through_proxy_env = set(proxy.in_cluster_env.items())
         wait_for(
             proxied_pods_lead, timeout=180, what="both controller Pods of this install Ready, one leading"
         )
@@ -287,9 +286,7 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
         api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
         rsyncs.append(key)
         wait_for(lambda: counts(api, key) == (None, "21"), timeout=240, what="the inventory counted")
-        began = time.monotonic()
-        proxy.inject(Fault(CONFIG_SYNC_READS, 500, "InternalError"))
-        proxy.cut_streams()
+        began = proxy.begin(Fault(CONFIG_SYNC_READS, 500, "InternalError"))
         commit = cs.commit(key, configmaps(60, namespace=apps))
         wait_for(
             lambda: proxy.read_since(began + FAULT_S), timeout=FAULT_S * 4, what="20 s of 500, then a read"
