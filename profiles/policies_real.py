@@ -55,18 +55,20 @@ Results in `--out`: `policies-real.csv` (one row per policy), `own-components.cs
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import copy
 import csv
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +89,8 @@ from controlplane.autoscaler_install import (
 from controlplane.configsync_build import VERSION
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.filler import NAMESPACE as FILLER_NAMESPACE
+from controlplane.filler import fill_the_nodes_cpu
 from controlplane.kubelet import NODE_NAME
 from controlplane.metrics_server import install_metrics_server
 from controlplane.resources import create_or_replace
@@ -106,6 +110,7 @@ class Phase:
     name: str
     objects: dict[str, int]  # per shape (profiles.reconciler_memory), in the commit
     hold_s: float  # after every RootSync has synced it (or the phase timed out)
+    busy: bool = False  # committed on a node whose CPU others request but for BUSY_LEAVE_M, till its end
 
     def files(self, prefix: str, scale: float) -> dict[str, str]:
         """The commit's files: one per shape, its objects in namespaces named after `prefix`."""
@@ -116,15 +121,19 @@ class Phase:
 
 
 # ConfigMaps, then Deployments beside them, then a big commit with the platform mix (Namespaces, RBAC,
-# Services, ...; profiles.platform) too, then a prune. The holds leave VPA's recommender and updater (each
-# loops every minute) several loops after each commit; the last is longer than our scale-down delay.
+# Services, ...; profiles.platform) too, then a prune, then a growth on a node whose CPU is mostly requested
+# by another Pod (a busy node: a size asking more CPU than is left waits, Deferred, or goes Pending). The
+# holds leave VPA's recommender and updater (each loops every minute) several loops after each commit.
 PHASES = (
     Phase("start", {}, 300),
     Phase("grow 1", {"configmaps": 500}, 300),
     Phase("grow 2", {"configmaps": 1000, "deployments": 250}, 300),
     Phase("big commit", {"configmaps": 2000, "deployments": 1000, "mix": 1000}, 600),
     Phase("prune", {"configmaps": 100}, 900),
+    Phase("busy node", {"configmaps": 1000, "deployments": 500}, 300, busy=True),
 )
+# On the busy node, what the filler Pod leaves unrequested of the node's CPU (millicores).
+BUSY_LEAVE_M = 300
 
 
 # ----- the policies -------------------------------------------------------------------------------------
@@ -269,6 +278,23 @@ def peak_above_request(samples: Sequence[Sample]) -> float:
     return max([0.0, *above])
 
 
+CLAIRVOYANT_HORIZON_S = 300.0
+CLAIRVOYANT_STEP_MIB = 32
+
+
+def clairvoyant_mib_hours(samples: Sequence[Sample]) -> float:
+    """The limit no policy can beat, from a policy's own trace: at each sample the peak working set of the
+    next 5 minutes, rounded up to the 32 MiB grid, held until the next sample (MiB-h)."""
+    times = [s.t for s in samples]
+    sets = [s.working_set_mib or 0.0 for s in samples]
+    total = 0.0
+    for i, (a, b) in enumerate(itertools.pairwise(samples)):
+        end = bisect.bisect_right(times, a.t + CLAIRVOYANT_HORIZON_S, lo=i)
+        ahead = max(sets[i:end])
+        total += math.ceil(ahead / CLAIRVOYANT_STEP_MIB) * CLAIRVOYANT_STEP_MIB * (b.t - a.t)
+    return total / 3600
+
+
 @dataclass
 class Result:
     policy: str
@@ -287,6 +313,7 @@ class Result:
     own_requested_mib_h: float  # the policy's own components (shared ones counted whole)
     own_working_set_mib_h: float
     duration_s: float
+    clairvoyant_mib_h: float = 0.0  # what a clairvoyant reserves over this policy's own trace
 
 
 def result_of(
@@ -310,6 +337,7 @@ def result_of(
         round(own[0], 2),
         round(own[1], 2),
         round(samples[-1].t - samples[0].t if samples else 0.0, 1),
+        round(clairvoyant_mib_hours(samples), 2),
     )
 
 
@@ -402,6 +430,7 @@ class Sampler:
     own: list[OwnSample] = field(default_factory=list)
     killed: dict[str, set[str]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
+    committed: list[tuple[str, float]] = field(default_factory=list)  # each phase and when, on its clock
 
     @property
     def api(self) -> kubeapi.KubeApi:
@@ -610,21 +639,52 @@ def play(
     seconds: dict[str, list[float | None]] = {name: [] for name in policies}
     written: set[str] = set()
     for phase in args.phases:
-        began = time.monotonic()
-        commits = {}
-        for name in policies:
-            files: dict[str, str | None] = dict(phase.files(POLICIES[name].slug, args.scale))
-            commits[name] = cs.commit(key_of(POLICIES[name]), files | dict.fromkeys(written - set(files)))
-        written = set(files)
-        print(
-            f"{sampler.now():7.0f} s  {phase.name}: {phase.objects} x {args.scale} committed", file=sys.stderr
-        )
-        done = wait_all_synced(cs, commits, args.phase_timeout, began)
-        for name in policies:
-            seconds[name].append(done[name])
-        print(f"{sampler.now():7.0f} s  {phase.name}: synced {done}", file=sys.stderr)
-        sampler.stopping.wait(phase.hold_s * args.hold_scale)
+        with busy_node(cs, phase.busy):
+            _play_phase(cs, policies, args, sampler, phase=phase, seconds=seconds, written=written)
     return seconds
+
+
+@contextlib.contextmanager
+def busy_node(cs: NodeConfigSync, busy: bool) -> Iterator[None]:
+    """While a busy phase lasts, a filler Pod requests the node's CPU but `BUSY_LEAVE_M`."""
+    if not busy:
+        yield
+        return
+    assert cs.api is not None
+    filler = fill_the_nodes_cpu(cs.api, leave_m=BUSY_LEAVE_M)
+    try:
+        yield
+    finally:
+        cs.api.delete(kubeapi.POD, FILLER_NAMESPACE, filler)
+
+
+def _play_phase(
+    cs: NodeConfigSync,
+    policies: Sequence[str],
+    args: argparse.Namespace,
+    sampler: Sampler,
+    *,
+    phase: Phase,
+    seconds: dict[str, list[float | None]],
+    written: set[str],
+) -> None:
+    """One phase: its commit to every policy's repository (the files of the last phase it lacks deleted),
+    the wait for every policy to sync it, the hold."""
+    began = time.monotonic()
+    sampler.committed.append((phase.name, round(sampler.now(), 2)))
+    commits = {}
+    files: dict[str, str | None] = {}
+    for name in policies:
+        files = dict(phase.files(POLICIES[name].slug, args.scale))
+        commits[name] = cs.commit(key_of(POLICIES[name]), files | dict.fromkeys(written - set(files)))
+    written.clear()
+    written.update(files)
+    print(f"{sampler.now():7.0f} s  {phase.name}: {phase.objects} x {args.scale} committed", file=sys.stderr)
+    done = wait_all_synced(cs, commits, args.phase_timeout, began)
+    for name in policies:
+        seconds[name].append(done[name])
+    print(f"{sampler.now():7.0f} s  {phase.name}: synced {done}", file=sys.stderr)
+    sampler.stopping.wait(phase.hold_s * args.hold_scale)
 
 
 def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
@@ -665,7 +725,8 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
         write_rows(out / "traces" / f"{POLICIES[name].slug}.csv", sampler.samples[name])
     write_rows(out / "own-components.csv", sampler.own)
     write_rows(out / "policies-real.csv", results)
-    (out / "run.json").write_text(json.dumps(began | {"ended": now()}, indent=2) + "\n")
+    timeline = {"committed_at_s": dict(sampler.committed)}
+    (out / "run.json").write_text(json.dumps(began | timeline | {"ended": now()}, indent=2) + "\n")
     (out / "policies-real.md").write_text(markdown(results, args.phases) + "\n" + own_table(costs))
     plot(out, policies)
     return results
@@ -762,16 +823,19 @@ def _seconds(value: float | None) -> str:
 def markdown(results: Sequence[Result], phases: Sequence[Phase] = PHASES[1:]) -> str:
     lines = [
         "| policy | OOM kills | container restarts | new Pods | in-place resizes (Deferred / Infeasible) | "
-        "reserved (MiB-h) | requested (MiB-h) | largest reserved (MiB) | peak working set (MiB) | "
-        "peak above request (MiB) | to synced, s (" + " / ".join(p.name for p in phases) + ") | "
-        "own components: requested / working set (MiB-h) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "reserved (MiB-h) | requested (MiB-h) | clairvoyant (MiB-h): reserved / it | "
+        "largest reserved (MiB) | peak working set (MiB) | peak above request (MiB) | to synced, s ("
+        + " / ".join(p.name for p in phases)
+        + ") | own components: requested / working set (MiB-h) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
+        ratio = r.reserved_mib_h / r.clairvoyant_mib_h if r.clairvoyant_mib_h else float("nan")
         lines.append(
             f"| {r.policy} | {r.oom_kills} | {r.restarts} | {r.new_pods} | "
             f"{r.in_place_resizes} ({r.deferred} / {r.infeasible}) | {r.reserved_mib_h:.2f} | "
-            f"{r.requested_mib_h:.2f} | {r.largest_reserved_mib:.0f} | {r.peak_working_set_mib:.0f} | "
+            f"{r.requested_mib_h:.2f} | {r.clairvoyant_mib_h:.2f}: {ratio:.2f} x | "
+            f"{r.largest_reserved_mib:.0f} | {r.peak_working_set_mib:.0f} | "
             f"{r.peak_above_request_mib:.0f} | {' / '.join(_seconds(v) for v in r.seconds_to_synced)} | "
             f"{r.own_requested_mib_h:.2f} / {r.own_working_set_mib_h:.2f} |"
         )

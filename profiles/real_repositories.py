@@ -10,8 +10,13 @@ pinned commits; test input, never code of ours): a directory or file of one proj
 project publishes them, or several in one RootSync; `*-tenants-N` replicates an application (the
 monitoring operator's example custom resources, Services and RBAC, its Deployments left out so no Pod
 runs) into N tenant namespaces, each with its Namespace, beside the operator's CRDs: the one change made
-to a manifest is its `metadata.namespace`. Each repository is checked first: every file as Config Sync's
-reader reads it (our counter, held to the reader by the differential tests), no object declared twice.
+to a manifest is its `metadata.namespace`. `guestbook-tenants-N` gives each tenant a public microservices
+application instead (the guestbook: three Deployments and their Services, as published) and a
+ResourceQuota of ours that admits no Pod (written here, not from the corpus: the Deployments are applied
+and pruned as objects, and no Pod of theirs runs on the 2-core node); `platform-tenants-N` gives each
+tenant both, beside the whole corpus platform and the monitoring operator's CRDs. Each repository is
+checked first: every file as Config Sync's reader reads it (our counter, held to the reader by the
+differential tests), no object declared twice.
 
 On the local stack with a real node (Config Sync, v1.25.0 by default, its Pods run by the kubelet with
 containerd; every container real since 2026-11-26; the runs recorded on 2026-11-26 before that had
@@ -58,6 +63,12 @@ PROMETHEUS = "prometheus-operator-example"
 MONITORING_CRDS = f"{PROMETHEUS}/prometheus-operator-crd"
 # The monitoring operator's examples a tenant gets: custom resources of its CRDs, Services, RBAC.
 TENANT_APP = (f"{PROMETHEUS}/user-guides/alerting", f"{PROMETHEUS}/user-guides/getting-started")
+# A public microservices application: the guestbook's Deployments and Services, as published.
+GUESTBOOK = tuple(
+    f"kubernetes-examples/web/guestbook/{name}-{part}.yaml"
+    for name in ("frontend", "redis-master", "redis-replica")
+    for part in ("deployment", "service")
+)
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
@@ -127,17 +138,39 @@ def _fixed_node_port(document: Mapping[str, object]) -> bool:
     )
 
 
-def tenants(corpus: Path, count: int) -> Files:
-    """The monitoring CRDs, and the tenant application in `count` namespaces of its own."""
-    examples = [d for text in tree(corpus, *TENANT_APP).values() for d in documents(text)]
+def application(corpus: Path, paths: tuple[str, ...], *, deployments: bool) -> list[dict[str, object]]:
+    """A tenant's namespaced objects from these corpus paths, one of each kind and name (the examples are
+    alternatives: several declare one Prometheus); Deployments only where asked for, and no Service
+    with a fixed node port (it can be in one namespace only)."""
+    examples = [d for text in tree(corpus, *paths).values() for d in documents(text)]
     namespaced = [
         d
         for d in examples
-        if d.get("kind") not in CLUSTER_SCOPED and d.get("kind") != "Deployment" and not _fixed_node_port(d)
+        if d.get("kind") not in CLUSTER_SCOPED
+        and (deployments or d.get("kind") != "Deployment")
+        and not _fixed_node_port(d)
     ]
-    # One object of each kind and name (the examples are alternatives: several declare one Prometheus).
-    app = list({(d.get("kind"), identity(d)[2]): d for d in reversed(namespaced)}.values())[::-1]
-    files = tree(corpus, MONITORING_CRDS)
+    return list({(d.get("kind"), identity(d)[2]): d for d in reversed(namespaced)}.values())[::-1]
+
+
+# Ours, not the corpus's: a tenant's Deployments are applied as objects, and no Pod of theirs may run.
+NO_PODS: dict[str, object] = {
+    "apiVersion": "v1",
+    "kind": "ResourceQuota",
+    "metadata": {"name": "no-pods"},
+    "spec": {"hard": {"pods": "0"}},
+}
+
+
+def tenants(corpus: Path, count: int, *, monitoring: bool = True, guestbook: bool = False) -> Files:
+    """The monitoring CRDs (where a tenant has the monitoring application), and the tenant application
+    in `count` namespaces of its own."""
+    app: list[dict[str, object]] = []
+    if monitoring:
+        app += application(corpus, TENANT_APP, deployments=False)
+    if guestbook:
+        app += [*application(corpus, GUESTBOOK, deployments=True), NO_PODS]
+    files = tree(corpus, MONITORING_CRDS) if monitoring else {}
     for i in range(count):
         namespace = f"tenant-{i:04d}"
         placed = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in app]  # type: ignore[dict-item]
@@ -172,6 +205,13 @@ REPOSITORIES: dict[str, Callable[[Path], Files]] = {
     "monitoring-tenants-100": lambda c: tenants(c, 100),
     "monitoring-tenants-300": lambda c: tenants(c, 300),
     "corpus-platform-tenants-200": lambda c: {**REPOSITORIES["corpus-platform"](c), **tenants(c, 200)},
+    # Past 3,000 objects (issue 48): with CRDs, without, and a platform of both.
+    "monitoring-tenants-400": lambda c: tenants(c, 400),
+    "guestbook-tenants-500": lambda c: tenants(c, 500, monitoring=False, guestbook=True),
+    "platform-tenants-300": lambda c: {
+        **REPOSITORIES["corpus-platform"](c),
+        **tenants(c, 300, guestbook=True),
+    },
 }
 
 

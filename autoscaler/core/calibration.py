@@ -7,20 +7,29 @@ reconciler container's working set and keeps, per RSync, the largest one seen in
 reconciler Pod syncing one fetched commit. A new commit or a new Pod starts a new window: the peak of a
 Pod that is gone, or of a commit already replaced, says nothing of what is needed now.
 
-When the reconciler reports the window's commit finished (applied and pruned, no errors), the model's
-prediction for the counts it holds is compared with that peak:
+When the reconciler reports the window's commit finished (applied and pruned, no errors), that peak is
+compared with the model's largest prediction for what the reconciler held in the window: during a
+transition it holds the last finished commit's objects and the new commit's at once (a prune deletes the
+old ones last), so a prune's peak is set against the prediction for both, not for what remains:
 
     needed = max(peak x (1 + margin), peak + margin_mib)          (25 % and 0 MiB by default)
     factor = needed / predicted                      (clamped to [1/4, 4])
 
-and from then on the RSync is sized by `model(counts) x factor`, never below `needed` while the window
-lasts. So a repository the model overprices is lowered toward what it uses and one it underprices is
-raised, while a change of counts still moves the size ahead of the work (the factor scales the model).
-A lower size goes through the same scale-down rules as any other (the delay, a pending prune, the
-restart cap); the OOM floor still wins upward. The margin covers what sampling misses: the metrics API
-reports a working set scraped every 10-60 s, not the peak (the cgroup's maximum is not exposed), and a
-Go heap peaks between scrapes. The clamp keeps one odd reading (or a hand-written annotation) from moving
-a size more than four-fold.
+So what a transition needed never raises the size of the steady state after it: once the sync finished,
+the RSync is sized for the objects that remain, by the model and the factor, and a lower size goes
+through the same scale-down rules as any other (the delay, a pending prune, the restart cap); the OOM
+floor still wins upward. A repository the model overprices is lowered toward what it uses and one it
+underprices is raised, while a change of counts still moves the size ahead of the work.
+
+A factor does not travel far from where it was learned. One above 1 scales the whole model (the
+model underprices this repository: more objects, more so). One below 1 lowers the model by its ratio up
+to the prediction it was learned at, and beyond it by the MiB it saved there, no more: what a few
+hundred objects showed (mostly the model's fixed part overpriced) says nothing of what each of thousands
+more costs (a factor of 0.43 learned on 500 ConfigMaps sized a commit of 4,000 objects under its peak:
+two OOM kills, BENCHMARKS.md). The margin covers what sampling misses: the metrics API reports a working
+set scraped every 10-60 s, not the peak (the cgroup's maximum is not exposed), and a Go heap peaks
+between scrapes. The clamp keeps one odd reading (or a hand-written annotation) from moving a size more
+than four-fold.
 
 What was learned is kept on the RSync (annotation `objcount.dev/calibration`), so a restart of the
 service keeps it. Without the metrics API nothing is sampled and nothing is learned.
@@ -69,10 +78,35 @@ class Window:
 
 @dataclass(frozen=True)
 class Peak:
-    """The largest working set of the reconciler container seen in a window (whole MiB, rounded up)."""
+    """The largest working set of the reconciler container seen in a window (whole MiB, rounded up), and
+    the model's largest prediction (raw MiB, uncalibrated) for what the reconciler held in it (0 until a
+    reconcile of the window saw its counts). Once the reconciler reports the window's commit finished
+    (`steady_objects`: what it then holds), the samples after that are its steady state's, kept apart."""
 
     window: Window
     mib: int
+    predicted: Fraction = Fraction(0)
+    steady_objects: int | None = None
+    steady: tuple[tuple[float, int], ...] = ()  # the steady state's samples of the last STEADY_S: (at, MiB)
+
+    @property
+    def steady_mib(self) -> int:
+        """The steady state's largest working set over its last `STEADY_S` (0 before its first sample)."""
+        return max((mib for _, mib in self.steady), default=0)
+
+    def steady_need(self, objects: int | None, margin: Margin) -> int | None:
+        """What the reconciler needs while it holds the `objects` its finished commit left (its recent
+        steady working set plus the margin); None during a transition, or before a steady sample."""
+        if self.steady_objects is None or objects != self.steady_objects or not self.steady:
+            return None
+        return margin.needed(self.steady_mib)
+
+
+# How far back the steady state's working set is looked at: after an apply the Go runtime returns the
+# memory it no longer holds over a few minutes (seen: 294 MiB at the end of an apply of 4,000 objects,
+# 155 two minutes later, 112 after five), so the latest samples say what the objects that remain need;
+# two minutes is two to eight samples at the sampling interval.
+STEADY_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -84,10 +118,6 @@ class Calibration:
     window: Window
     predicted_mib: int  # the model's prediction it was compared with (whole MiB, rounded up)
     since: float  # wall-clock seconds when it was learned
-
-    def floor_mib(self, window: Window | None, margin: Margin) -> int:
-        """The least memory while the window it was learned in lasts (0 in another window)."""
-        return margin.needed(self.peak_mib) if window == self.window else 0
 
 
 @dataclass(frozen=True)
@@ -162,35 +192,54 @@ def working_set_mib(pod_metrics: Mapping[str, object]) -> int | None:
     return None if value <= 0 else math.ceil(value / MIB)
 
 
-def observed(last: Peak | None, window: Window, mib: int) -> Peak:
-    """The window's peak after a sample of `mib`: a new window starts from the sample."""
+def observed(last: Peak | None, window: Window, mib: int, at: float = 0.0) -> Peak:
+    """The window's peak after a sample of `mib` taken `at`: a new window starts from the sample; once the
+    window's commit is finished the sample is the steady state's too (those of the last STEADY_S kept)."""
     if last is None or last.window != window:
         return Peak(window, mib)
-    return last if last.mib >= mib else replace(last, mib=mib)
+    steady = last.steady
+    if last.steady_objects is not None:
+        steady = (*((t, m) for t, m in steady if t > at - STEADY_S), (at, mib))
+    return replace(last, mib=max(last.mib, mib), steady=steady)
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One look at the reconciler container's working set."""
+    """One look at the reconciler container's working set, and when (the service's clock)."""
 
     window: Window
     mib: int
+    at: float = 0.0
 
 
 def folded(peak: Peak | None, samples: Iterable[Sample]) -> Peak | None:
     """The window's peak after these samples, in order."""
     for sample in samples:
-        peak = observed(peak, sample.window, sample.mib)
+        peak = observed(peak, sample.window, sample.mib, sample.at)
     return peak
 
 
-def learned(peak: Peak, predicted: Fraction, margin: Margin, now: float) -> Calibration:
-    """The calibration after the window's commit finished with `peak`, where the model predicts
-    `predicted` MiB (raw: before rounding and clamping) for what the reconciler holds."""
+def held(peak: Peak | None, predicted: Fraction, objects: int, finished: bool) -> Peak | None:
+    """The window's peak with the model's prediction for what the reconciler holds now (raw MiB,
+    uncalibrated) folded in (the largest of the window is kept), and, once its commit is finished, the
+    objects its steady state holds (other objects, as a new inventory before the next commit is fetched,
+    end the steady state: its samples start again)."""
+    if peak is None:
+        return None
+    steady_objects = objects if finished else None
+    steady = peak.steady if steady_objects == peak.steady_objects else ()
+    return replace(
+        peak, predicted=max(peak.predicted, predicted), steady_objects=steady_objects, steady=steady
+    )
+
+
+def learned(peak: Peak, margin: Margin, now: float) -> Calibration:
+    """The calibration after the window's commit finished with `peak`, set against the model's largest
+    prediction for what the reconciler held in the window."""
     needed = margin.needed(peak.mib)
-    exact = min(max(Fraction(needed) / max(predicted, Fraction(1)), MIN_FACTOR), MAX_FACTOR)
+    exact = min(max(Fraction(needed) / max(peak.predicted, Fraction(1)), MIN_FACTOR), MAX_FACTOR)
     factor = Fraction(math.ceil(exact * 10_000), 10_000)  # four decimals, as stored; rounded up
-    return Calibration(factor, peak.mib, peak.window, math.ceil(predicted), now)
+    return Calibration(factor, peak.mib, peak.window, math.ceil(peak.predicted), now)
 
 
 # A lesson within this of the one known is not news: the annotation is not rewritten and the size not

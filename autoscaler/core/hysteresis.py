@@ -37,6 +37,14 @@ class Hysteresis:
     scale_down_delay_s: float = 600.0
     max_restarts_per_hour: int = 6
     oom_quiet_s: float = 7 * 86400.0  # an OOM floor is dropped after this long without a new kill
+    # In place a scale-down restarts nothing, and once the reconciler's commit is synced the size follows
+    # its recent working set (autoscaler.core.calibration): the delay only waits out a lower count seen
+    # for a moment, and the memory an apply leaves for the Go runtime to return.
+    in_place_delay_s: float = 120.0
+
+    def of_target(self, in_place: bool) -> Hysteresis:
+        """The hysteresis of a target: in place, its own delay."""
+        return replace(self, scale_down_delay_s=self.in_place_delay_s) if in_place else self
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Decision:
     lower_since: float | None = None
     lower_sync: int | None = None
     lower_peak: Resources | None = None
+    lower_steady: bool = False  # the wait began in the reconciler's steady state (its commit synced)
     restarts: tuple[float, ...] = field(default=())
     capped: str | None = None  # how the recommendation was capped to the largest node (None: it fits)
 
@@ -98,7 +107,8 @@ def decide(
     if current is None or not current.covers(recommended):
         resources = recommended if current is None else recommended.at_least(current)
         return replace(base, outcome=Outcome.SCALED_UP, resources=resources, reason=need)
-    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, progress=progress)
+    steady = profile.sizing.steady_mib is not None
+    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, progress=progress, steady=steady)
 
 
 def _source_not_trusted(counts: ObjectCounts) -> str | None:
@@ -123,15 +133,19 @@ def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
 
 
 def _window(
-    last: Decision, counts: ObjectCounts, recommended: Resources, now: float
+    last: Decision, counts: ObjectCounts, recommended: Resources, now: float, steady: bool
 ) -> tuple[float, Resources]:
     """When the scale-down's wait began and the largest target seen since. The delay counts from the
     inventory's last change (the reconciler is still applying or pruning around a change, and its memory
     follows what it holds), so an inventory of another size starts the window again, and a target seen
-    before that change no longer holds the scale-down up. Within a window the largest target is kept:
-    a source count that went up and down again, the inventory unchanged, is not scaled below."""
-    if last.lower_since is None or last.lower_peak is None or last.lower_sync != counts.sync:
+    before that change no longer holds the scale-down up; so does the reconciler's steady state beginning
+    (what a transition needed no longer holds what remains up). Within a window the largest target is
+    kept: a source count that went up and down again, the inventory unchanged, is not scaled below."""
+    fresh = last.lower_sync != counts.sync or last.lower_steady != steady
+    if last.lower_since is None or last.lower_peak is None or fresh:
         return now, recommended
+    if steady:  # the target already follows the working set's recent peak: no older target holds it up
+        return last.lower_since, recommended
     return last.lower_since, last.lower_peak.at_least(recommended)
 
 
@@ -143,6 +157,7 @@ def _scale_down(
     now: float,
     hysteresis: Hysteresis,
     progress: SyncProgress,
+    steady: bool,
 ) -> Decision:
     assert base.recommended is not None
     distrust = _source_not_trusted(counts)
@@ -153,9 +168,14 @@ def _scale_down(
     pending = _prune_pending(counts, progress)
     if pending is not None:
         return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
-    since, peak = _window(last, counts, base.recommended, now)
+    since, peak = _window(last, counts, base.recommended, now, steady)
     waiting = replace(
-        base, outcome=Outcome.POSTPONED, lower_since=since, lower_sync=counts.sync, lower_peak=peak
+        base,
+        outcome=Outcome.POSTPONED,
+        lower_since=since,
+        lower_sync=counts.sync,
+        lower_peak=peak,
+        lower_steady=steady,
     )
     held = now - since
     if held < hysteresis.scale_down_delay_s:

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
-from autoscaler.core.calibration import Calibration, Margin
+from autoscaler.core.calibration import Calibration
 from autoscaler.core.hysteresis import Hysteresis, Outcome
 from autoscaler.core.observation import Unread
 from autoscaler.core.reasons import Reason
@@ -44,7 +44,7 @@ _HOLDS = {Outcome.HELD_BY_OWNER: "HeldByOwner", Outcome.HANDS_OFF: "HandsOff"}
 _LOGGED = (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER)
 
 
-def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, margin: Margin) -> list[Said]:
+def of_plan(plan: Plan, target: str, hysteresis: Hysteresis) -> list[Said]:
     """What a plan says before its write: the decisions that hold a size (the ones that change it are
     told once written), another writer's size found, a new OOM floor, a rejected source, a calibration."""
     said: list[Said] = []
@@ -69,7 +69,7 @@ def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, margin: Margin) -> 
     if plan.counts.source_rejected is not None:
         said.append(Said(event="SourceRejected", note=plan.counts.source_rejected))
     if plan.calibrated is not None:
-        said += _calibrated(*plan.calibrated, margin)
+        said += _calibrated(*plan.calibrated)
     if plan.reverted_to is not None:
         message = None
         if plan.outcome != Outcome.HANDS_OFF:
@@ -84,7 +84,7 @@ def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, margin: Margin) -> 
     return said
 
 
-def _calibrated(before: Calibration | None, after: Calibration, margin: Margin) -> list[Said]:
+def _calibrated(before: Calibration | None, after: Calibration) -> list[Said]:
     direction = "first" if before is None else "lowered" if after.factor < before.factor else "raised"
     was = "1" if before is None else f"{float(before.factor):.4f}"
     note = (
@@ -94,8 +94,7 @@ def _calibrated(before: Calibration | None, after: Calibration, margin: Margin) 
     message = (
         f"calibrated: the reconciler's working set peaked at {after.peak_mib} MiB syncing "
         f"{after.window.commit[:12]} where the model predicts {after.predicted_mib} MiB; its size is now the "
-        f"model x {float(after.factor):.4f} (was x {was}), at least {margin.needed(after.peak_mib)} MiB "
-        f"while pod {after.window.pod} holds this commit"
+        f"model x {float(after.factor):.4f} (was x {was}) for what remains once synced"
     )
     return [
         Said(event="Calibrated", note=note),

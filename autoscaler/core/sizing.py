@@ -60,8 +60,15 @@ class Sizing:
     # a CRD's schema is thousands of fields deep (long descriptions are cheap; deep properties are not).
     mib_per_crd_path_step: Fraction = Fraction(0)
     # What this RSync's reconciler was seen to use against the model on this cluster
-    # (autoscaler.core.calibration): the model's memory is multiplied by it. 1 in every preset.
+    # (autoscaler.core.calibration), and the model's prediction where it was seen: a factor above 1
+    # multiplies the model; one below 1 lowers it by its ratio up to that prediction, and beyond it by
+    # the MiB it saved there. 1 (no calibration) in every preset.
     calibration_factor: Fraction = Fraction(1)
+    calibrated_at_mib: Fraction = Fraction(0)
+    # What the reconciler's steady state needs once its commit is synced (its recent working set plus the
+    # margin, autoscaler.core.calibration): its memory then, up or down, in place of the model's. None: a
+    # transition (an apply, a prune), or not known yet.
+    steady_mib: int | None = None
 
     def memory_mib(
         self,
@@ -74,7 +81,10 @@ class Sizing:
         """Memory for `objects` objects whose manifests hold `kib` KiB and are of `kinds` (where known),
         `crd_path_steps` the path steps of the CRDs among them, on an API server serving `api_resources`
         resource types (None: not known, assumed)."""
-        raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_path_steps), self.step_mib)
+        if self.steady_mib is None:
+            raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_path_steps), self.step_mib)
+        else:  # what the objects that remain were seen to need replaces what the model says of them
+            raw = ceil_to(self.steady_mib, self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
 
@@ -87,13 +97,22 @@ class Sizing:
         crd_path_steps: int | None = None,
     ) -> Fraction:
         known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
-        return self.calibration_factor * (
+        model = (
             self.base_mib
             + self.objects_mib(objects, kinds)
             + self.mib_per_kib * known_kib
             + self.mib_per_crd_path_step * (crd_path_steps or 0)
             + self.mib_per_api_resource * self.extra_api_resources(api_resources)
         )
+        return self.calibrated(model)
+
+    def calibrated(self, model: Fraction) -> Fraction:
+        """The model's MiB with this RSync's calibration: scaled up by a factor above 1; lowered by one
+        below 1 in proportion up to where it was learned, and beyond it by no more MiB than there."""
+        factor = self.calibration_factor
+        if factor >= 1:
+            return factor * model
+        return model - (1 - factor) * min(model, self.calibrated_at_mib)
 
     @property
     def other_kind_mib(self) -> Fraction:
@@ -447,8 +466,12 @@ def explain(
         served = "assumed" if profile.api_resources is None else "served"
         per = float(sizing.mib_per_api_resource)
         terms += f" + {per:g} x {extra} API resources beyond {sizing.fit_api_resources} ({served})"
-    if sizing.calibration_factor != 1:
-        terms = f"{float(sizing.calibration_factor):.3g} x ({terms}) calibrated on this cluster"
+    factor = sizing.calibration_factor
+    if factor > 1:
+        terms = f"{float(factor):.3g} x ({terms}) calibrated on this cluster"
+    elif factor < 1:
+        at = float(sizing.calibrated_at_mib)
+        terms = f"({terms}) less {float(1 - factor):.3g} x its first {at:g} MiB, calibrated on this cluster"
     lines = [
         f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
         f"memory = ceil(({terms}) / {step}) x {step}"

@@ -180,7 +180,7 @@ class Controller:
             if sample is None or commit is None:
                 continue
             window = Window(sample.pod, sample.started, commit)
-            if self.executor.sampled(key, Sample(window, sample.working_set_mib)):
+            if self.executor.sampled(key, Sample(window, sample.working_set_mib, self.clock())):
                 self.queue.add(key)
 
     def unhealthy(self) -> list[str]:

@@ -115,7 +115,7 @@ class Executor:
             pending = self._samples.setdefault(key, [])
             known = folded(self._state(key).peak, pending)
             pending.append(sample)
-        return observed(known, sample.window, sample.mib) != known
+        return observed(known, sample.window, sample.mib, sample.at) != known
 
     def peak(self, key: RSyncKey) -> Peak | None:
         """The largest working set of the reconciler's current window, with the samples not yet used."""
@@ -169,7 +169,7 @@ class Executor:
         plan = step(seen, before, self.config)
         self._show(key, plan)
         said = [s for unread in reading.unread for s in of_unread(unread)]
-        self._say(key, view, said + of_plan(plan, target, self.config.hysteresis, self.config.margin))
+        self._say(key, view, said + of_plan(plan, target, self.config.hysteresis))
         try:
             written = self.port.write(key, reading, plan.apply, plan.publish)
         except WriteError as error:

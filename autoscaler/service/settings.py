@@ -188,7 +188,15 @@ class Settings(BaseSettings):
         ge=0,
         le=7 * 86400,
         description="A lower target must hold this long, counted from the inventory's last change, before a "
-        "scale-down.",
+        "scale-down that rolls the reconciler out (targets `rsync-override`, `deployment`, `vpa`).",
+    )
+    in_place_scale_down_delay_seconds: float = Field(
+        120,
+        ge=0,
+        le=7 * 86400,
+        description="The same for target `in-place` (nothing restarts; a resize that falls back to a rollout "
+        "is still capped by `max_restarts_per_hour`), counted from the inventory's last change or from the "
+        "reconciler's commit synced.",
     )
     max_restarts_per_hour: int = Field(
         6, ge=0, le=1000, description="Scale-downs stop when this many restarts were caused in the last hour."
@@ -376,7 +384,12 @@ class Settings(BaseSettings):
         return Margin(Fraction(str(self.calibration_margin)), self.calibration_margin_mib)
 
     def hysteresis(self) -> Hysteresis:
-        return Hysteresis(self.scale_down_delay_seconds, self.max_restarts_per_hour, self.oom_quiet_seconds)
+        return Hysteresis(
+            self.scale_down_delay_seconds,
+            self.max_restarts_per_hour,
+            self.oom_quiet_seconds,
+            self.in_place_scale_down_delay_seconds,
+        )
 
 
 class SettingsError(Exception):

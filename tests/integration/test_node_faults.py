@@ -21,7 +21,7 @@ from autoscaler.core import quantity
 from controlplane.autoscaler_install import SIDECAR_CONTAINER, WEBHOOK_NAME
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
-from controlplane.images import PAUSE_IMAGE
+from controlplane.filler import fill_the_nodes_cpu
 from controlplane.seed import configmaps_yaml
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey, reconciler_name
@@ -384,43 +384,6 @@ def test_on_a_node_short_of_cpu_a_scale_up_keeps_the_reconciler_running_and_the_
     finally:
         api.delete(kubeapi.POD, "default", filler)
     wait_for(lambda: runs_at(cs, key, big), timeout=120, what="the CPU for 1,000 objects once there is room")
-
-
-def fill_the_nodes_cpu(api: kubeapi.KubeApi, *, leave_m: int) -> str:
-    """A Pod of the sandbox's pause image requesting the node's allocatable CPU but `leave_m` of what the
-    node's Pods request, Running: its name (in `default`)."""
-    (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
-    name = node["metadata"]["name"]
-    on_node = [
-        p
-        for p in all_pods(api)
-        if p["spec"].get("nodeName") == name and p["status"].get("phase") not in ("Succeeded", "Failed")
-    ]
-    requested = sum(
-        quantity_millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
-        for p in on_node
-        for c in p["spec"]["containers"]
-    )
-    free = quantity_millicores(node["status"]["allocatable"]["cpu"]) - requested
-    filler = f"filler-{uuid.uuid4().hex[:8]}"
-    container = {
-        "name": "filler",
-        "image": PAUSE_IMAGE,
-        "imagePullPolicy": "Never",
-        "resources": {"requests": {"cpu": f"{free - leave_m}m", "memory": "8Mi"}},
-    }
-    spec = {"nodeName": name, "automountServiceAccountToken": False, "containers": [container]}
-    api.create(
-        kubeapi.POD,
-        "default",
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": filler}, "spec": spec},
-    )
-    wait_for(
-        lambda: api.get(kubeapi.POD, "default", filler)["status"].get("phase") == "Running",
-        timeout=60,
-        what="the filler Pod running",
-    )
-    return filler
 
 
 def resize_condition(pod: JSON) -> str | None:

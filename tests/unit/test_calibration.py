@@ -25,6 +25,7 @@ from autoscaler.core.calibration import (
     Usage,
     Window,
     finished_in,
+    held,
     learned,
     newest_per_deployment,
     observed,
@@ -34,7 +35,7 @@ from autoscaler.core.hysteresis import Outcome
 from autoscaler.core.oom import OomKill
 from autoscaler.core.resources import Resources
 from inventory.core.counts import ObjectCounts
-from tests.unit.test_step import AT_1000, DELAY, KEY, FakePort, metric, rig
+from tests.unit.test_step import AT_100, AT_1000, DELAY, KEY, FakePort, metric, rig
 
 POD = "root-reconciler-6c9f7d8b4-x2x9q"
 STARTED = datetime(2026, 11, 25, 10, 0, tzinfo=UTC).timestamp()
@@ -97,7 +98,7 @@ def test_the_peak_plus_its_margin(peak: int, margin: Margin, needed: int) -> Non
     ],
 )
 def test_the_factor_learned(peak: int, predicted: Fraction, factor: Fraction) -> None:
-    lesson = learned(Peak(WINDOW, peak), predicted, Margin(), now=5.0)
+    lesson = learned(Peak(WINDOW, peak, predicted), Margin(), now=5.0)
     assert lesson == Calibration(factor, peak, WINDOW, int(predicted), 5.0)
 
 
@@ -243,12 +244,25 @@ def test_a_restarted_service_keeps_what_was_learned() -> None:
     assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published), "nothing new to write"
 
 
-def test_more_objects_still_scale_up_ahead_of_the_work_through_the_factor() -> None:
+def test_more_objects_still_scale_up_ahead_of_the_work_and_keep_only_the_mib_saved_where_learned() -> None:
+    """A factor below 1 learned at 328 MiB predicted lowers a commit five times larger by the MiB it saved
+    there, not by its ratio (0.5732 x 1128 = 646.6 would be under what 5,000 objects may need)."""
     r = rig(FakePort(size=AT_1000_CALIBRATED))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
-    # 5,000 objects: 0.5732 x (128 + 1000) = 646.6 -> 672 MiB, CPU ceil(672 x 1000 / 1024) = 657 m.
+    # 5,000 objects: 128 + 1000 = 1128 less (1 - 0.5732) x 328 = 139.99 -> 988.01 -> 992 MiB,
+    # CPU ceil(992 x 1000 / 1024) = 969 m.
     assert r.reconcile(ObjectCounts(5000, 1000), rsync("c2", annotations=stored)) == Outcome.SCALED_UP
-    assert r.port.applied == [Resources(657, 672, 657, 672)]
+    assert r.port.applied == [Resources(969, 992, 969, 992)]
+
+
+def test_fewer_objects_than_where_it_was_learned_are_lowered_by_the_ratio() -> None:
+    r = rig(FakePort(size=AT_1000_CALIBRATED))
+    stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
+    # 500 objects: 0.5732 x (128 + 100) = 130.7 -> 160 MiB, CPU ceil(160 x 1000 / 1024) = 157 m.
+    assert r.reconcile(ObjectCounts(500, 500), rsync(annotations=stored)) == Outcome.POSTPONED
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(500, 500), rsync(annotations=stored)) == Outcome.SCALED_DOWN
+    assert r.port.applied == [Resources(157, 160, 157, 160)]
 
 
 def test_an_underpriced_rsync_is_raised_at_once() -> None:
@@ -260,16 +274,56 @@ def test_an_underpriced_rsync_is_raised_at_once() -> None:
     assert metric("objcount_calibrations_total", direction="first") >= 1
 
 
-def test_the_peak_plus_margin_is_a_floor_while_its_window_lasts() -> None:
-    """A repository that shrank: the model x factor says less, but the reconciler still holds what it used
-    (its container and commit unchanged), so the size stays at the peak plus the margin."""
+def test_a_prunes_peak_is_set_against_both_commits_and_does_not_hold_what_remains() -> None:
+    """A prune from 1,000 objects to 100: while it runs the reconciler holds both commits (the inventory
+    still lists 1,000) and its working set peaks at 150 MiB. Set against the prediction for what it held
+    (328 MiB), that is the lesson already known; once synced the size goes to what the 100 objects need
+    (128 + 20 = 148 x 0.5732 = 84.8 -> the 128 MiB minimum), after the scale-down delay, not to the peak."""
     r = rig(FakePort(size=AT_1000_CALIBRATED))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
-    r.executor.sampled(KEY, Sample(WINDOW, 150))
-    for _ in range(2):
-        assert r.reconcile(ObjectCounts(100, 100), rsync(annotations=stored)) == Outcome.UNCHANGED
-        r.clock.now += DELAY
-    assert r.port.applied == []
+    pruning = Window(POD, STARTED, "c2")
+    r.executor.sampled(KEY, Sample(pruning, 150))
+    during = rsync("c2", synced="c1", syncing=True, annotations=stored)
+    assert r.reconcile(ObjectCounts(1000, 100), during) == Outcome.UNCHANGED  # sized for both
+    lessons = metric("objcount_calibrations_total", direction="raised")
+    synced = rsync("c2", synced="c2", written="2026-11-25T10:30:00Z", annotations=stored)
+    assert r.reconcile(ObjectCounts(100, 100), synced) == Outcome.POSTPONED  # the delay
+    assert metric("objcount_calibrations_total", direction="raised") == lessons, "nothing new learned"
+    r.clock.now += DELAY
+    assert r.reconcile(ObjectCounts(100, 100), synced) == Outcome.SCALED_DOWN
+    assert r.port.applied == [Resources(125, 128, 125, 128)]
+
+
+def test_once_synced_the_size_follows_the_steady_working_set_not_the_apply() -> None:
+    """The apply peaked at 150 MiB (learned: 0.5732, 192 MiB for 1,000 objects); once the reconciler
+    reports the commit synced, what it uses then is its size: 120 MiB needs 150 -> 160 MiB (CPU
+    ceil(160 x 1000 / 1024) = 157m), lowered after the delay counted from the steady state's start; a
+    later rise (a resync: 200 MiB, needs 250 -> 256 MiB, CPU 250m) raises it at once."""
+    r = rig(FakePort(size=AT_1000))
+    r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # learned; lower, after the delay
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    r.clock.now += DELAY
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert r.port.applied == [AT_100]
+    r.executor.sampled(KEY, Sample(WINDOW, 200, at=DELAY + 20))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
+    assert r.port.applied == [AT_100, Resources(250, 256, 250, 256)]
+
+
+def test_the_steady_working_set_is_its_last_two_minutes() -> None:
+    """After an apply the Go runtime returns memory over minutes: a sample older than STEADY_S no longer
+    holds the steady state's need up."""
+    peak = held(observed(None, WINDOW, 300), Fraction(328), 1000, finished=True)
+    assert peak is not None
+    for at, mib in ((0.0, 294), (60.0, 155), (130.0, 150)):
+        peak = observed(peak, WINDOW, mib, at)
+    assert peak.steady_mib == 155  # 294 at 0 s is older than 130 - 120
+    assert peak.mib == 300  # the window's peak keeps every sample
+    assert peak.steady_need(1000, Margin()) == 194  # 155 x 1.25 = 193.75
+    assert peak.steady_need(999, Margin()) is None, "other objects: not this steady state"
+    assert held(peak, Fraction(328), 1000, finished=False).steady == ()  # type: ignore[union-attr]
 
 
 def test_an_oom_kill_still_raises_a_calibrated_rsync() -> None:

@@ -7,6 +7,7 @@ import pytest
 from profiles.policies_real import (
     OwnSample,
     Sample,
+    clairvoyant_mib_hours,
     component_of,
     in_place_resizes,
     integral_mib_hours,
@@ -137,3 +138,12 @@ def test_own_costs_integrate_each_pod_and_shared_components_count_whole_for_each
     assert own_cost_of("VPA as deployed", costs) == pytest.approx((50.0, 25.0))
     assert own_cost_of("ours, sidecar", costs) == pytest.approx((128.0, 64.0))
     assert own_cost_of("static Standard", costs) == (0.0, 0.0)
+
+
+def test_the_clairvoyant_reserves_the_next_five_minutes_peak_on_the_grid() -> None:
+    # At 0 s the next 300 s hold 10 and 40 MiB: 64 MiB for 100 s; at 100 s they hold 40 and 70 (at 400 s):
+    # 96 MiB for 300 s; at 400 s, 70 and 0: 96 MiB for 300 s. (6,400 + 28,800 + 28,800) / 3,600 MiB-h.
+    samples = [sample(0, working_set=10), sample(100, working_set=40), sample(400, working_set=70)]
+    samples.append(sample(700, working_set=None))
+    assert clairvoyant_mib_hours(samples) == pytest.approx(64_000 / 3600)
+    assert clairvoyant_mib_hours(samples[:1]) == 0.0
