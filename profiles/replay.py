@@ -42,7 +42,7 @@ from autoscaler.core.step import RSyncState, StepConfig, settled, step
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts, kinds_of
 from inventory.core.ids import RSyncKey
-from inventory.core.objects import RSync
+from inventory.core.objects import Pod, RSync
 from inventory.source.source_count import count_directory
 from profiles.policies_real import POLICIES, Phase, clairvoyant_mib_hours, read_trace
 from profiles.policies_real import Sample as TraceSample
@@ -166,6 +166,7 @@ def replay(
     config = StepConfig(settings.profile(), settings.hysteresis(), in_place=True)
     state, current = RSyncState(), TEMPLATE
     started: dict[str, float] = {}
+    pod: Pod | None = None  # the reconciler Pod as the port would list it: the latest sample's
     out: list[Replayed] = []
     pending: list[Sample] = []
     samples = iter(trace)
@@ -173,8 +174,9 @@ def replay(
     for now in _ticks(trace, commits):
         while sample is not None and sample.t <= now:
             if sample.container and sample.working_set_mib is not None:
-                started.setdefault(sample.container, sample.t)
+                started.setdefault(sample.container, float(int(sample.t)))  # whole seconds, as a Pod says
                 window = Window(sample.pod, started[sample.container], _fetched(commits, sample.t) or "c0")
+                pod = _pod(sample.pod, started[sample.container])
                 pending.append(Sample(window, math.ceil(sample.working_set_mib), sample.t))
             out.append(
                 Replayed(
@@ -186,7 +188,7 @@ def replay(
         seen = Observation(
             KEY,
             RSyncView.of(rsync(fetched, synced, written)),
-            Reading(current=current, api_resources=api_resources),
+            Reading(current=current, api_resources=api_resources, pod=pod),
             _counts(commits, now),
             now,
             wall=now,
@@ -198,6 +200,16 @@ def replay(
         if plan.apply is not None:
             current = plan.apply
     return out
+
+
+def _pod(name: str, started: float) -> Pod:
+    """The reconciler Pod with its container running since `started`."""
+    running = {"running": {"startedAt": _rfc3339(started)}}
+    body = {
+        "metadata": {"name": name},
+        "status": {"containerStatuses": [{"name": "reconciler", "state": running}]},
+    }
+    return cast(Pod, body)
 
 
 def _ticks(trace: Sequence[TraceSample], commits: Sequence[Commit]) -> Iterator[float]:

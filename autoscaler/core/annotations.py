@@ -21,6 +21,7 @@ zero.
 | `objcount.dev/manage-override` | users | `"true"`: a `reconciler` entry we did not write is ours |
 | `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
 | `objcount.dev/calibration` | us | the model's factor learned from the reconciler's working set |
+| `objcount.dev/start-resources` | us | in place: the size a new reconciler Pod starts at (a whole sync's) |
 | `objcount.dev/source-rejected` | us | why Config Sync syncs nothing of the newest source commit (sidecar) |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
@@ -53,6 +54,8 @@ SOURCE_CRD_PATH_STEPS_ANNOTATION = "objcount.dev/source-crd-path-steps"
 SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
+# In place: the size a new reconciler Pod starts at (our webhook): a whole sync's, not the steady state's.
+START_ANNOTATION = "objcount.dev/start-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
 TARGET_ANNOTATION = "objcount.dev/target"  # the target the applied size went through
 FALLBACK_ANNOTATION = "objcount.dev/fallback"  # why it went through the target's fallback instead

@@ -141,6 +141,16 @@ class Sampled:
     unreadable: list[str]
 
 
+def running(pod: Mapping[str, object] | None) -> tuple[str, float] | None:
+    """The reconciler container running in this Pod: the Pod's name and the container's `startedAt` (what
+    a window is of); None when none runs."""
+    metadata = block_of(pod, "metadata")
+    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
+    started = timestamp(block_of(block_of(status, "state"), "running").get("startedAt"))
+    name = metadata.get("name")
+    return (name, started) if isinstance(name, str) and started is not None else None
+
+
 def usages(pods: Iterable[Mapping[str, object]], metrics: Iterable[Mapping[str, object]]) -> Sampled:
     """The samples of the live reconciler Pods whose container runs and that the metrics API reports.
     A Pod reported with a usage that does not parse gives no sample (unknown is not zero: the peak stays

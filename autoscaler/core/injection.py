@@ -37,6 +37,7 @@ import yaml
 from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     HELD_ANNOTATION,
+    START_ANNOTATION,
     TARGET_ANNOTATION,
     autoscale_enabled,
     parse_resources_annotation,
@@ -142,7 +143,9 @@ def admission_size(rsync: Mapping[str, object] | None) -> Resources | tuple[Size
     if rsync is None:
         return "rsync_unknown", "the RSync is not in the webhook's cache (new, or the cache not synced)"
     annotations = annotations_of(rsync)
-    text = annotations.get(APPLIED_ANNOTATION)
+    # What a whole sync needs (the applied size may be the steady state's, less); an RSync an older
+    # version of ours sized has only the applied size.
+    text = annotations.get(START_ANNOTATION) or annotations.get(APPLIED_ANNOTATION)
     resources = parse_resources_annotation(text)
     reasons: tuple[tuple[bool, SizeResult, str], ...] = (
         (not autoscale_enabled(rsync), "opted_out", "objcount.dev/autoscale is false"),

@@ -23,11 +23,13 @@ from autoscaler.core.annotations import (
     CALIBRATION_ANNOTATION,
     OOM_FLOOR_ANNOTATION,
     SOURCE_REJECTED_ANNOTATION,
+    START_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
     calibration_annotation,
     oom_floor_annotation,
     parse_resources_annotation,
     published,
+    resources_annotation,
     synced_source_annotation,
 )
 from autoscaler.core.calibration import (
@@ -38,6 +40,7 @@ from autoscaler.core.calibration import (
     folded,
     held,
     learned,
+    running,
     same_lesson,
 )
 from autoscaler.core.hysteresis import Decision, Hysteresis, Outcome, decide, initial
@@ -45,7 +48,7 @@ from autoscaler.core.observation import Needs, Observation, RSyncView
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.reasons import Reason
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import PLATFORMS, Profile
+from autoscaler.core.sizing import PLATFORMS, Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
@@ -194,11 +197,12 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         sizing = profile.sizing
         profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
     covered = _covered(view, counts, synced)
-    peak = _held(seen, state.peak, covered, profile)
+    peak = _held(seen, state.peak, covered, profile, in_place=config.in_place)
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, known, margin=config.margin)
     if calibration is not None and not _lowers_a_prune(calibration, counts, covered):
         profile = _calibrated(profile, calibration)
+    start = _start(covered, profile) if config.in_place else None
     steady = None if peak is None else peak.steady_need(covered.target, config.margin)
     if steady is not None:
         profile = replace(profile, sizing=replace(profile.sizing, steady_mib=steady))
@@ -207,9 +211,13 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     plan = replace(_sized(seen, state, config, covered, profile), counts=counts)
     if plan.outcome == Outcome.HANDS_OFF:
         return plan
+    decided = plan.state.decision.recommended if plan.state.decision else None
+    if start is not None and decided is not None:  # the steady state seen to need more: that
+        start = start.at_least(decided)
     wanted = {
         OOM_FLOOR_ANNOTATION: None if floor is None else oom_floor_annotation(floor),
         CALIBRATION_ANNOTATION: None if calibration is None else calibration_annotation(calibration),
+        START_ANNOTATION: None if start is None else resources_annotation(start),
     }
     if synced is not None:
         wanted[SYNCED_SOURCE_ANNOTATION] = synced_source_annotation(synced)
@@ -223,19 +231,37 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     )
 
 
-def _held(seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: Profile) -> Peak | None:
+def _held(
+    seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: Profile, *, in_place: bool
+) -> Peak | None:
     """The window's peak with the model's prediction for the counts the reconciler holds now (both
-    commits' during a transition) folded in, and whether it is in its steady state: the reconciler
-    reports the window's commit finished, and no newer commit of the source is counted."""
+    commits' during a transition) folded in, and whether it is in its steady state: resized in place (a
+    rollout restarts the reconciler into a whole sync again), the window's container still the one that
+    runs, the reconciler reports the window's commit finished, and no newer commit of the source counted."""
     target = covered.target
     if peak is None or target is None:
         return peak
     predicted = profile.sizing.raw_mib(
         target, covered.target_kib, profile.api_resources, covered.source_kinds, covered.source_crd_path_steps
     )
-    newer = covered.source_commit is not None and covered.source_commit != peak.window.commit
-    finished = finished_in(peak.window, seen.view.finished_commit, seen.view.written_at) and not newer
-    return held(peak, predicted, target, finished and seen.view.progress.pending is None)
+    window = peak.window
+    newer = covered.source_commit is not None and covered.source_commit != window.commit
+    finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
+    steady = in_place and running(seen.reading.pod) == (window.pod, window.started)
+    return held(peak, predicted, target, finished and steady and seen.view.progress.pending is None)
+
+
+def _start(covered: ObjectCounts, profile: Profile) -> Resources | None:
+    """The size a new reconciler Pod starts at (our webhook reads it): a new container syncs its commit
+    from the start, so the size of that sync, not of the steady state; None when none can be given."""
+    target = covered.target
+    if target is None:
+        return None
+    kinds, steps = covered.source_kinds, covered.source_crd_path_steps
+    try:
+        return fitted(size(target, profile, covered.target_kib, kinds, steps), profile)[0]
+    except SizingError:
+        return None
 
 
 def _calibration(

@@ -293,7 +293,7 @@ class Settings(BaseSettings):
     )
     webhook_sizing: bool = Field(
         True,
-        description="Webhook mode: start each new reconciler Pod at the size last applied in place to its RSync (`objcount.dev/applied-resources` through `objcount.dev/target: in-place`), read from a watch of RootSyncs and RepoSyncs; any doubt leaves the template's size.",
+        description="Webhook mode: start each new reconciler Pod at the size published for a new Pod of its RSync sized in place (`objcount.dev/start-resources`, the size of a whole sync; from an older version, `objcount.dev/applied-resources`; through `objcount.dev/target: in-place`), read from a watch of RootSyncs and RepoSyncs; any doubt leaves the template's size.",
     )
     # ----- endpoints and logs -------------------------------------------------------------------------
     bind_address: str = Field("0.0.0.0", description="Address the HTTP endpoints listen on.")

@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.core.annotations import CALIBRATION_ANNOTATION, calibration_annotation, parse_calibration
+from autoscaler.core.annotations import (
+    CALIBRATION_ANNOTATION,
+    START_ANNOTATION,
+    calibration_annotation,
+    parse_calibration,
+)
 from autoscaler.core.calibration import (
     Calibration,
     Margin,
@@ -294,22 +299,53 @@ def test_a_prunes_peak_is_set_against_both_commits_and_does_not_hold_what_remain
     assert r.port.applied == [Resources(125, 128, 125, 128)]
 
 
-def test_once_synced_the_size_follows_the_steady_working_set_not_the_apply() -> None:
-    """The apply peaked at 150 MiB (learned: 0.5732, 192 MiB for 1,000 objects); once the reconciler
-    reports the commit synced, what it uses then is its size: 120 MiB needs 150 -> 160 MiB (CPU
-    ceil(160 x 1000 / 1024) = 157m), lowered after the delay counted from the steady state's start; a
-    later rise (a resync: 200 MiB, needs 250 -> 256 MiB, CPU 250m) raises it at once."""
-    r = rig(FakePort(size=AT_1000))
+RUNNING = {  # the reconciler Pod of WINDOW as the port lists it: its container running since STARTED
+    "metadata": {"name": POD},
+    "status": {
+        "containerStatuses": [
+            {"name": "reconciler", "state": {"running": {"startedAt": "2026-11-25T10:00:00Z"}}}
+        ]
+    },
+}
+IN_PLACE_DELAY = 120.0
+
+
+def test_once_synced_in_place_the_size_follows_the_steady_working_set_not_the_apply() -> None:
+    """In place: the apply peaked at 150 MiB (learned: 0.5732; the Pod, at a size not ours, is sized at
+    once to 192 MiB for 1,000 objects). Once the reconciler reports the commit synced, what it uses then
+    is its size: 120 MiB needs 150 -> 160 MiB (CPU ceil(160 x 1000 / 1024) = 157m), lowered after the
+    in-place delay counted from the steady state's start; a later rise (a resync: 200 MiB, needs 250 ->
+    256 MiB, CPU 250m) raises it at once. A new Pod would start at the whole sync's size (published)."""
+    r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
-    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # learned; lower, after the delay
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
     assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
-    r.clock.now += DELAY
+    r.clock.now += IN_PLACE_DELAY
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
-    assert r.port.applied == [AT_100]
-    r.executor.sampled(KEY, Sample(WINDOW, 200, at=DELAY + 20))
+    r.executor.sampled(KEY, Sample(WINDOW, 200, at=IN_PLACE_DELAY + 20))
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
-    assert r.port.applied == [AT_100, Resources(250, 256, 250, 256)]
+    assert r.port.applied == [AT_1000_CALIBRATED, AT_100, Resources(250, 256, 250, 256)]
+    starts = {p[START_ANNOTATION] for p in r.port.published if START_ANNOTATION in p}
+    assert starts == {
+        '{"requests":{"cpu":"188m","memory":"192Mi"},"limits":{"cpu":"188m","memory":"192Mi"}}',
+        '{"requests":{"cpu":"250m","memory":"256Mi"},"limits":{"cpu":"250m","memory":"256Mi"}}',
+    }, "a whole sync's size, or the steady state's where that is more"
+
+
+def test_a_rollout_or_another_container_is_never_sized_for_the_steady_state() -> None:
+    """A target that rolls the reconciler out restarts it into a whole sync: the steady state's working
+    set never lowers it (192 MiB after the delay, not 160); nor in place while the running container is
+    not the one sampled (a new Pod syncs its commit from the start)."""
+    for port, in_place in ((FakePort(size=AT_1000, pod=RUNNING), False), (FakePort(size=AT_1000), True)):
+        r = rig(port, in_place=in_place)
+        r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+        r.reconcile(COUNTS, rsync())
+        r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+        r.reconcile(COUNTS, rsync())
+        r.clock.now += DELAY
+        r.reconcile(COUNTS, rsync())
+        assert r.port.applied == [AT_1000_CALIBRATED], in_place
 
 
 def test_the_steady_working_set_is_its_last_two_minutes() -> None:

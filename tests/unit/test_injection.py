@@ -259,6 +259,25 @@ def test_a_new_reconciler_pod_starts_at_the_size_applied_in_place_to_its_rsync()
     assert [c["name"] for c in result["spec"]["containers"]][-1] == "objcount-autoscaler"
 
 
+def test_a_new_reconciler_pod_starts_at_the_size_of_a_whole_sync_where_it_is_published() -> None:
+    """In its steady state the reconciler runs less than a whole sync needs (the applied size follows its
+    working set); a new Pod syncs its commit from the start: it gets the published start size."""
+    start = '{"requests": {"cpu": "240m", "memory": "448Mi"}, "limits": {"memory": "672Mi"}}'
+    steady = '{"requests": {"cpu": "240m", "memory": "224Mi"}, "limits": {"memory": "352Mi"}}'
+    annotations = {**KEY_ANNOTATIONS, "objcount.dev/applied-resources": steady}
+    original = sized_pod()
+    decision = decide(review(original), None, lambda key: rsync(annotations | {START: start}))
+    resources = patched(original, decision.response)["spec"]["containers"][0]["resources"]
+    assert (resources["requests"]["memory"], resources["limits"]["memory"]) == ("448Mi", "672Mi")
+    decision = decide(review(original), None, lambda key: rsync(annotations))  # an older version's RSync
+    assert patched(original, decision.response)["spec"]["containers"][0]["resources"]["requests"][
+        "memory"
+    ] == ("224Mi")
+
+
+START = "objcount.dev/start-resources"
+
+
 def test_the_cluster_install_webhook_only_sizes() -> None:
     original = sized_pod()
     decision = decide(review(original), None, lambda key: rsync(KEY_ANNOTATIONS))

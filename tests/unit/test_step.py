@@ -41,7 +41,7 @@ from autoscaler.service.controller import Controller, Scope, retried
 from autoscaler.service.executor import Ended, Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
-from inventory.core.objects import RSync
+from inventory.core.objects import Pod, RSync
 from inventory.kube import kubeapi
 
 KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
@@ -81,6 +81,7 @@ class FakePort:
     deferred: tuple[Resources, str] | None = None  # a resize the kubelet defers (asked, why)
     fell_back: str | None = None  # what an apply reports: why it went through the fallback
     node_room: NodeRoom | None = None  # the cluster's largest node
+    pod: Pod | None = None  # the reconciler Pod as listed
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -109,6 +110,7 @@ class FakePort:
             unread=unread,
             deferred=self.deferred,
             node_room=self.node_room if needs.nodes else None,
+            pod=self.pod,
         )
 
     def write(
@@ -157,10 +159,19 @@ class Rig:
         return self.executor.reconcile(KEY, body if rsync is None else rsync, observed)
 
 
-def rig(port: FakePort | None = None, *, sizes: bool = True, max_restarts: int = 100) -> Rig:
+def rig(
+    port: FakePort | None = None, *, sizes: bool = True, max_restarts: int = 100, in_place: bool = False
+) -> Rig:
     port = port or FakePort()
     clock, rechecks = Clock(), []
-    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, max_restarts), 3, sizes=sizes)
+    config = StepConfig(
+        Profile(PROTOTYPE, STANDARD),
+        Hysteresis(DELAY, max_restarts),
+        3,
+        sizes=sizes,
+        reread_current=in_place,
+        in_place=in_place,
+    )
     executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
     return Rig(port, clock, executor, rechecks)
 
