@@ -43,8 +43,10 @@ class Hysteresis:
     in_place_delay_s: float = 120.0
 
     def of_target(self, in_place: bool) -> Hysteresis:
-        """The hysteresis of a target: in place, its own delay."""
-        return replace(self, scale_down_delay_s=self.in_place_delay_s) if in_place else self
+        """The hysteresis of a target: in place, its own delay where that is shorter."""
+        if not in_place:
+            return self
+        return replace(self, scale_down_delay_s=min(self.scale_down_delay_s, self.in_place_delay_s))
 
 
 @dataclass(frozen=True)

@@ -194,9 +194,10 @@ class Settings(BaseSettings):
         120,
         ge=0,
         le=7 * 86400,
-        description="The same for target `in-place` (nothing restarts; a resize that falls back to a rollout "
-        "is still capped by `max_restarts_per_hour`), counted from the inventory's last change or from the "
-        "reconciler's commit synced.",
+        description="The same for target `in-place` where it is shorter than `scale_down_delay_seconds` "
+        "(nothing restarts; a resize that falls back to a rollout is still capped by "
+        "`max_restarts_per_hour`), counted from the inventory's last change or from the reconciler's "
+        "commit synced.",
     )
     max_restarts_per_hour: int = Field(
         6, ge=0, le=1000, description="Scale-downs stop when this many restarts were caused in the last hour."

@@ -25,6 +25,7 @@ from autoscaler.kube.report import RSyncRecord, read_status
 from controlplane.autoscaler_install import SIDECAR_CONTAINER, uninstall_webhook
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
+from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
 from controlplane.metrics_server import install_metrics_server
 from controlplane.seed import REPO_ROOT, configmaps_yaml
 from controlplane.status_checks import rsync_gone, synced
@@ -78,6 +79,8 @@ def vpa(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
     yield
     stack.kubectl("delete", "verticalpodautoscalers", "--all", "--all-namespaces", "--ignore-not-found")
     uninstall_vpa(stack)
+    # The other modules' sidecars run without the metrics API (nothing calibrated, no steady state sized).
+    stack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", str(METRICS_SERVER_MANIFEST))
 
 
 @pytest.fixture(scope="module")
