@@ -66,6 +66,7 @@ from tests.integration.on_node import (
     root_and_repo,
     root_and_repo_by_hand,
     rsync_of,
+    running_container,
     running_size,
     runs_at,
     suffix,
@@ -744,7 +745,7 @@ def metrics_api(cs: NodeConfigSync) -> Iterator[None]:
     cs.stack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", str(METRICS_SERVER_MANIFEST))
 
 
-def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_and_an_oom_kill_still_raises_it(
+def test_calibration_lowers_an_overpriced_reconciler_in_place_to_its_steady_need_starts_the_next_pod_at_a_whole_sync_and_an_oom_kill_still_raises_it(
     cs: NodeConfigSync,
     api: kubeapi.KubeApi,
     rsyncs: list[RSyncKey],
@@ -753,14 +754,16 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
 ) -> None:
     """The model overprices on purpose: 160 MiB + 0.001 MiB per object (101 objects: 160.1 -> 192 MiB)
     for a reconciler the kernel sees peak near 40 MiB. metrics-server (real, on the node) reports the
-    reconciler's working set; once the reconciler reports its commit synced, the sidecar learns and lowers
-    the size to within [peak, 1.5 x peak + one 32 MiB step] of the kernel's peak (the memory cgroup's
-    maximum) of the reconcilers that synced the commit before. The next Pod's sidecar (a new process) keeps that size from the RSync's annotation.
-    Then 2,000 ConfigMaps, which the calibrated model still prices near the old size: the kernel kills the
-    reconciler and the OOM floor raises it above the calibrated size."""
+    reconciler's working set. Once the reconciler reports its commit synced, the sidecar learns a factor
+    from the apply's peak and sizes the running container (in place: the same container, never
+    restarted) to what it then uses: at least its working set, within [working set, 1.5 x the kernel's
+    peak + one 32 MiB step]. A new Pod, which syncs its commit from the start, is admitted by our webhook at
+    the published size of a whole sync (the model x the factor), not at the steady size. Then 2,000
+    ConfigMaps, which the calibrated model still prices near the old size: the kernel kills the reconciler
+    and the OOM floor raises it above that."""
     install_sidecar(
         fitted(
-            "rsync-override",
+            "in-place",
             base_mib="160",
             mib_per_object="0.001",
             min_mib="32",
@@ -773,61 +776,59 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
     with ReconcilerPeaks(cs, key) as kernel:
         create(cs, rsyncs, cs.rsync(key))
-        wait_for(
-            lambda: override(api, key).get("memoryLimit") == "192Mi",
-            timeout=SYNC_TIMEOUT,
-            what="the model's size",
-            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
-        )
 
-        def lowered() -> int | None:
-            limit = override(api, key).get("memoryLimit")
-            calibrated = "objcount.dev/calibration" in (
-                rsync_of(api, key)["metadata"].get("annotations") or {}
-            )
-            mib = quantity_bytes(limit) // MiB if limit else 192
-            return mib if calibrated and mib < 192 else None
+        def lowered() -> tuple[str, int] | None:
+            annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
+            status = running_container(cs, key, "reconciler")
+            limit = reconciler_memory_limit(cs, key)
+            calibrated = "objcount.dev/calibration" in annotations
+            if status is None or limit is None or not calibrated or limit >= 192 * MiB:
+                return None
+            return status["containerID"], limit // MiB
 
-        limit_mib = wait_for(
-            lowered,
-            timeout=2 * SYNC_TIMEOUT,
-            what="a calibrated size",
-            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
+        container, steady_mib = cast(
+            tuple[str, int],
+            wait_for(
+                lowered,
+                timeout=2 * SYNC_TIMEOUT,
+                what="the running reconciler lowered in place to its steady need",
+                explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
+            ),
         )
-        # Every reconciler container of this RSync so far synced (or began to sync) this one commit.
+        working_set_mib = cs.stack.container_memory(container).working_set / MiB
         peaks = dict(kernel.peaks)
     peak_mib = max(peaks.values(), default=0) / MiB
-    assert peak_mib > 0, "the kernel's peaks of the reconcilers before the calibrated size were read"
-    learned = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/calibration"])
-    assert peak_mib <= limit_mib <= 1.5 * peak_mib + 32, (peak_mib, limit_mib, learned, peaks)
-    OBSERVED.append(
-        f"calibration (real node, metrics-server): 101 objects, model 192 MiB; kernel peak {peak_mib:.1f} MiB,"
-        f" working-set peak {learned['peakMiB']} MiB, factor {learned['factor']}, calibrated {limit_mib} MiB"
-    )
+    assert peak_mib > 0, "the kernel's peaks of the reconcilers before the lowered size were read"
+    assert working_set_mib <= steady_mib <= 1.5 * peak_mib + 32, (working_set_mib, steady_mib, peak_mib)
+    first = cast(JSON, cs.reconciler_pod(key))
+    assert container_status(first, "reconciler")["containerID"] == container, "resized in place"
+    assert container_status(first, "reconciler")["restartCount"] == 0
+    annotations = rsync_of(api, key)["metadata"]["annotations"]
+    learned = json.loads(annotations["objcount.dev/calibration"])
     assert Fraction(learned["factor"]) < 1
     assert learned["commit"] == commit
+    # A whole sync's size, by hand: the model (160.1 MiB) x the factor (under the prediction it was learned
+    # at, 161 MiB: by its ratio), rounded up to the 32 MiB step, at least the 32 MiB minimum.
+    whole = max(math.ceil(Fraction("160.1") * Fraction(learned["factor"]) / 32) * 32, 32)
+    start = json.loads(annotations["objcount.dev/start-resources"])
+    assert quantity_bytes(start["requests"]["memory"]) >= whole * MiB, (start, learned)
+    OBSERVED.append(
+        f"calibration in place (real node, metrics-server): 101 objects, model 192 MiB; kernel peak "
+        f"{peak_mib:.1f} MiB, factor {learned['factor']}, steady {steady_mib} MiB (working set "
+        f"{working_set_mib:.1f}), a new Pod's start {start['requests']['memory']}"
+    )
 
-    # The next Pod runs under the calibrated size, syncs, and its sidecar (a new process) keeps the size.
-    def synced_calibrated() -> JSON | None:
+    # A new Pod (as after a rollout or a drain) is admitted at the start size and syncs under it.
+    api.delete(kubeapi.POD, NAMESPACE, first["metadata"]["name"])
+
+    def admitted() -> JSON | None:
         pod = cast(JSON, cs.reconciler_pod(key) or {})
-        ok = pod and memory_limit_of_pod(pod) == f"{limit_mib}Mi" and sync_completed(api, key, commit)
-        return pod if ok else None
+        new = pod and pod["metadata"]["uid"] != first["metadata"]["uid"]
+        return pod if new and sync_completed(api, key, commit) else None
 
-    pod = wait_for(
-        synced_calibrated, timeout=SYNC_TIMEOUT, what="the reconciler synced under the calibrated size"
-    )
-    wait_for(
-        lambda: (
-            sidecar_metric(cs, key, "objcount_reconciler_working_set_mib") > 0
-            and sidecar_metric(cs, key, 'objcount_decisions_total{outcome="unchanged"}') > 0
-        ),
-        timeout=120,
-        what="the next Pod's sidecar sampling and keeping the size",
-        explain=lambda: "its log:\n" + sidecar_log(cs, key),
-    )
-    assert override(api, key).get("memoryLimit") == f"{limit_mib}Mi"
-    assert cast(JSON, cs.reconciler_pod(key))["metadata"]["uid"] == pod["metadata"]["uid"]
-    assert container_status(cast(JSON, cs.reconciler_pod(key)), "reconciler")["restartCount"] == 0
+    second = cast(JSON, wait_for(admitted, timeout=SYNC_TIMEOUT, what="a new Pod synced"))
+    admitted_at = quantity_bytes(reconciler_resources(second["spec"])["requests"]["memory"])
+    assert admitted_at >= whole * MiB, (admitted_at, whole)  # a whole sync's size, whatever ran before
 
     # 2,000 ConfigMaps: the model x factor stays near the calibrated size; the reconciler needs far more.
     cs.commit(key, {"configmaps.yaml": configmaps_yaml(2000, namespace=apps)})
@@ -839,11 +840,12 @@ def test_calibration_lowers_an_overpriced_reconciler_keeps_it_in_the_next_pod_an
     )
     floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
     floor_mib = quantity_bytes(floor["memory"]) // MiB
-    assert floor_mib > limit_mib
+    assert floor_mib > whole
     wait_for(
-        lambda: quantity_bytes(override(api, key).get("memoryLimit") or "0") >= floor_mib * MiB,
+        lambda: (reconciler_memory_limit(cs, key) or 0) >= floor_mib * MiB,
         timeout=120,
-        what="the size raised to the OOM floor",
+        what="the running reconciler raised to the OOM floor",
+        explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
 
 
