@@ -281,8 +281,11 @@ def _lowers_a_prune(calibration: Calibration, counts: ObjectCounts, covered: Obj
     """Whether a factor below 1 would lower the size of a prune: the reconciler holds objects the new
     commit drops. A prune holds both commits and costs more than the apply a factor is usually learned
     from (seen: 411 to 424 MiB pruning 4,000 objects whose apply peaked at 318 to 328), and the model
-    was fitted to the larger of the two: a prune is given the model's own price at least."""
-    return calibration.factor < 1 and (covered.target or 0) > (counts.source or 0)
+    was fitted to the larger of the two: a prune is given the model's own price at least. Only the source
+    tells a prune (cluster mode without it sees the inventory alone: there the limit's headroom is what
+    covers a prune's extra)."""
+    source = counts.source
+    return calibration.factor < 1 and source is not None and (covered.target or 0) > source
 
 
 def _calibrated(profile: Profile, calibration: Calibration) -> Profile:

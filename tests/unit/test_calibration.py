@@ -362,6 +362,19 @@ def test_the_steady_working_set_is_its_last_two_minutes() -> None:
     assert held(peak, Fraction(328), 1000, finished=False).steady == ()  # type: ignore[union-attr]
 
 
+def test_a_factor_below_one_never_lowers_a_prune_the_source_tells() -> None:
+    """Stored: 0.5732 (192 MiB for 1,000 objects). A commit of 100 while the inventory still holds 1,000:
+    a prune, which holds both commits; the model's own price, 128 + 0.2 x 1000 = 328 -> 352 MiB (AT_1000).
+    Without the source (cluster mode: the inventory alone) a prune cannot be told: 192 MiB."""
+    stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
+    pruning = rsync("c2", synced="c1", syncing=True, annotations=stored)
+    r = rig(FakePort(size=AT_1000_CALIBRATED))
+    assert r.reconcile(ObjectCounts(100, 1000), pruning) == Outcome.SCALED_UP
+    assert r.port.applied == [AT_1000]
+    r = rig(FakePort(size=AT_1000_CALIBRATED))
+    assert r.reconcile(ObjectCounts(None, 1000), pruning) == Outcome.UNCHANGED
+
+
 def test_an_oom_kill_still_raises_a_calibrated_rsync() -> None:
     r = rig(FakePort(size=AT_1000_CALIBRATED, oom_kill=OomKill("2026-11-25T12:00:00Z", 192)))
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
