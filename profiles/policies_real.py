@@ -12,9 +12,11 @@ policy gets a RootSync of its own repository; the same commits go to each at the
 repository's objects in namespaces of their own, so the RootSyncs never manage the same object). The
 timeline (`PHASES`): an empty commit, two commits that grow (500 ConfigMaps; 1,000 and 250 Deployments), a
 big commit (2,000 ConfigMaps, 1,000 Deployments, 1,000 objects of the platform mix), a prune (100
-ConfigMaps); each followed by a hold long enough for VPA's recommender and updater (each loops every
-minute) to learn and act, the last longer than our scale-down delay (10 minutes). `--scale` multiplies the
-counts, `--hold-scale` the holds.
+ConfigMaps), and a growth (1,000 ConfigMaps, 500 Deployments) on a busy node: a Pod of the sandbox's
+pause image requests all the node's CPU but 300m for that phase (`controlplane.filler`); each followed
+by a hold long enough for VPA's recommender and updater (each loops every minute) to learn and act.
+`--scale` multiplies the counts, `--hold-scale` the holds. Each phase's commit time is kept in
+`run.json` (`committed_at_s`, seconds of the traces' clock).
 
 Policies (`POLICIES`), each installed as a user would:
 - ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod and
@@ -49,7 +51,9 @@ webhook, the controllers; VPA's recommenders, updater and admission-controller);
 their Pods.
 
 Results in `--out`: `policies-real.csv` (one row per policy), `own-components.csv`, `traces/<slug>.csv`
-(the per-second samples), `policies-real.md` and `policies-real.png`, `run.json` (provenance).
+(the per-second samples), `policies-real.md` and `policies-real.png`, `run.json` (provenance). Beside
+each policy's reserved MiB-h, the limit no policy can beat: a clairvoyant reserving, at every second,
+the peak working set of the next 5 minutes of that policy's own trace on the 32 MiB grid.
 """
 
 from __future__ import annotations
