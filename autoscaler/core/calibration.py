@@ -15,11 +15,17 @@ old ones last), so a prune's peak is set against the prediction for both, not fo
     needed = max(peak x (1 + margin), peak + margin_mib)          (25 % and 0 MiB by default)
     factor = needed / predicted                      (clamped to [1/4, 4])
 
-So what a transition needed never raises the size of the steady state after it: once the sync finished,
-the RSync is sized for the objects that remain, by the model and the factor, and a lower size goes
-through the same scale-down rules as any other (the delay, a pending prune, the restart cap); the OOM
-floor still wins upward. A repository the model overprices is lowered toward what it uses and one it
-underprices is raised, while a change of counts still moves the size ahead of the work.
+The factor sizes transitions (the model x the factor, ahead of the work: a change of counts still moves
+the size before the apply); a repository the model overprices is lowered toward what it uses and one it
+underprices is raised. A window whose transition the service never saw (it started after the commit
+was synced) holds the steady state's samples only, less than a transition needs: a lesson from it may
+raise the factor, never lower it.
+
+What a transition needed never holds the size of the steady state after it: once the sync finished,
+and in place (a resize restarts nothing), the reconciler is sized by what it then uses, its working set
+over the last `STEADY_S` plus the margin (`Peak.steady_need`), up or down; a lower size goes through the
+same scale-down rules as any other (the delay, a pending prune, the restart cap); the OOM floor still
+wins upward. A new Pod starts a new window, syncing its commit from the start: a transition.
 
 A factor does not travel far from where it was learned. One above 1 scales the whole model (the
 model underprices this repository: more objects, more so). One below 1 lowers the model by its ratio up
@@ -86,6 +92,7 @@ class Peak:
     window: Window
     mib: int
     predicted: Fraction = Fraction(0)
+    transition_seen: bool = False  # a reconcile saw the window's commit not finished yet
     steady_objects: int | None = None
     steady: tuple[tuple[float, int], ...] = ()  # the steady state's samples of the last STEADY_S: (at, MiB)
 
@@ -229,17 +236,23 @@ def folded(peak: Peak | None, samples: Iterable[Sample]) -> Peak | None:
     return peak
 
 
-def held(peak: Peak | None, predicted: Fraction, objects: int, finished: bool) -> Peak | None:
+def held(
+    peak: Peak | None, predicted: Fraction, objects: int, *, finished: bool, steady: bool
+) -> Peak | None:
     """The window's peak with the model's prediction for what the reconciler holds now (raw MiB,
-    uncalibrated) folded in (the largest of the window is kept), and, once its commit is finished, the
-    objects its steady state holds (other objects, as a new inventory before the next commit is fetched,
-    end the steady state: its samples start again)."""
+    uncalibrated) folded in (the largest of the window is kept), whether its commit is `finished`, and,
+    in its `steady` state, the objects that state holds (other objects, as a new inventory before the
+    next commit is fetched, end the steady state: its samples start again)."""
     if peak is None:
         return None
-    steady_objects = objects if finished else None
-    steady = peak.steady if steady_objects == peak.steady_objects else ()
+    steady_objects = objects if steady else None
+    samples = peak.steady if steady_objects == peak.steady_objects else ()
     return replace(
-        peak, predicted=max(peak.predicted, predicted), steady_objects=steady_objects, steady=steady
+        peak,
+        predicted=max(peak.predicted, predicted),
+        transition_seen=peak.transition_seen or not finished,
+        steady_objects=steady_objects,
+        steady=samples,
     )
 
 

@@ -247,8 +247,9 @@ def _held(
     window = peak.window
     newer = covered.source_commit is not None and covered.source_commit != window.commit
     finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
-    steady = in_place and running(seen.reading.pod) == (window.pod, window.started)
-    return held(peak, predicted, target, finished and steady and seen.view.progress.pending is None)
+    current = in_place and running(seen.reading.pod) == (window.pod, window.started)
+    steady = finished and current and seen.view.progress.pending is None
+    return held(peak, predicted, target, finished=finished, steady=steady)
 
 
 def _start(covered: ObjectCounts, profile: Profile) -> Resources | None:
@@ -274,7 +275,10 @@ def _calibration(
     if not finished_in(peak.window, seen.view.finished_commit, seen.view.written_at):
         return known
     lesson = learned(peak, margin, seen.wall)
-    return known if same_lesson(known, lesson) else lesson
+    lowers = lesson.factor < (Fraction(1) if known is None else known.factor)
+    if same_lesson(known, lesson) or (lowers and not peak.transition_seen):
+        return known
+    return lesson
 
 
 def _lowers_a_prune(calibration: Calibration, counts: ObjectCounts, covered: ObjectCounts) -> bool:

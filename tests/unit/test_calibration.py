@@ -311,26 +311,37 @@ IN_PLACE_DELAY = 120.0
 
 
 def test_once_synced_in_place_the_size_follows_the_steady_working_set_not_the_apply() -> None:
-    """In place: the apply peaked at 150 MiB (learned: 0.5732; the Pod, at a size not ours, is sized at
-    once to 192 MiB for 1,000 objects). Once the reconciler reports the commit synced, what it uses then
+    """In place: the apply peaked at 150 MiB (learned once synced: 0.5732, 192 MiB for 1,000 objects, a
+    whole sync's size). Once the reconciler reports the commit synced, what it uses then
     is its size: 120 MiB needs 150 -> 160 MiB (CPU ceil(160 x 1000 / 1024) = 157m), lowered after the
     in-place delay counted from the steady state's start; a later rise (a resync: 200 MiB, needs 250 ->
     256 MiB, CPU 250m) raises it at once. A new Pod would start at the whole sync's size (published)."""
     r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
-    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP  # the model's 352 MiB, ours now
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # learned: 192 MiB, lower
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
-    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # the steady state: 160 MiB, from now
     r.clock.now += IN_PLACE_DELAY
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
     r.executor.sampled(KEY, Sample(WINDOW, 200, at=IN_PLACE_DELAY + 20))
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
-    assert r.port.applied == [AT_1000_CALIBRATED, AT_100, Resources(250, 256, 250, 256)]
+    assert r.port.applied == [AT_1000, AT_100, Resources(250, 256, 250, 256)]
     starts = {p[START_ANNOTATION] for p in r.port.published if START_ANNOTATION in p}
     assert starts == {
+        '{"requests":{"cpu":"344m","memory":"352Mi"},"limits":{"cpu":"344m","memory":"352Mi"}}',
         '{"requests":{"cpu":"188m","memory":"192Mi"},"limits":{"cpu":"188m","memory":"192Mi"}}',
         '{"requests":{"cpu":"250m","memory":"256Mi"},"limits":{"cpu":"250m","memory":"256Mi"}}',
-    }, "a whole sync's size, or the steady state's where that is more"
+    }, "a whole sync's size (the model's, then calibrated), or the steady state's where that is more"
+
+
+def test_a_window_whose_transition_was_not_seen_never_lowers_the_factor() -> None:
+    """The service started after the commit was synced: its samples are the steady state's (80 MiB, less
+    than the apply needed); a lesson from them would lower the model for the next apply: not learned."""
+    r = rig(FakePort(size=AT_1000))
+    r.executor.sampled(KEY, Sample(WINDOW, 80))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.UNCHANGED
+    assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published)
 
 
 def test_a_rollout_or_another_container_is_never_sized_for_the_steady_state() -> None:
@@ -340,18 +351,20 @@ def test_a_rollout_or_another_container_is_never_sized_for_the_steady_state() ->
     for port, in_place in ((FakePort(size=AT_1000, pod=RUNNING), False), (FakePort(size=AT_1000), True)):
         r = rig(port, in_place=in_place)
         r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+        r.reconcile(COUNTS, rsync(syncing=True))
         r.reconcile(COUNTS, rsync())
         r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
         r.reconcile(COUNTS, rsync())
         r.clock.now += DELAY
         r.reconcile(COUNTS, rsync())
-        assert r.port.applied == [AT_1000_CALIBRATED], in_place
+        assert r.port.applied[-1] == AT_1000_CALIBRATED, in_place
+        assert AT_100 not in r.port.applied, in_place
 
 
 def test_the_steady_working_set_is_its_last_two_minutes() -> None:
     """After an apply the Go runtime returns memory over minutes: a sample older than STEADY_S no longer
     holds the steady state's need up."""
-    peak = held(observed(None, WINDOW, 300), Fraction(328), 1000, finished=True)
+    peak = held(observed(None, WINDOW, 300), Fraction(328), 1000, finished=True, steady=True)
     assert peak is not None
     for at, mib in ((0.0, 294), (60.0, 155), (130.0, 150)):
         peak = observed(peak, WINDOW, mib, at)
@@ -359,7 +372,7 @@ def test_the_steady_working_set_is_its_last_two_minutes() -> None:
     assert peak.mib == 300  # the window's peak keeps every sample
     assert peak.steady_need(1000, Margin()) == 194  # 155 x 1.25 = 193.75
     assert peak.steady_need(999, Margin()) is None, "other objects: not this steady state"
-    assert held(peak, Fraction(328), 1000, finished=False).steady == ()  # type: ignore[union-attr]
+    assert held(peak, Fraction(328), 1000, finished=False, steady=False).steady == ()  # type: ignore[union-attr]
 
 
 def test_a_factor_below_one_never_lowers_a_prune_the_source_tells() -> None:
