@@ -165,11 +165,6 @@ def fit_size_aware(points: list[Measured], *, step_mib: int = 32, safety: float 
     preset = replace(
         preset, mib_per_crd_path_step=_up(mib_per_crd_path_step(preset, points) * (1 + safety), 7)
     )
-    rise = mib_per_namespace(preset, points)
-    if rise > 0:  # a Namespace's cost above the other kinds' (no shape measures Namespaces alone)
-        namespace = _up(float(preset.other_kind_mib) + rise * (1 + safety), 4)
-        kinds = (*preset.mib_per_object_of_kind, ("Namespace", namespace))
-        preset = replace(preset, mib_per_object_of_kind=tuple(sorted(kinds)))
     under = [p for p in points if memory(preset, p) < p.peak_mib]
     if under:  # the base plane covers the local points by construction; the other terms the rest
         raise AssertionError(f"size-aware preset under measured points: {under}")
@@ -184,19 +179,6 @@ def mib_per_crd_path_step(preset: Sizing, points: list[Measured]) -> float:
         (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds))) / p.crd_path_steps
         for p in repositories(points)
         if p.crd_path_steps
-    ]
-    return max([0.0, *rises])
-
-
-def mib_per_namespace(preset: Sizing, points: list[Measured]) -> float:
-    """What a Namespace a repository declares costs beyond the preset's other terms (its CRDs' included):
-    the steepest rise, over the repositories that declare Namespaces, of their peak above the preset per
-    Namespace; 0 where none is above it. Tenant repositories past 3,000 objects (issue 48): the prune of
-    500 tenants' guestbooks peaked 80 MiB above its apply, above the other terms (BENCHMARKS.md)."""
-    rises = [
-        (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds, p.crd_path_steps))) / n
-        for p in repositories(points)
-        if (n := dict(p.kinds or ()).get("Namespace", 0))
     ]
     return max([0.0, *rises])
 

@@ -29,6 +29,8 @@ REAL_NODE = read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node.csv
 # Issue 33: Config Sync v1.24.3's reconciler on real repositories (the manifest corpus's, and mixes).
 REPOSITORIES = read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-repositories.csv")
 ALL_POINTS = POINTS + REAL_NODE + REPOSITORIES
+# Issue 48: v1.25.0 on three real mixes past 3,000 objects (tenant namespaces), two runs each, held out.
+LARGE = read_measured(DATA.parent / "reconciler-memory-v1.25.0-real-repositories-large.csv")
 
 
 def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
@@ -87,6 +89,19 @@ def test_each_real_repository_left_out_is_within_the_bound_but_argo_cd_s_install
     assert [(c.point.shape, c.memory_mib) for c in outside] == [("argo-cd-install", 192)]
     assert outside[0].point.cgroup_peak_mib is not None
     assert outside[0].point.cgroup_peak_mib < outside[0].memory_mib < outside[0].point.peak_mib
+
+
+@pytest.mark.parametrize("point", LARGE, ids=lambda p: f"{p.shape}-{p.peak_mib}")
+def test_the_preset_holds_past_3000_objects_within_what_the_kernel_limits(point: Measured) -> None:
+    # Issue 48: held out of the fit, every run within [its cgroup's peak, what the kernel limits, 1.5 x its
+    # resident peak + one step]. The guestbooks' prune peaks 3 to 5 % above the preset in VmHWM (504.6 and
+    # 493.5 against 480; their apply 424 and 428), not in the cgroup (463.8, 453.3): a Namespace term
+    # fitted on them prices the platform shape (1,900 Namespaces in 5,000 objects, a 350.8 MiB peak) past the bound
+    # (BENCHMARKS.md).
+    assert 3000 <= point.objects <= 6000
+    assert point.cgroup_peak_mib is not None
+    limit = memory(SIZE_AWARE, point)
+    assert point.cgroup_peak_mib <= limit <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
 def test_the_repositories_declaring_crds_are_what_prices_them() -> None:
