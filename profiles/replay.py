@@ -17,7 +17,8 @@ Not played: the webhook at admission (the first Pod is sized at once from the te
 `_resized_from_the_template` does), the API surface (given: what the service read on that node), timing
 of the informers (10 s ticks). The phase times are not in the older traces: each phase's commit is put at
 the previous one's plus the slowest policy's seconds to synced plus its hold (the run's own loop), from
-the first commit's time, read off the trace (where the policies' working sets first rise).
+the first commit's time, read off the trace (where the policies' working sets first rise); runs since
+issue 48 record them (`run.json`, `committed_at_s`), and those are used.
 """
 
 from __future__ import annotations
@@ -104,8 +105,10 @@ def schedule(run: Path, slug: str, first_commit: float, phase_timeout: float = 9
     with (run / "policies-real.csv").open() as table:
         rows = list(csv.DictReader(table))
     seconds = {_slug(r): _seconds(r) for r in rows}
+    recorded: dict[str, float] = meta.get("committed_at_s", {})  # runs since issue 48 keep them
     commits, at = [], first_commit
     for i, phase in enumerate(phases):
+        at = recorded.get(phase.name, at)
         own = seconds[slug][i]
         commits.append(
             Commit(
@@ -248,9 +251,11 @@ def _counts(commits: Sequence[Commit], t: float) -> ObjectCounts:
 
 
 # ----- what is measured (pure) --------------------------------------------------------------------------
-def mib_hours(rows: Sequence[Replayed], value: str) -> float:
+def mib_hours(rows: Sequence[Replayed], *, reserved: bool = False) -> float:
+    """The request (or what is reserved: the limit, else the request) held from each sample to the next."""
+
     def of(r: Replayed) -> float:
-        return float(getattr(r, value) or (r.request_mib if value == "limit_mib" else 0))
+        return float((r.limit_mib if reserved else None) or r.request_mib)
 
     return sum(of(a) * (b.t - a.t) for a, b in itertools.pairwise(rows)) / 3600
 
@@ -264,7 +269,9 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--policy", default="standard", help="the trace whose working set is replayed")
     parser.add_argument("--first-commit", type=float, help="seconds into the trace (default: read off it)")
-    parser.add_argument("--api-resources", type=int, default=80)
+    parser.add_argument(
+        "--api-resources", type=int, default=78, help="what the service read (v1.25.0 runs: 78)"
+    )
     parser.add_argument(
         "--scale-down-delay", type=float, default=None, help="seconds (default: the setting's)"
     )
@@ -280,7 +287,7 @@ def main() -> None:
     settings = Settings(mode="cluster", platform="standard", **delay)
     rows = replay(trace, commits, api_resources=args.api_resources, settings=settings)
     print(
-        f"requested {mib_hours(rows, 'request_mib'):.1f} MiB-h, reserved {mib_hours(rows, 'limit_mib'):.1f}, "
+        f"requested {mib_hours(rows):.1f} MiB-h, reserved {mib_hours(rows, reserved=True):.1f}, "
         f"above request {above_request(rows):.0f} MiB, clairvoyant {clairvoyant_mib_hours(trace):.1f}"
     )
     last = None
