@@ -165,7 +165,9 @@ def _scale_down(
     distrust = _source_not_trusted(counts)
     if distrust is not None:
         return replace(base, outcome=Outcome.POSTPONED, reason=f"{distrust}: no scale-down")
-    if not counts.known:
+    # In the steady state the size follows the working set of what the reconciler reports synced: the
+    # counts are not what it is sized from (cluster mode, which never reads the source, can lower it).
+    if not counts.known and not steady:
         return replace(base, outcome=Outcome.POSTPONED, reason="a count is unknown: no scale-down")
     pending = _prune_pending(counts, progress)
     if pending is not None:

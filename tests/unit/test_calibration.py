@@ -335,6 +335,22 @@ def test_once_synced_in_place_the_size_follows_the_steady_working_set_not_the_ap
     }, "a whole sync's size (the model's, then calibrated), or the steady state's where that is more"
 
 
+def test_in_cluster_mode_the_steady_state_lowers_the_size_though_the_source_is_not_read() -> None:
+    """Cluster mode counts the inventory alone (the source count unknown: no scale-down from counts);
+    once the reconciler reports its commit synced, its steady working set is what sizes it: 120 MiB
+    needs 150 -> 160 MiB, after the in-place delay."""
+    r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
+    inventory = ObjectCounts(None, 1000)
+    r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    r.reconcile(inventory, rsync(syncing=True))
+    assert r.reconcile(inventory, rsync()) == Outcome.POSTPONED
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    assert r.reconcile(inventory, rsync()) == Outcome.POSTPONED
+    r.clock.now += IN_PLACE_DELAY
+    assert r.reconcile(inventory, rsync()) == Outcome.SCALED_DOWN
+    assert r.port.applied[-1] == AT_100
+
+
 def test_a_window_whose_transition_was_not_seen_never_lowers_the_factor() -> None:
     """The service started after the commit was synced: its samples are the steady state's (80 MiB, less
     than the apply needed); a lesson from them would lower the model for the next apply: not learned."""
