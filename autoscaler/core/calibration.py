@@ -167,15 +167,13 @@ def usages(pods: Iterable[Mapping[str, object]], metrics: Iterable[Mapping[str, 
     for pod in pods:
         metadata = block_of(pod, "metadata")
         name, deployment = metadata.get("name"), block_of(metadata, "labels").get(DEPLOYMENT_LABEL)
-        status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
-        started = timestamp(block_of(block_of(status, "state"), "running").get("startedAt"))
         if not isinstance(name, str) or name not in working_sets or metadata.get("deletionTimestamp"):
             continue
-        mib = working_sets[name]
+        mib, container = working_sets[name], running(pod)
         if mib is None:
             unreadable.append(name)
-        elif isinstance(deployment, str) and started is not None:
-            samples.append(Usage(deployment, name, started, mib))
+        elif isinstance(deployment, str) and container is not None:
+            samples.append(Usage(deployment, name, container[1], mib))
     return Sampled(samples, unreadable)
 
 
