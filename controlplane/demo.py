@@ -153,7 +153,7 @@ class Demo:
 
     def settled(self, row: Row, now: float) -> bool:
         """The commit is synced and counted, the sidecar applied what it recommends (no scale-down is
-        waiting), that memory runs (as the kubelet reports it, with a memory cgroup limit), and all of it
+        waiting), that memory runs (as the kubelet reports it, its memory cgroup read), and all of it
         has held for `HOLD` seconds: the sidecar writes its counts and then its decision, so a
         recommendation seen just after the counts changed may be the previous one."""
         wanted = _memory(row.recommended)
@@ -164,7 +164,7 @@ class Demo:
             and wanted is not None
             and row.recommended == row.applied
             and _memory(row.running) == wanted
-            and _memory(row.cgroup_limit) is not None
+            and row.cgroup_limit != "-"
             and now - row.elapsed >= HOLD
         )
 

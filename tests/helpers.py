@@ -245,16 +245,13 @@ def legacy_count(api: kubeapi.KubeApi) -> int:
     return total
 
 
-def size_aware_by_hand(
-    *, configmaps: int, others: int, kib: float, api_resources: int
-) -> tuple[str, str, str]:
+def size_aware_by_hand(*, configmaps: int, others: int, kib: float, api_resources: int) -> tuple[str, str]:
     """The default (size-aware) preset on Standard, written out by hand from its documented constants:
     96 MiB + 0.0533 MiB per ConfigMap + 0.1441 MiB per object of another (or unknown) kind + 0.0082 MiB
-    per KiB of manifests + 0.5237 MiB per resource type served beyond 73, rounded up to 32 MiB; the memory
-    limit 1.5 times that, rounded up to 32 MiB; CPU 32m + 0.052m per object, rounded up (at least 10m),
-    no CPU limit. `kib` is what the service sizes from: the source's KiB scaled to the objects sized
-    (rounded up), or 2 KiB per object where the source is not read. Returns (CPU request, memory request,
-    memory limit) as quantities."""
+    per KiB of manifests + 0.5237 MiB per resource type served beyond 73, rounded up to 32 MiB, no memory
+    limit; CPU 32m + 0.052m per object, rounded up (at least 10m), no CPU limit. `kib` is what the service sizes from: the source's KiB scaled to the objects sized
+    (rounded up), or 2 KiB per object where the source is not read. Returns (CPU request, memory request)
+    as quantities."""
     raw = (
         Fraction(96)
         + Fraction("0.0533") * configmaps
@@ -263,9 +260,8 @@ def size_aware_by_hand(
         + Fraction("0.5237") * max(0, api_resources - 73)
     )
     memory = -(-math.ceil(raw) // 32) * 32
-    limit = -(-math.ceil(memory * Fraction(3, 2)) // 32) * 32
     cpu = max(math.ceil(32 + Fraction("0.052") * (configmaps + others)), 10)
-    return f"{cpu}m", f"{memory}Mi", f"{limit}Mi"
+    return f"{cpu}m", f"{memory}Mi"
 
 
 def alive(pid: int) -> bool:

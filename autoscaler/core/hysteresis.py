@@ -102,6 +102,7 @@ def decide(
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
     recommended, capped = fitted(recommended, profile)
     current = last.resources
+    recommended = recommended.keeping_limits_of(current, profile.sizing.step_mib)
     base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts, capped=capped)
     need = f"{target} objects need {recommended}" if capped is None else f"{target} objects: {capped}"
     if current == recommended:

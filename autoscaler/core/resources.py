@@ -43,6 +43,26 @@ class Resources:
             None if memory_limit is None else max(memory_limit, memory),
         )
 
+    def keeping_limits_of(self, current: Resources | None, memory_step: int) -> Resources:
+        """These resources, with a limit wherever `current` has one and these set none: that limit rises
+        with its request (its ratio to the request kept) and is never lowered. A running container's
+        limit cannot be removed in place (the API server refuses such a resize), and a limit found on
+        the reconciler (set by hand, or by an older install of ours) is not ours to take away."""
+        if current is None:
+            return self
+        return Resources(
+            self.cpu_request_m,
+            self.memory_request_mib,
+            _kept(self.cpu_limit_m, current.cpu_limit_m, self.cpu_request_m, current.cpu_request_m, 1),
+            _kept(
+                self.memory_limit_mib,
+                current.memory_limit_mib,
+                self.memory_request_mib,
+                current.memory_request_mib,
+                memory_step,
+            ),
+        )
+
     def __str__(self) -> str:
         def limit(value: int | None, unit: str) -> str:
             return "none" if value is None else f"{value}{unit}"
@@ -60,3 +80,10 @@ def _limit_at_least(mine: int | None, theirs: int | None) -> bool:
 def _max_limit(a: int | None, b: int | None) -> int | None:
     values = [v for v in (a, b) if v is not None]
     return max(values) if values else None
+
+
+def _kept(wanted: int | None, found: int | None, request: int, found_request: int, step: int) -> int | None:
+    if wanted is not None or found is None:
+        return wanted
+    scaled = ceil_to(Fraction(request * found, found_request), step) if found_request > 0 else request
+    return max(found, scaled, request)

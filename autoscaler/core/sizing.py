@@ -201,10 +201,11 @@ SIZE_AWARE = Sizing(
     cpu_m_per_object=CPU_M_PER_OBJECT,
     cpu_min_m=10,
     cpu_limit_factor=None,
-    # The memory limit leaves half the request again above it: a model error (calibration measured one
-    # 19 % short) is not an OOM kill; Config Sync's Standard template sets no limit at all. Where limits
-    # must equal requests (Autopilot without bursting) the model's own margin is what there is.
-    memory_limit_factor=Fraction(3, 2),
+    # No memory limit, as Config Sync's Standard template and VPA: the request is sized ahead of the work
+    # (the sidecar reads a commit before its apply) and follows the working set once synced, so a limit
+    # could only turn a model error into an OOM kill; and what a Pod is charged for is its request. Where
+    # limits must equal requests (Autopilot without bursting) the model's own margin is what there is.
+    memory_limit_factor=None,
 )
 PRESETS: dict[str, Sizing] = {"fitted": FITTED, "prototype": PROTOTYPE, "size-aware": SIZE_AWARE}
 # Size-aware: measured on the real reconciler, and it still works from the count alone (assumed KiB per

@@ -157,7 +157,7 @@ class Settings(BaseSettings):
         None,
         ge=1,
         le=10,
-        description="Memory limit = request x this (size-aware: 1.5; fitted, prototype: 1; Autopilot forces 1).",
+        description="Memory limit = request x this (size-aware: none; fitted, prototype: 1; Autopilot forces 1).",
     )
     cpu_limit_factor: float | None = Field(
         None,

@@ -212,7 +212,7 @@ def quantity_millicores(cpu: str) -> int:
     return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
 
 
-Size = tuple[str, str, str]  # CPU request, memory request, memory limit (no CPU limit)
+Size = tuple[str, str]  # CPU request, memory request (no limits: the size-aware preset on Standard)
 
 
 def numbers(resources: JSON | None) -> tuple[int, int, int | None, int | None] | None:
@@ -238,10 +238,10 @@ def running_size(cs: NodeConfigSync, key: RSyncKey) -> tuple[int, int, int | Non
 
 def runs_at(cs: NodeConfigSync, key: RSyncKey, size: Size) -> bool:
     """The RSync's reconciler runs at `size` (worked out by hand): as the kubelet reports it, without a
-    CPU limit, and in a memory cgroup of its limit."""
-    cpu, memory, limit = size
-    wanted = (quantity_millicores(cpu), quantity_bytes(memory), None, quantity_bytes(limit))
-    return running_size(cs, key) == wanted and reconciler_memory_limit(cs, key) == quantity_bytes(limit)
+    limit, and in a memory cgroup without one."""
+    cpu, memory = size
+    wanted = (quantity_millicores(cpu), quantity_bytes(memory), None, None)
+    return running_size(cs, key) == wanted and reconciler_memory_limit(cs, key) is None
 
 
 def applied(api: kubeapi.KubeApi, key: RSyncKey) -> JSON | None:

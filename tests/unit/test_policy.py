@@ -530,3 +530,27 @@ def test_the_platform_is_detected_as_config_sync_tells_autopilot(
     autopilot: bool, version: str, platform: str
 ) -> None:
     assert detected_platform(autopilot, version) == platform
+
+
+def test_a_limit_found_on_the_reconciler_is_kept_raised_with_its_request_and_never_lowered() -> None:
+    """A preset that sets no limits, and a reconciler that has one (an older install's 1.5 x, or a hand's):
+    in place cannot remove it, so it stays, scaled with the request (its ratio kept), never lowered, and a
+    size once written is not written again. Prototype on Standard without limits, by hand: 400 objects ->
+    224 MiB, 219m; 5,000 -> 1,152 MiB, 1,125m; the limit 336 x 1,152 / 224 = 1,728 MiB (on the grid)."""
+    unlimited = Profile(replace(PROTOTYPE, memory_limit_factor=None, cpu_limit_factor=None), STANDARD)
+
+    def unlimited_step(counts: ObjectCounts, last: Decision, now: float) -> Decision:
+        return decide(counts, unlimited, last, now=now, hysteresis=H)
+
+    d = unlimited_step(ObjectCounts(5000, 400), initial(Resources(219, 224, None, 336)), 0)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, Resources(1125, 1152, None, 1728))
+    d = unlimited_step(ObjectCounts(5000, 5000), d, 1)
+    assert (d.outcome, d.resources) == (Outcome.UNCHANGED, Resources(1125, 1152, None, 1728))
+    d = unlimited_step(ObjectCounts(400, 400), d, 2)
+    d = unlimited_step(ObjectCounts(400, 400), d, 602)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, Resources(219, 224, None, 1728))
+    d = unlimited_step(ObjectCounts(400, 400), d, 603)
+    assert (d.outcome, d.resources) == (Outcome.UNCHANGED, Resources(219, 224, None, 1728))
+    # Without a limit found, none is set.
+    d = unlimited_step(ObjectCounts(5000, 400), initial(Resources(219, 224)), 0)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, Resources(1125, 1152))

@@ -132,9 +132,9 @@ def test_cli_recommend_defaults_to_size_aware_on_an_assumed_api_surface(
         f"API surface: no kubeconfig found ({tmp_path / 'no-kubeconfig'}); the preset assumes 500"
         in captured.err
     )
-    # 96 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 319.6 -> 320 MiB on the 32 MiB grid, its
-    # limit 1.5 x 320 = 480 MiB; CPU 32m + 0.052m x 0 objects = 32m, no CPU limit.
-    assert "reconciler: requests 32m/320Mi, limits none/480Mi" in out
+    # 96 MiB + 0.5237 MiB x (500 assumed resource types - 73) = 319.6 -> 320 MiB on the 32 MiB grid, no
+    # memory limit; CPU 32m + 0.052m x 0 objects = 32m, no CPU limit.
+    assert "reconciler: requests 32m/320Mi, limits none/none" in out
 
 
 def test_cli_recommend_shows_the_fitted_minimum(capsys: pytest.CaptureFixture[str]) -> None:
