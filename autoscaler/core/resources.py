@@ -45,9 +45,9 @@ class Resources:
 
     def keeping_limits_of(self, current: Resources | None, memory_step: int) -> Resources:
         """These resources, with a limit wherever `current` has one and these set none: that limit rises
-        with its request (its ratio to the request kept) and is never lowered. A running container's
-        limit cannot be removed in place (the API server refuses such a resize), and a limit found on
-        the reconciler (set by hand, or by an older install of ours) is not ours to take away."""
+        with its request (its ratio to the request kept) and is never lowered. A resize in place that
+        leaves a limit out keeps it (a strategic merge), so it must stay above the request; and a limit
+        found on the reconciler (set by hand, or by an older install of ours) is not ours to take away."""
         if current is None:
             return self
         return Resources(

@@ -256,6 +256,16 @@ class Snapshot:
 OOM_FLOOR = "objcount.dev/oom-floor"
 
 
+def seen_by_then(s: Snapshot, commit: str) -> str:
+    """What a wait that timed out saw last: the target, what runs, the sync, the reconciler's states."""
+    status = container_status(s.pod or {}, RECONCILER)
+    return (
+        f"target {s.target_mib} MiB, applied {s.applied_mib} MiB, synced {s.synced(commit)}, "
+        f"floor {annotations_of(s.rsync).get(OOM_FLOOR)}, reconciler state {status.get('state')}, "
+        f"last state {status.get('lastState')}, restarts {status.get('restartCount')}"
+    )
+
+
 def annotations_of(obj: JSON) -> dict[str, str]:
     return cast(dict[str, str], obj["metadata"].get("annotations") or {})
 
@@ -588,6 +598,7 @@ def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
         lambda: (s := snapshot(cs, key)).synced(commit) and s.applied_mib == AFTER_OOM_MIB and s,
         timeout=300,
         what="the reconciler at 160Mi, VPA's, and the commit synced",
+        explain=lambda: seen_by_then(snapshot(cs, key), commit),
     )
     pod = cast(Snapshot, synced_after).pod
     assert pod is not None
