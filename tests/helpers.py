@@ -249,9 +249,9 @@ def size_aware_by_hand(*, configmaps: int, others: int, kib: float, api_resource
     """The default (size-aware) preset on Standard, written out by hand from its documented constants:
     96 MiB + 0.0533 MiB per ConfigMap + 0.1441 MiB per object of another (or unknown) kind + 0.0082 MiB
     per KiB of manifests + 0.5237 MiB per resource type served beyond 73, rounded up to 32 MiB, no memory
-    limit; CPU 32m + 0.052m per object, rounded up (at least 10m), no CPU limit. `kib` is what the service sizes from: the source's KiB scaled to the objects sized
-    (rounded up), or 2 KiB per object where the source is not read. Returns (CPU request, memory request)
-    as quantities."""
+    limit; CPU 32m + 0.052m per object, rounded up (at least 10m), no CPU limit. `kib` is what the service
+    sizes from: the source's KiB scaled to the objects sized (rounded up), or 2 KiB per object where the
+    source is not read. Returns (CPU request, memory request) as quantities."""
     raw = (
         Fraction(96)
         + Fraction("0.0533") * configmaps
