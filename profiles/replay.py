@@ -191,7 +191,7 @@ def replay(
         seen = Observation(
             KEY,
             RSyncView.of(rsync(fetched, synced, written)),
-            Reading(current=current, api_resources=api_resources, pod=pod),
+            Reading(current=current, api_resources=api_resources, pod=pod, resizes_running=True),
             _counts(commits, now),
             now,
             wall=now,

@@ -197,7 +197,7 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         sizing = profile.sizing
         profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
     covered = _covered(view, counts, synced)
-    peak = _held(seen, state.peak, covered, profile, in_place=config.in_place)
+    peak = _held(seen, state.peak, covered, profile)
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, known, margin=config.margin)
     if calibration is not None and not _lowers_a_prune(calibration, counts, covered):
@@ -231,13 +231,12 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     )
 
 
-def _held(
-    seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: Profile, *, in_place: bool
-) -> Peak | None:
+def _held(seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: Profile) -> Peak | None:
     """The window's peak with the model's prediction for the counts the reconciler holds now (both
-    commits' during a transition) folded in, and whether it is in its steady state: resized in place (a
-    rollout restarts the reconciler into a whole sync again), the window's container still the one that
-    runs, the reconciler reports the window's commit finished, and no newer commit of the source counted."""
+    commits' during a transition) folded in, and whether it is in its steady state: resized without a
+    restart (a rollout restarts the reconciler into a whole sync again), the window's container still the
+    one that runs, the reconciler reports the window's commit finished, and no newer commit of the source
+    seen."""
     target = covered.target
     if peak is None or target is None:
         return peak
@@ -245,9 +244,11 @@ def _held(
         target, covered.target_kib, profile.api_resources, covered.source_kinds, covered.source_crd_path_steps
     )
     window = peak.window
-    newer = covered.source_commit is not None and covered.source_commit != window.commit
+    newer = any(
+        commit not in (None, window.commit) for commit in (covered.source_commit, covered.source_reading)
+    )
     finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
-    current = in_place and running(seen.reading.pod) == (window.pod, window.started)
+    current = seen.reading.resizes_running and running(seen.reading.pod) == (window.pod, window.started)
     steady = finished and current and seen.view.progress.pending is None
     return held(peak, predicted, target, finished=finished, steady=steady)
 
@@ -416,7 +417,7 @@ def _decided(
 ) -> Plan:
     last = state.decision
     assert last is not None
-    hysteresis = config.hysteresis.of_target(config.in_place)
+    hysteresis = config.hysteresis.of_target(seen.reading.resizes_running)
     decision = decide(counts, profile, last, now=seen.now, hysteresis=hysteresis, progress=seen.view.progress)
     recheck = None
     if decision.lower_since is not None:

@@ -205,6 +205,14 @@ def _transition_time(vpa: Mapping[str, Any], now: str) -> str:
     return now
 
 
+def resizes_in_place(vpa: Mapping[str, Any]) -> bool:
+    """Whether VPA's updater applies a recommendation to the running Pod in place (`InPlaceOrRecreate`:
+    it recreates the Pod only where the kubelet cannot resize it). With `Recreate` every change of the
+    target evicts the reconciler, which then syncs from the start again; with `Initial` or `Off` only
+    a new Pod gets it."""
+    return _block(_block(vpa, "spec"), "updatePolicy").get("updateMode") == "InPlaceOrRecreate"
+
+
 def container_entry(vpa: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
     entries = _block(_block(vpa, "status"), "recommendation").get("containerRecommendations") or []
     if not isinstance(entries, list):

@@ -154,8 +154,10 @@ class KubePort:
                     ),
                 )
             )
+        current = self.target.current(key, view, pod) if needs.current else None
         return Reading(
-            current=self.target.current(key, view, pod) if needs.current else None,
+            current=current,
+            resizes_running=self.target.resizes_running(key),  # as `current` found the target
             declared=self.target.declared(view),
             held_by_owner=self.target.held_by_owner(view),
             others=self._others(key, pod) if needs.others else None,

@@ -125,6 +125,11 @@ class Target(Protocol):
         install shows at once; every write checks again)."""
         ...
 
+    def resizes_running(self, key: RSyncKey) -> bool:
+        """Whether a size written now reaches `key`'s running reconciler without restarting it, as last
+        read by `current`."""
+        ...
+
 
 class _NothingInTheRSync:
     rereads_current = False
@@ -138,6 +143,9 @@ class _NothingInTheRSync:
 
     def refusal(self, key: RSyncKey) -> str | None:
         return None
+
+    def resizes_running(self, key: RSyncKey) -> bool:
+        return self.in_place
 
 
 # ----- deployment ------------------------------------------------------------------------------------------
@@ -245,6 +253,9 @@ class RSyncOverrideTarget:
 
     def refusal(self, key: RSyncKey) -> str | None:
         return None
+
+    def resizes_running(self, key: RSyncKey) -> bool:
+        return False  # a rollout
 
     def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
         for _ in range(self.attempts):
@@ -432,6 +443,10 @@ class VpaTarget(_NothingInTheRSync):
         asked = None if found is None else vpa.recommended(found, RECONCILER_CONTAINER)
         last = parse_resources_annotation(view.annotations.get(APPLIED_ANNOTATION))
         return vpa.with_limits_of(asked, last)
+
+    def resizes_running(self, key: RSyncKey) -> bool:
+        found = self._found.get(key)
+        return found is not None and vpa.resizes_in_place(found)
 
     def apply(self, key: RSyncKey, resources: Resources, pod: Pod | None) -> Applied:
         try:

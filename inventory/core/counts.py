@@ -45,10 +45,14 @@ class ObjectCounts:
     # Files of the source we could not read (Config Sync may): its count is a lower bound.
     source_partial: bool = False
     source_crd_path_steps: int | None = None  # its CRDs' fields, each at its depth (size-aware)
+    # A newer commit the source links while it is being counted (None: none), this observation's: the
+    # reconciler may already be parsing it, so the counts above no longer tell what it will hold.
+    source_reading: str | None = None
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
         """These counts where known, the stored ones where not (the source's KiB, kinds, commit and
-        partiality go with its count; a rejection of the newest commit is this observation's)."""
+        partiality go with its count; a rejection of the newest commit, and a commit being read, are
+        this observation's)."""
         source = self if self.source is not None else stored
         return ObjectCounts(
             source.source,
@@ -59,6 +63,7 @@ class ObjectCounts:
             self.source_rejected,
             source.source_partial,
             source.source_crd_path_steps,
+            self.source_reading,
         )
 
     def covering(self, synced: ObjectCounts | None) -> ObjectCounts:

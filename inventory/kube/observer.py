@@ -102,7 +102,7 @@ class Observer:
             for kind in kinds
         }
         self.source_watcher = (
-            SourceWatcher(source_layout, self._on_source)
+            SourceWatcher(source_layout, self._on_source, on_linked=self._on_linked)
             if source_layout is not None and scope.rsync is not None
             else None
         )
@@ -232,7 +232,20 @@ class Observer:
         assert self.scope.rsync is not None
         reason = rejection(count)
         with self._lock:
-            self._source = replace(self._source or ObjectCounts(), source_rejected=reason)
+            self._source = replace(
+                self._source or ObjectCounts(), source_rejected=reason, source_reading=None
+            )
+        self._on_change(self.scope.rsync)
+
+    def _on_linked(self, commit: str) -> None:
+        """A commit is linked and being counted: the counts of the last one no longer say what the
+        reconciler will hold (it may parse the new commit before we have counted it)."""
+        assert self.scope.rsync is not None
+        with self._lock:
+            last = self._source or ObjectCounts()
+            if last.source_commit == commit:
+                return
+            self._source = replace(last, source_reading=commit)
         self._on_change(self.scope.rsync)
 
 

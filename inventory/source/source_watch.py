@@ -78,6 +78,9 @@ class SourceWatcher:
 
     layout: SourceLayout
     on_count: Callable[[SourceCount], None]
+    # Told the commit a moved link names before it is counted (a large commit takes seconds to count,
+    # while the reconciler may be parsing it already).
+    on_linked: Callable[[str], None] = lambda commit: None
     interval: float = 1.0
     retry_interval: float = 30.0
     clock: Callable[[], float] = time.monotonic
@@ -98,20 +101,21 @@ class SourceWatcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _link_target(self) -> str | None:
+    def _link_target(self) -> tuple[Path, Path] | None:
         try:
-            link, target = self.layout.current_root()
-            return f"{link}->{target}"
+            return self.layout.current_root()
         except SourceError:
             return None
 
-    def poll_once(self, previous: str | None) -> str | None:
+    def poll_once(self, previous: tuple[Path, Path] | None) -> tuple[Path, Path] | None:
         """Count when the link target differs from `previous`; return the target counted (or tried)."""
         target = self._link_target()
         if target == previous and (
             self.last_error is None or self.clock() - self._last_attempt < self.retry_interval
         ):
             return previous
+        if target is not None and target != previous:
+            self.on_linked(target[1].name)  # named as `count_source` names the commit it counts
         self._last_attempt = self.clock()
         try:
             result = count_source(self.layout, cache=self.cache)
@@ -147,7 +151,7 @@ class SourceWatcher:
                 )
 
     def run(self) -> None:
-        previous: str | None = None
+        previous: tuple[Path, Path] | None = None
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
             try:

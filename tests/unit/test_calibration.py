@@ -40,7 +40,7 @@ from autoscaler.core.hysteresis import Outcome
 from autoscaler.core.oom import OomKill
 from autoscaler.core.resources import Resources
 from inventory.core.counts import ObjectCounts
-from tests.unit.test_step import AT_100, AT_1000, DELAY, KEY, FakePort, metric, rig
+from tests.unit.test_step import AT_100, AT_1000, DELAY, KEY, FakePort, Rig, metric, rig
 
 POD = "root-reconciler-6c9f7d8b4-x2x9q"
 STARTED = datetime(2026, 11, 25, 10, 0, tzinfo=UTC).timestamp()
@@ -358,6 +358,42 @@ def test_a_window_whose_transition_was_not_seen_never_lowers_the_factor() -> Non
     r.executor.sampled(KEY, Sample(WINDOW, 80))
     assert r.reconcile(COUNTS, rsync()) == Outcome.UNCHANGED
     assert not any(CALIBRATION_ANNOTATION in p for p in r.port.published)
+
+
+def steady_at_the_working_set(r: Rig, delay: float) -> None:
+    """The apply peaked at 150 MiB, the commit synced, then 120 MiB in the steady state; `delay` later."""
+    r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    r.reconcile(COUNTS, rsync(syncing=True))
+    r.reconcile(COUNTS, rsync())
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    r.reconcile(COUNTS, rsync())
+    r.clock.now += delay
+    r.reconcile(COUNTS, rsync())
+
+
+def test_a_vpa_that_resizes_in_place_gets_the_steady_state_and_one_that_recreates_does_not() -> None:
+    """The `vpa` target: VPA's updater applies our recommendation to the running Pod with
+    `InPlaceOrRecreate` (the target reports a running reconciler resized without a restart): the steady
+    state sizes it as in place, 120 MiB needs 160 MiB after the in-place delay. With `Recreate` every
+    change evicts the reconciler into a whole sync: the whole sync's 192 MiB stays after any delay."""
+    vpa_in_place = rig(FakePort(size=AT_1000, pod=RUNNING, resizes_running=True))
+    steady_at_the_working_set(vpa_in_place, IN_PLACE_DELAY)
+    assert vpa_in_place.port.applied[-1] == AT_100
+    vpa_recreate = rig(FakePort(size=AT_1000, pod=RUNNING, resizes_running=False))
+    steady_at_the_working_set(vpa_recreate, DELAY)
+    assert vpa_recreate.port.applied[-1] == AT_1000_CALIBRATED
+    assert AT_100 not in vpa_recreate.port.applied
+
+
+def test_a_commit_linked_and_not_counted_yet_ends_the_steady_state_at_once() -> None:
+    """The sidecar sees git-sync link a new commit before it has counted it, while the reconciler may
+    already parse it: the steady state's 160 MiB goes back to the whole sync of what is known (192 MiB,
+    calibrated) at once, not after the new count."""
+    r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
+    steady_at_the_working_set(r, IN_PLACE_DELAY)
+    assert r.port.applied[-1] == AT_100
+    assert r.reconcile(replace(COUNTS, source_reading="c2"), rsync()) == Outcome.SCALED_UP
+    assert r.port.applied[-1] == AT_1000_CALIBRATED
 
 
 def test_a_rollout_or_another_container_is_never_sized_for_the_steady_state() -> None:

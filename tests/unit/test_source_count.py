@@ -224,7 +224,7 @@ def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: 
     previous = watcher.poll_once(None)
     assert counts == [7]
     shutil.rmtree(commit)  # the checkout vanishes under the link
-    watcher.poll_once("changed")
+    watcher.poll_once((tmp_path, tmp_path))  # another link than the one counted: counted again
     assert counts == [7], "no count is reported for a missing directory"
     assert watcher.last_error is not None
     assert "does not exist" in watcher.last_error
@@ -232,6 +232,23 @@ def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: 
     watcher.poll_once(previous)
     assert counts == [7, 3]
     assert watcher.last_error is None
+
+
+def test_a_moved_link_is_told_with_its_commit_before_that_commit_is_counted(tmp_path: Path) -> None:
+    """The reconciler may parse a new commit while we count it: the commit is told as soon as the link
+    names it, then its count; an unmoved link tells nothing again."""
+    write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(2)}, sync_dir="config")
+    told: list[tuple[str, str]] = []
+    watcher = SourceWatcher(
+        SourceLayout(tmp_path, "config"),
+        lambda c: told.append(("counted", c.commit)),
+        on_linked=lambda commit: told.append(("linked", commit)),
+    )
+    previous = watcher.poll_once(None)
+    assert watcher.poll_once(previous) == previous
+    write_commit(tmp_path, "c2", {"a.yaml": configmaps_yaml(5)}, sync_dir="config")
+    watcher.poll_once(previous)
+    assert told == [("linked", "c1"), ("counted", "c1"), ("linked", "c2"), ("counted", "c2")]
 
 
 # ----- files we do not read: their objects are unknown, the rest is still counted ----------------------------

@@ -82,6 +82,7 @@ class FakePort:
     fell_back: str | None = None  # what an apply reports: why it went through the fallback
     node_room: NodeRoom | None = None  # the cluster's largest node
     pod: Pod | None = None  # the reconciler Pod as listed
+    resizes_running: bool = False  # a size written reaches the running reconciler (in place)
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -111,6 +112,7 @@ class FakePort:
             deferred=self.deferred,
             node_room=self.node_room if needs.nodes else None,
             pod=self.pod,
+            resizes_running=self.resizes_running,
         )
 
     def write(
@@ -163,6 +165,7 @@ def rig(
     port: FakePort | None = None, *, sizes: bool = True, max_restarts: int = 100, in_place: bool = False
 ) -> Rig:
     port = port or FakePort()
+    port.resizes_running = port.resizes_running or in_place
     clock, rechecks = Clock(), []
     config = StepConfig(
         Profile(PROTOTYPE, STANDARD),
@@ -732,6 +735,7 @@ def test_a_rejection_is_an_event_on_the_rsync() -> None:
 
 # ----- in place: a resize the kubelet defers, a size that goes through the fallback ------------------------
 def in_place_rig(port: FakePort, *, in_place: bool = False, profile: Profile | None = None) -> Rig:
+    port.resizes_running = in_place
     clock, rechecks = Clock(), []
     config = StepConfig(
         profile or Profile(PROTOTYPE, STANDARD),

@@ -209,3 +209,20 @@ def test_the_vpa_we_make_names_us_belongs_to_the_deployment_and_leaves_other_con
     assert made["spec"]["updatePolicy"] == {"updateMode": "InPlaceOrRecreate", "minReplicas": 1}
     assert made["spec"]["resourcePolicy"]["containerPolicies"][1] == {"containerName": "*", "mode": "Off"}
     assert vpa.ours([made], "root-reconciler", "objcount") is made
+
+
+@pytest.mark.parametrize(
+    ("update_policy", "in_place"),
+    [
+        ({"updateMode": "InPlaceOrRecreate"}, True),
+        ({"updateMode": "Recreate"}, False),
+        ({"updateMode": "Auto"}, False),
+        ({"updateMode": "Initial"}, False),
+        ({}, False),  # VPA's default (Auto: recreate)
+        ("InPlaceOrRecreate", False),  # not an object: malformed, nothing assumed
+    ],
+)
+def test_only_an_in_place_update_mode_resizes_the_running_reconciler(
+    update_policy: object, in_place: bool
+) -> None:
+    assert vpa.resizes_in_place({"spec": {"updatePolicy": update_policy}}) is in_place
