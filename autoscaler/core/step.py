@@ -287,8 +287,7 @@ def _lowers_a_prune(calibration: Calibration, counts: ObjectCounts, covered: Obj
     commit drops. A prune holds both commits and costs more than the apply a factor is usually learned
     from (seen: 411 to 424 MiB pruning 4,000 objects whose apply peaked at 318 to 328), and the model
     was fitted to the larger of the two: a prune is given the model's own price at least. Only the source
-    tells a prune (cluster mode without it sees the inventory alone: there the limit's headroom is what
-    covers a prune's extra)."""
+    tells a prune (cluster mode without it sees the inventory alone)."""
     source = counts.source
     return calibration.factor < 1 and source is not None and (covered.target or 0) > source
 

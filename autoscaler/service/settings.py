@@ -188,13 +188,15 @@ class Settings(BaseSettings):
         ge=0,
         le=7 * 86400,
         description="A lower target must hold this long, counted from the inventory's last change, before a "
-        "scale-down that rolls the reconciler out (targets `rsync-override`, `deployment`, `vpa`).",
+        "scale-down that rolls the reconciler out (targets `rsync-override`, `deployment`; `vpa` unless "
+        "its VPA's updateMode is InPlaceOrRecreate).",
     )
     in_place_scale_down_delay_seconds: float = Field(
         120,
         ge=0,
         le=7 * 86400,
-        description="The same for target `in-place` where it is shorter than `scale_down_delay_seconds` "
+        description="The same for target `in-place`, and `vpa` where the VPA's updateMode is "
+        "InPlaceOrRecreate, where it is shorter than `scale_down_delay_seconds` "
         "(nothing restarts; a resize that falls back to a rollout is still capped by "
         "`max_restarts_per_hour`), counted from the inventory's last change or from the reconciler's "
         "commit synced.",

@@ -402,13 +402,7 @@ def test_a_rollout_or_another_container_is_never_sized_for_the_steady_state() ->
     not the one sampled (a new Pod syncs its commit from the start)."""
     for port, in_place in ((FakePort(size=AT_1000, pod=RUNNING), False), (FakePort(size=AT_1000), True)):
         r = rig(port, in_place=in_place)
-        r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
-        r.reconcile(COUNTS, rsync(syncing=True))
-        r.reconcile(COUNTS, rsync())
-        r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
-        r.reconcile(COUNTS, rsync())
-        r.clock.now += DELAY
-        r.reconcile(COUNTS, rsync())
+        steady_at_the_working_set(r, DELAY)
         assert r.port.applied[-1] == AT_1000_CALIBRATED, in_place
         assert AT_100 not in r.port.applied, in_place
 
