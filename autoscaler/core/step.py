@@ -36,6 +36,7 @@ from autoscaler.core.calibration import (
     Calibration,
     Margin,
     Peak,
+    Window,
     finished_in,
     folded,
     held,
@@ -199,7 +200,7 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     covered = _covered(view, counts, synced)
     peak = _held(seen, state.peak, covered, profile)
     known = state.calibration or view.calibration
-    calibration = _calibration(seen, peak, known, margin=config.margin)
+    calibration = _calibration(seen, peak, covered, known, margin=config.margin)
     if calibration is not None and not _lowers_a_prune(calibration, counts, covered):
         profile = _calibrated(profile, calibration)
     start = _start(covered, profile) if config.in_place else None
@@ -244,13 +245,19 @@ def _held(seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: 
         target, covered.target_kib, profile.api_resources, covered.source_kinds, covered.source_crd_path_steps
     )
     window = peak.window
-    newer = any(
-        commit not in (None, window.commit) for commit in (covered.source_commit, covered.source_reading)
-    )
+    newer = _moved_on(seen, covered, window)
     finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
     current = seen.reading.resizes_running and running(seen.reading.pod) == (window.pod, window.started)
     steady = finished and current and seen.view.progress.pending is None
-    return held(peak, predicted, target, finished=finished, steady=steady)
+    # Counts of a commit newer than the window's are not what its reconciler held: not its prediction.
+    return held(peak, Fraction(0) if newer else predicted, target, finished=finished, steady=steady)
+
+
+def _moved_on(seen: Observation, covered: ObjectCounts, window: Window) -> bool:
+    """Whether a commit newer than the window's is seen: fetched by the reconciler (the window's next
+    sample starts a new one), counted by us, or linked and being counted."""
+    commits = (seen.view.fetched_commit, covered.source_commit, covered.source_reading)
+    return any(commit not in (None, window.commit) for commit in commits)
 
 
 def _start(covered: ObjectCounts, profile: Profile) -> Resources | None:
@@ -267,13 +274,15 @@ def _start(covered: ObjectCounts, profile: Profile) -> Resources | None:
 
 
 def _calibration(
-    seen: Observation, peak: Peak | None, known: Calibration | None, *, margin: Margin
+    seen: Observation, peak: Peak | None, covered: ObjectCounts, known: Calibration | None, *, margin: Margin
 ) -> Calibration | None:
     """What is known of this RSync's real cost after this reconcile: learned anew when the reconciler
-    reports its window's commit finished and the lesson differs from the one known, else as known."""
+    reports its window's commit finished, no newer commit is seen (its counts are not what the window
+    held), and the lesson differs from the one known, else as known."""
     if peak is None or not peak.predicted:
         return known
-    if not finished_in(peak.window, seen.view.finished_commit, seen.view.written_at):
+    finished = finished_in(peak.window, seen.view.finished_commit, seen.view.written_at)
+    if not finished or _moved_on(seen, covered, peak.window):
         return known
     lesson = learned(peak, margin, seen.wall)
     lowers = lesson.factor < (Fraction(1) if known is None else known.factor)
