@@ -535,8 +535,9 @@ def test_the_platform_is_detected_as_config_sync_tells_autopilot(
 def test_a_limit_found_on_the_reconciler_is_kept_raised_with_its_request_and_never_lowered() -> None:
     """A preset that sets no limits, and a reconciler that has one (an older install's 1.5 x, or a hand's):
     a resize in place that leaves it out keeps it, so it stays, scaled with the request (its ratio kept),
-    never lowered, and a size once written is not written again. Prototype on Standard without limits, by hand: 400 objects ->
-    224 MiB, 219m; 5,000 -> 1,152 MiB, 1,125m; the limit 336 x 1,152 / 224 = 1,728 MiB (on the grid)."""
+    never lowered, and a size once written is not written again. Prototype on Standard without limits, by
+    hand: 400 objects -> 224 MiB, 219m; 5,000 -> 1,152 MiB, 1,125m; the limit 336 x 1,152 / 224 = 1,728
+    MiB (on the grid)."""
     unlimited = Profile(replace(PROTOTYPE, memory_limit_factor=None, cpu_limit_factor=None), STANDARD)
 
     def unlimited_step(counts: ObjectCounts, last: Decision, now: float) -> Decision:
