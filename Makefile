@@ -73,6 +73,8 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@# Dead code: what vulture finds unused in the wheel (autoscaler/, inventory/), tooling's uses counted.
+	! $(BIN)/vulture autoscaler inventory controlplane profiles | grep -E '^(autoscaler|inventory)/'
 
 unit: install
 	$(BIN)/pytest $(PARALLEL) tests/unit

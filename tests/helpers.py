@@ -21,7 +21,10 @@ from typing import Generic, TypeVar
 
 import yaml
 
+from autoscaler.core.hysteresis import Decision
+from autoscaler.service.controller import Controller
 from controlplane.ports import free_port
+from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 
 T = TypeVar("T")
@@ -284,3 +287,9 @@ def network_namespaces_in_use() -> set[str]:
         with contextlib.suppress(OSError):
             links.add(os.readlink(link))
     return links
+
+
+def decisions(controller: Controller) -> dict[RSyncKey, Decision]:
+    """The last decision the controller's executor keeps per RSync."""
+    states = dict(controller.executor.states)
+    return {key: state.decision for key, state in states.items() if state.decision is not None}

@@ -369,7 +369,9 @@ def disagreements(directory: Path, oracle: dict[str, Any]) -> list[str]:
         )
     found: list[str] = []
     theirs = {f["file"]: f for f in oracle["files"]}
-    ours_listed = [str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in listed_files(root)]
+    ours_listed = [
+        str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in map(Path, listed_files(root))
+    ]
     if sorted(ours_listed) != sorted(f["file"] for f in oracle["files"]):
         found.append(f"files listed: ours {sorted(ours_listed)}, Config Sync's {sorted(theirs)}")
     for name, file in theirs.items():

@@ -324,9 +324,3 @@ def published(
     }
     through = {TARGET_ANNOTATION: target} if target is not None and applied is not None else {}
     return {**sizes, **through, HELD_ANNOTATION: held_by_owner}
-
-
-def changed(rsync: Mapping[str, object], wanted: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The annotations of `wanted` the RSync does not hold yet (None: holds, and should not)."""
-    current = annotations_of(rsync)
-    return {name: value for name, value in wanted.items() if current.get(name) != value}

@@ -117,8 +117,6 @@ class Plan:
     log_level: int = logging.DEBUG  # said once when a postponement or an error starts
     oom_raised: tuple[OomKill, OomFloor] | None = None  # a new OOM kill, and the floor it raised
     calibrated: tuple[Calibration | None, Calibration] | None = None  # learned now: before, after
-    # The peak rose (or a new window began): the working set gauge and the sampler follow it.
-    peak: Peak | None = None
 
 
 def profile_for(view: RSyncView, profile: Profile) -> Profile | str:
@@ -163,7 +161,6 @@ def step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     plan = _step(seen, replace(state, peak=peak), config)
     # Why Config Sync syncs nothing of the newest commit is said on the RSync whatever is decided.
     rejected = seen.view.lacks({SOURCE_REJECTED_ANNOTATION: plan.counts.source_rejected})
-    plan = replace(plan, peak=peak if peak != state.peak else None)
     return replace(plan, publish={**plan.publish, **rejected}) if rejected else plan
 
 

@@ -20,7 +20,6 @@ from autoscaler.core.annotations import (
     annotation_counts,
     annotation_patch,
     count_annotations,
-    restored_counts,
     status_counts,
     status_patch,
 )
@@ -113,8 +112,3 @@ class CountWriter:
             STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
             raise
         return cast(RSync, written)
-
-
-def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
-    """The counts a restarted service restores for one RSync (status, else annotations)."""
-    return restored_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))

@@ -237,7 +237,6 @@ class RSyncOverrideTarget:
     name: str = "rsync-override"
     rereads_current: bool = False
     in_place: bool = False
-    conflicts: int = 0
 
     def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
         return reconciler_override(view.rsync)
@@ -262,7 +261,6 @@ class RSyncOverrideTarget:
             try:
                 written = self._write(key, resources)
             except kubeapi.Conflict:
-                self.conflicts += 1
                 continue
             try:
                 stored = reconciler_override(written)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoscaler.core.calibration import DEPLOYMENT_LABEL, Margin, Sample, Window, newest_per_deployment
-from autoscaler.core.hysteresis import Decision, Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis, Outcome
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
@@ -131,12 +131,6 @@ class Controller:
         return self.observer.synced
 
     # ----- what tests and the service look at ----------------------------------------------------------
-    @property
-    def decisions(self) -> dict[RSyncKey, Decision]:
-        """The last decision per RSync."""
-        states = dict(self.executor.states)
-        return {key: state.decision for key, state in states.items() if state.decision is not None}
-
     def observed(self, key: RSyncKey) -> ObjectCounts:
         return self.observer.observed(key)
 

@@ -51,6 +51,16 @@ def _choices(registry: Mapping[str, object]) -> dict[str, Any]:
     return {"choices": list(registry)}
 
 
+def _presets_give(constant: str) -> str:
+    """What each preset sets `constant` to, for a description (read from the presets, so it cannot drift
+    from them): `preset: 32` where all agree, else `fitted: 198, prototype: 128, size-aware: 96`."""
+    values = {name: getattr(sizing, constant) for name, sizing in PRESETS.items()}
+    shown = {name: "none" if value is None else f"{float(value):g}" for name, value in values.items()}
+    if len(set(shown.values())) == 1:
+        return f"preset: {next(iter(shown.values()))}"
+    return ", ".join(f"{name}: {value}" for name, value in shown.items())
+
+
 class Settings(BaseSettings):
     """Every setting of the service. Field descriptions are the documentation (docs/settings.md)."""
 
@@ -108,13 +118,13 @@ class Settings(BaseSettings):
     base_mib: float | None = Field(
         None,
         ge=0,
-        description="Memory for an empty inventory, MiB (size-aware: 100, fitted: 198, prototype: 128).",
+        description=f"Memory for an empty inventory, MiB ({_presets_give('base_mib')}).",
     )
     mib_per_object: float | None = Field(
         None,
         gt=0,
         le=100,
-        description="Memory per object, MiB (size-aware: 0.1441 for objects of no known kind, fitted: 0.174, prototype: 0.2).",
+        description=f"Memory per object, MiB ({_presets_give('mib_per_object')}; size-aware: objects of no known kind).",
     )
     mib_per_kib: float | None = Field(
         None,
@@ -129,12 +139,15 @@ class Settings(BaseSettings):
         description="KiB per object assumed when only a count is known (no source read: cluster mode).",
     )
     step_mib: int | None = Field(
-        None, ge=1, le=4096, description="Memory is rounded up to a multiple of this, MiB (preset: 32)."
+        None,
+        ge=1,
+        le=4096,
+        description=f"Memory is rounded up to a multiple of this, MiB ({_presets_give('step_mib')}).",
     )
-    min_mib: int | None = Field(
-        None, ge=1, description="Smallest memory, MiB (size-aware: 100, fitted: 198, prototype: 128)."
+    min_mib: int | None = Field(None, ge=1, description=f"Smallest memory, MiB ({_presets_give('min_mib')}).")
+    max_mib: int | None = Field(
+        None, ge=1, le=110 * 1024, description=f"Largest memory, MiB ({_presets_give('max_mib')})."
     )
-    max_mib: int | None = Field(None, ge=1, le=110 * 1024, description="Largest memory, MiB (preset: 65536).")
     cpu_m_per_mib: float | None = Field(
         None,
         ge=0,
@@ -148,22 +161,25 @@ class Settings(BaseSettings):
         None, ge=0, le=100, description="CPU per object, millicores (size-aware: measured; others: 0)."
     )
     cpu_min_m: int | None = Field(
-        None, ge=1, description="Smallest CPU, millicores (size-aware: 10; fitted, prototype: 125)."
+        None, ge=1, description=f"Smallest CPU, millicores ({_presets_give('cpu_min_m')})."
     )
     cpu_step_m: int | None = Field(
-        None, ge=1, le=1000, description="CPU is rounded up to a multiple of this, millicores (preset: 1)."
+        None,
+        ge=1,
+        le=1000,
+        description=f"CPU is rounded up to a multiple of this, millicores ({_presets_give('cpu_step_m')}).",
     )
     memory_limit_factor: float | None = Field(
         None,
         ge=1,
         le=10,
-        description="Memory limit = request x this (size-aware: none; fitted, prototype: 1; Autopilot forces 1).",
+        description=f"Memory limit = request x this ({_presets_give('memory_limit_factor')}; Autopilot forces 1).",
     )
     cpu_limit_factor: float | None = Field(
         None,
         ge=1,
         le=100,
-        description="CPU limit = request x this (size-aware: none; fitted, prototype: 1; Autopilot forces 1).",
+        description=f"CPU limit = request x this ({_presets_give('cpu_limit_factor')}; Autopilot forces 1).",
     )
     no_cpu_limit: bool = Field(
         False, description="Leave the CPU limit unset (not on Autopilot without bursting)."

@@ -23,16 +23,6 @@ MANAGED_BY_CONFIG_SYNC = "configmanagement.gke.io"
 SYNC_NAME_LABEL = "configsync.gke.io/sync-name"
 SYNC_NAMESPACE_LABEL = "configsync.gke.io/sync-namespace"
 SYNC_KIND_LABEL = "configsync.gke.io/sync-kind"
-OWNING_INVENTORY_KEY = "config.k8s.io/owning-inventory"
-PACKAGE_ID_LABEL = "configsync.gke.io/package-id"
-PARENT_PACKAGE_ID_LABEL = "configsync.gke.io/parent-package-id"
-APPLYSET_ID_LABEL = "applyset.kubernetes.io/id"
-APPLYSET_PART_OF_LABEL = "applyset.kubernetes.io/part-of"
-
-_LABEL_VALUE_MAX = 63
-_PACKAGE_ID_PREFIX = 53
-_FNV32_OFFSET = 0x811C9DC5
-_FNV32_PRIME = 0x01000193
 
 
 @dataclass(frozen=True, order=True)
@@ -73,23 +63,6 @@ def managed_by_config_sync_selector() -> str:
     return f"{MANAGED_BY_LABEL}={MANAGED_BY_CONFIG_SYNC}"
 
 
-def managed_object_labels(key: RSyncKey, applyset: str | None = None) -> dict[str, str]:
-    """Labels that let a watch select one RSync's managed objects: the owning-inventory annotation copied
-    to a label of the same key, the parent package id, and the ApplySet membership when the RSync has one."""
-    labels = {
-        OWNING_INVENTORY_KEY: inventory_id(key.namespace, key.name),
-        PARENT_PACKAGE_ID_LABEL: package_id(key.name, key.namespace, key.kind),
-    }
-    if applyset:
-        labels[APPLYSET_PART_OF_LABEL] = applyset
-    return labels
-
-
-def rsync_labels(key: RSyncKey) -> dict[str, str]:
-    """The package-id label an RSync carries."""
-    return {PACKAGE_ID_LABEL: package_id(key.name, key.namespace, key.kind)}
-
-
 def key_from_inventory_labels(labels: Mapping[str, str], namespace: str, name: str) -> RSyncKey:
     """The RSync an inventory belongs to: from its sync-* labels, else from its own name and namespace."""
     kind = labels.get(SYNC_KIND_LABEL)
@@ -100,29 +73,6 @@ def key_from_inventory_labels(labels: Mapping[str, str], namespace: str, name: s
         labels.get(SYNC_NAMESPACE_LABEL, namespace),
         labels.get(SYNC_NAME_LABEL, name),
     )
-
-
-def fnv1a_32(data: bytes) -> int:
-    value = _FNV32_OFFSET
-    for byte in data:
-        value = ((value ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
-    return value
-
-
-def package_id(name: str, namespace: str, kind: RSyncKind) -> str:
-    """`<name>.<namespace>.<kind>`, shortened with an FNV-1a hash when it is longer than a label value."""
-    full = f"{name}.{namespace}.{kind}"
-    if len(full) <= _LABEL_VALUE_MAX:
-        return full
-    return f"{full[:_PACKAGE_ID_PREFIX]}-{fnv1a_32(full.encode()):08x}"
-
-
-def applyset_id(rsync: Mapping[str, object]) -> str | None:
-    """The ApplySet id recorded on an RSync; read, never computed (the hash inputs are Config Sync's)."""
-    metadata = rsync.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    value = labels.get(APPLYSET_ID_LABEL) if isinstance(labels, Mapping) else None
-    return value if isinstance(value, str) and value else None
 
 
 ROOT_SIDECAR_ACCOUNT = "objcount-sidecar"

@@ -61,13 +61,13 @@ class SourceCount:
 
 
 # ----- listing, as the reconciler lists -------------------------------------------------------------------
-def listed_files(root: Path) -> list[Path]:
+def listed_files(root: Path) -> list[str]:
     """The files under `root` (resolved) as the reconciler lists them: sorted, none inside a `.git`
     directory, each symbolic link resolved. A broken or looping link fails the whole listing
     (ListingError naming it, as the reconciler's own listing fails): Config Sync then syncs nothing."""
     found: list[str] = []
     _walk(os.fspath(root), found)
-    return [Path(path) for path in found]
+    return found
 
 
 def _walk(directory: str, found: list[str]) -> None:
@@ -186,8 +186,7 @@ def count_directory(
     unread: list[str] = []
     size = files = crd_path_steps = 0
     try:
-        listed: list[str] = []
-        _walk(os.fspath(root), listed)
+        listed = listed_files(root)
     except ListingError as error:
         return SourceCount(0, 0, root, rejected=(Problem(SYNTAX, str(error)),))
     prefix = base.rstrip(os.sep) + os.sep

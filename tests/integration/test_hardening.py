@@ -22,7 +22,7 @@ from controlplane.seed import rsync
 from inventory.core.ids import reconciler_name
 from inventory.kube import kubeapi
 from inventory.source.source_watch import SourceLayout
-from tests.helpers import wait_for
+from tests.helpers import decisions, wait_for
 from tests.integration.test_targets import FAST, Rig
 
 
@@ -129,7 +129,7 @@ def test_a_deleted_and_recreated_rsync_is_sized_again_and_leaves_no_metric_serie
 
     rig.api.delete(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
     wait_for(lambda: REGISTRY.get_sample_value("objcount_objects", series) is None, what="series removed")
-    assert rig.key not in controller.decisions
+    assert rig.key not in decisions(controller)
     rig.api.create(kubeapi.ROOTSYNC, rig.namespace, rsync(rig.key))  # a new RSync, no override
     wait_for(lambda: _reconciler_override(rig) == sized, what="the new RSync sized")
 

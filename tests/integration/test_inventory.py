@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.core.annotations import annotation_counts, status_counts
-from autoscaler.kube.count_writer import CountWriter, read_counts
+from autoscaler.core.annotations import annotation_counts, restored_counts, status_counts
+from autoscaler.kube.count_writer import CountWriter
 from autoscaler.service.controller import Controller, Scope
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
 from inventory.core.counts import ObjectCounts
@@ -24,6 +24,11 @@ from inventory.source.source_watch import SourceLayout
 from tests.helpers import Sampler, kib, wait_for
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
+
+
+def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+    """The counts a restarted service restores for one RSync (status, else annotations)."""
+    return restored_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
 
 
 def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
