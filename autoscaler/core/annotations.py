@@ -258,7 +258,7 @@ def parse_oom_floor(text: object) -> OomFloor | None:
         return None
     try:
         value = orjson.loads(text)
-        memory = quantity.parse(value["memory"]) / (1 << 20)
+        memory = quantity.parse(value["memory"]) / quantity.MIB
         since = datetime.fromisoformat(value["since"]).timestamp()
         killed_at = value["killedAt"]
     except (orjson.JSONDecodeError, quantity.QuantityError, KeyError, TypeError, ValueError):

@@ -49,13 +49,12 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from autoscaler.core import quantity
+from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_CONTAINER
 from inventory.core.objects import block_of, named
 from inventory.core.sync_progress import timestamp
 
 MIN_FACTOR = Fraction(1, 4)
 MAX_FACTOR = Fraction(4)
-RECONCILER_CONTAINER = "reconciler"
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -137,9 +136,6 @@ class Usage:
     working_set_mib: int
 
 
-DEPLOYMENT_LABEL = "configsync.gke.io/deployment-name"
-
-
 @dataclass(frozen=True)
 class Sampled:
     """What one look at the metrics API gave: the samples, and the Pods whose usage did not parse."""
@@ -166,7 +162,7 @@ def usages(pods: Iterable[Mapping[str, object]], metrics: Iterable[Mapping[str, 
     samples, unreadable = [], []
     for pod in pods:
         metadata = block_of(pod, "metadata")
-        name, deployment = metadata.get("name"), block_of(metadata, "labels").get(DEPLOYMENT_LABEL)
+        name, deployment = metadata.get("name"), block_of(metadata, "labels").get(DEPLOYMENT_NAME_LABEL)
         if not isinstance(name, str) or name not in working_sets or metadata.get("deletionTimestamp"):
             continue
         mib, container = working_sets[name], running(pod)
@@ -204,7 +200,7 @@ def working_set_mib(pod_metrics: Mapping[str, object]) -> int | None:
         value = quantity.parse(memory)
     except quantity.QuantityError:
         return None
-    return None if value <= 0 else math.ceil(value / MIB)
+    return None if value <= 0 else quantity.mib_up(value)
 
 
 def observed(last: Peak | None, window: Window, mib: int, at: float = 0.0) -> Peak:

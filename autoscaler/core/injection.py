@@ -45,6 +45,7 @@ from autoscaler.core.annotations import (
 from autoscaler.core.codecs import resources_json
 from autoscaler.core.resources import Resources
 from inventory.core.ids import (
+    RECONCILER_CONTAINER,
     ROOT_SIDECAR_ACCOUNT,
     ROOT_SYNC_NAMESPACE,
     SYNC_KIND_LABEL,
@@ -78,7 +79,6 @@ SizeResult = Literal[
 ]
 SIZE_RESULTS: tuple[SizeResult, ...] = get_args(SizeResult)
 SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
-RECONCILER_CONTAINER = "reconciler"
 PLATFORM_ENV = "OBJCOUNT_PLATFORM"
 RSYNC_ENV = ("OBJCOUNT_RSYNC_KIND", "OBJCOUNT_RSYNC_NAME", "OBJCOUNT_RSYNC_NAMESPACE")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

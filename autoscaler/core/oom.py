@@ -27,12 +27,11 @@ from fractions import Fraction
 
 from autoscaler.core import quantity
 from autoscaler.core.resources import ceil_to
+from inventory.core.ids import RECONCILER_CONTAINER
 from inventory.core.objects import Pod, block_of, named
 
 RAISE_FACTOR = Fraction(3, 2)
 RAISE_AT_LEAST_MIB = 128
-RECONCILER_CONTAINER = "reconciler"
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def _killed_at_limit(pod: Pod | None, status: Mapping[str, object]) -> int | Non
         if value is None:
             continue
         try:
-            return -(-int(quantity.parse(value)) // MIB)  # whole MiB, rounded up
+            return quantity.mebibytes(value)
         except quantity.QuantityError:
             continue
     return None

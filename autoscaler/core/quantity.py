@@ -11,6 +11,7 @@ from fractions import Fraction
 _QUANTITY = re.compile(
     r"^\+?((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 )
+MIB = 2**20  # bytes
 _MAX_LENGTH = 64
 _MAX_VALUE = 2**63 - 1
 _SUFFIX = {
@@ -23,7 +24,7 @@ _SUFFIX = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
     "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
+    "Mi": Fraction(MIB),
     "Gi": Fraction(2**30),
     "Ti": Fraction(2**40),
     "Pi": Fraction(2**50),
@@ -59,7 +60,12 @@ def millicores(value: object) -> int:
 
 def mebibytes(value: object) -> int:
     """Memory in MiB, rounded up."""
-    return math.ceil(parse(value) / 2**20)
+    return mib_up(parse(value))
+
+
+def mib_up(size: Fraction | int) -> int:
+    """`size` bytes in whole MiB, rounded up."""
+    return math.ceil(Fraction(size) / MIB)
 
 
 def format_cpu(millis: int) -> str:

@@ -30,11 +30,11 @@ from typing import Any
 from autoscaler.core import quantity
 from autoscaler.core.reasons import ReadError, Reason
 from autoscaler.core.resources import Resources
+from inventory.core.objects import block_of
 
 JSON = dict[str, Any]
 RECOMMENDATION_PROVIDED = "RecommendationProvided"
 RESOURCES = ("cpu", "memory")  # what VPA recommends, and what we size
-_MIB = Fraction(2**20)
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,14 @@ class Recommendation:
     caps: tuple[str, ...]
 
 
-def _block(obj: object, name: str) -> Mapping[str, Any]:
-    value = obj.get(name) if isinstance(obj, Mapping) else None
-    return value if isinstance(value, Mapping) else {}
-
-
 def name_of(vpa: Mapping[str, Any]) -> str:
-    metadata = _block(vpa, "metadata")
+    metadata = block_of(vpa, "metadata")
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
 def aims_at(vpa: Mapping[str, Any], deployment: str) -> bool:
     """The VPA's `targetRef` is this Deployment (a VPA aims at objects in its own namespace)."""
-    ref = _block(_block(vpa, "spec"), "targetRef")
+    ref = block_of(block_of(vpa, "spec"), "targetRef")
     return (
         ref.get("kind") == "Deployment"
         and str(ref.get("apiVersion", "")).startswith("apps/")
@@ -80,7 +75,7 @@ def aims_at(vpa: Mapping[str, Any], deployment: str) -> bool:
 
 def recommender_of(vpa: Mapping[str, Any]) -> str | None:
     """The recommender the VPA names (None: none named, the default recommender's)."""
-    named = _block(vpa, "spec").get("recommenders")
+    named = block_of(vpa, "spec").get("recommenders")
     if not isinstance(named, list) or not named:
         return None
     first = named[0]
@@ -124,7 +119,7 @@ def _quantities(block: object, what: str) -> dict[str, Fraction]:
 def container_policy(vpa: Mapping[str, Any], container: str) -> ContainerPolicy:
     """The policy VPA applies to `container`: its own entry, else the `*` entry, else VPA's defaults.
     ReadError (`unreadable`) for an entry VPA's own validation would not let through."""
-    policies = _block(_block(vpa, "spec"), "resourcePolicy").get("containerPolicies") or []
+    policies = block_of(block_of(vpa, "spec"), "resourcePolicy").get("containerPolicies") or []
     if not isinstance(policies, list):
         raise ReadError(Reason.UNREADABLE, f"{name_of(vpa)}: containerPolicies is not a list")
     entries = {p.get("containerName"): p for p in policies if isinstance(p, Mapping)}
@@ -158,7 +153,7 @@ def _cpu(cores: Fraction) -> str:
 
 
 def _memory(size: Fraction) -> str:
-    return quantity.format_memory(math.ceil(size / _MIB))
+    return quantity.format_memory(quantity.mib_up(size))
 
 
 def recommendation(vpa: Mapping[str, Any], container: str, resources: Resources, now: str) -> Recommendation:
@@ -166,7 +161,10 @@ def recommendation(vpa: Mapping[str, Any], container: str, resources: Resources,
     for a condition that changes). Merge patch: the container recommendations we keep are the whole list
     (the VPA is ours; other containers get none, and VPA leaves them as their template sets them)."""
     policy = container_policy(vpa, container)
-    asked = {"cpu": Fraction(resources.cpu_request_m, 1000), "memory": resources.memory_request_mib * _MIB}
+    asked = {
+        "cpu": Fraction(resources.cpu_request_m, 1000),
+        "memory": Fraction(resources.memory_request_mib * quantity.MIB),
+    }
     target: dict[str, Fraction] = {}
     caps: list[str] = []
     for name in policy.controlled:
@@ -198,7 +196,8 @@ def recommendation(vpa: Mapping[str, Any], container: str, resources: Resources,
 
 def _transition_time(vpa: Mapping[str, Any], now: str) -> str:
     """When RecommendationProvided last became True: kept while it stays True."""
-    for condition in _block(vpa, "status").get("conditions") or []:
+    conditions = block_of(vpa, "status").get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
         provided = isinstance(condition, Mapping) and condition.get("type") == RECOMMENDATION_PROVIDED
         if provided and condition.get("status") == "True" and condition.get("lastTransitionTime"):
             return str(condition["lastTransitionTime"])
@@ -210,11 +209,11 @@ def resizes_in_place(vpa: Mapping[str, Any]) -> bool:
     it recreates the Pod only where the kubelet cannot resize it). With `Recreate` every change of the
     target evicts the reconciler, which then syncs from the start again; with `Initial` or `Off` only
     a new Pod gets it."""
-    return _block(_block(vpa, "spec"), "updatePolicy").get("updateMode") == "InPlaceOrRecreate"
+    return block_of(block_of(vpa, "spec"), "updatePolicy").get("updateMode") == "InPlaceOrRecreate"
 
 
 def container_entry(vpa: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
-    entries = _block(_block(vpa, "status"), "recommendation").get("containerRecommendations") or []
+    entries = block_of(block_of(vpa, "status"), "recommendation").get("containerRecommendations") or []
     if not isinstance(entries, list):
         return None
     return next((e for e in entries if isinstance(e, Mapping) and e.get("containerName") == container), None)
@@ -229,7 +228,7 @@ def recommended(vpa: Mapping[str, Any], container: str) -> Resources | None:
     asked = _quantities(entry.get("uncappedTarget"), f"{name_of(vpa)} uncappedTarget of {container}")
     if set(asked) != set(RESOURCES):
         return None
-    return Resources(math.ceil(asked["cpu"] * 1000), math.ceil(asked["memory"] / _MIB))
+    return Resources(math.ceil(asked["cpu"] * 1000), quantity.mib_up(asked["memory"]))
 
 
 def with_limits_of(asked: Resources | None, last_applied: Resources | None) -> Resources | None:

@@ -36,7 +36,7 @@ from autoscaler.core.sizing import NodeRoom
 from autoscaler.kube.count_writer import CountWriter, WriteOutcome
 from autoscaler.kube.targets import Applied, Target, read_error
 from inventory.core.counts import ObjectCounts
-from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name
+from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
 from inventory.core.objects import Deployment, Pod, RSync
 from inventory.kube import kubeapi
 
@@ -171,7 +171,7 @@ class KubePort:
 
     def _reconciler_pod(self, key: RSyncKey) -> Pod | None:
         """The newest live reconciler Pod of an RSync (None when there is none)."""
-        selector = f"app=reconciler,configsync.gke.io/deployment-name={reconciler_name(key)}"
+        selector = reconciler_pods(key)
         namespace = self.reconciler_namespace
         try:
             page = orjson.loads(self.api.list_page(kubeapi.POD, namespace, label_selector=selector))
@@ -198,13 +198,9 @@ class KubePort:
     def _largest_node(self) -> NodeRoom | None:
         """The schedulable node with the most allocatable memory, a page of Nodes at a time (a page's
         largest kept, not the page)."""
-        rooms, token = [], ""
-        while True:
-            page = orjson.loads(self.api.list_page(kubeapi.NODE, None, continue_token=token))
-            rooms.append(largest_node(page.get("items")))
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return largest_node_of(rooms)
+        return largest_node_of(
+            [largest_node(page.get("items")) for page in self.api.pages(kubeapi.NODE, None)]
+        )
 
     # ----- write --------------------------------------------------------------------------------------
     def write(

@@ -28,11 +28,13 @@ from autoscaler.core.annotations import (
 )
 from autoscaler.core.codecs import newest_live
 from inventory.core.ids import (
+    DEPLOYMENT_NAME_LABEL,
     RECONCILER_CONTAINER,
     RECONCILER_NAMESPACE,
     RSyncKey,
     RSyncKind,
     reconciler_name,
+    reconciler_pods,
 )
 from inventory.core.objects import RSync, annotations_of
 from inventory.kube import kubeapi
@@ -114,16 +116,7 @@ def read_status(
 def all_of(
     api: kubeapi.KubeApi, resource: kubeapi.Resource, namespace: str | None, selector: str = ""
 ) -> list[JSON]:
-    items: list[JSON] = []
-    continue_token = ""
-    while True:
-        page = orjson.loads(
-            api.list_page(resource, namespace, label_selector=selector, continue_token=continue_token)
-        )
-        items.extend(page.get("items") or [])
-        continue_token = (page.get("metadata") or {}).get("continue", "")
-        if not continue_token:
-            return items
+    return [item for page in api.pages(resource, namespace, selector) for item in page.get("items") or []]
 
 
 def _with_vpa_applied(
@@ -133,7 +126,7 @@ def _with_vpa_applied(
     "no" (with what it runs) when not yet, else why it cannot be told."""
     try:
         vpas = all_of(api, kubeapi.VPA, reconcilers)
-        pods = all_of(api, kubeapi.POD, reconcilers, "app=reconciler")
+        pods = all_of(api, kubeapi.POD, reconcilers, reconciler_pods())
     except kubeapi.ApiError as error:
         return [replace(r, vpa_applied=f"unknown ({error})") if r.target == "vpa" else r for r in records]
     return [replace(r, vpa_applied=_vpa_applied(r, vpas, pods)) if r.target == "vpa" else r for r in records]
@@ -145,8 +138,11 @@ def _vpa_applied(record: RSyncRecord, vpas: list[JSON], pods: list[JSON]) -> str
     aimed = [v for v in vpas if vpa.aims_at(v, deployment) and vpa.recommender_of(v)]
     if len(aimed) != 1:
         return f"unknown ({len(aimed)} VerticalPodAutoscalers naming a recommender aim at {deployment})"
-    label = "configsync.gke.io/deployment-name"
-    pod = newest_live(p for p in pods if (p.get("metadata") or {}).get("labels", {}).get(label) == deployment)
+    pod = newest_live(
+        p
+        for p in pods
+        if (p.get("metadata") or {}).get("labels", {}).get(DEPLOYMENT_NAME_LABEL) == deployment
+    )
     if pod is None:
         return "unknown (no reconciler Pod)"
     container: JSON = next(

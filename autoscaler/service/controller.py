@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autoscaler.core.calibration import DEPLOYMENT_LABEL, Margin, Sample, Window, newest_per_deployment
+from autoscaler.core.calibration import Margin, Sample, Window, newest_per_deployment
 from autoscaler.core.hysteresis import Hysteresis, Outcome
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
@@ -29,7 +29,7 @@ from autoscaler.service.logs import CURRENT_RSYNC
 from autoscaler.service.metrics import DECISIONS, RECONCILE_ERRORS
 from autoscaler.service.workqueue import ShutDown, WorkQueue
 from inventory.core.counts import ObjectCounts
-from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name
+from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
 from inventory.core.sync_progress import fetched_commit
 from inventory.kube import kubeapi
 from inventory.kube.observer import Observer, Scope
@@ -148,7 +148,7 @@ class Controller:
         if not keys or not self.synced:
             return
         # A sidecar reads its own reconciler's Pod; the cluster controller every reconciler's at once.
-        selector = f"{DEPLOYMENT_LABEL}={reconciler_name(keys[0])}" if len(keys) == 1 else "app=reconciler"
+        selector = reconciler_pods(keys[0] if len(keys) == 1 else None)
         try:
             sampled = self.executor.port.reconciler_usage(selector)
         except kubeapi.ApiError as error:

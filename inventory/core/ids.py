@@ -16,6 +16,9 @@ ROOT_SYNC_DEFAULT_NAME = "root-sync"
 REPO_SYNC_DEFAULT_NAME = "repo-sync"
 RECONCILER_NAMESPACE = "config-management-system"
 RECONCILER_CONTAINER = "reconciler"
+# The labels of a reconciler Pod: every one, and the one of its Deployment.
+RECONCILER_APP = "app=reconciler"
+DEPLOYMENT_NAME_LABEL = "configsync.gke.io/deployment-name"
 
 INVENTORY_ID_LABEL = "cli-utils.sigs.k8s.io/inventory-id"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -83,6 +86,13 @@ def sidecar_account(key: RSyncKey) -> str:
     RootSync sidecar (RootSyncs are the platform's), one per RepoSync (its namespace's tenant's), whose
     Role reaches its own RepoSync only. Its token is in the Secret `<account>-token`."""
     return ROOT_SIDECAR_ACCOUNT if key.kind == "RootSync" else f"objcount-{reconciler_name(key)}"
+
+
+def reconciler_pods(key: RSyncKey | None = None) -> str:
+    """Label selector of the reconciler Pods: of one RSync, else every one."""
+    return (
+        RECONCILER_APP if key is None else f"{RECONCILER_APP},{DEPLOYMENT_NAME_LABEL}={reconciler_name(key)}"
+    )
 
 
 def reconciler_name(key: RSyncKey) -> str:

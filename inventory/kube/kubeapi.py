@@ -339,6 +339,18 @@ class KubeApi:
             query["continue"] = continue_token
         return self.request("GET", resource.path(namespace), query=query)
 
+    def pages(self, resource: Resource, namespace: str | None, label_selector: str = "") -> Iterator[Any]:
+        """Every page of a list, decoded, one at a time (the continue token followed to the end)."""
+        token = ""
+        while True:
+            page = orjson.loads(
+                self.list_page(resource, namespace, label_selector=label_selector, continue_token=token)
+            )
+            yield page
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
     def watch(
         self,
         resource: Resource,

@@ -75,6 +75,9 @@ class CountingApi:
         self.calls[f"list {resource.plural}"] += 1
         return orjson.dumps({"items": LISTED.get(resource, [])})
 
+    def pages(self, resource: kubeapi.Resource, namespace: str | None, label_selector: str = "") -> Any:
+        yield orjson.loads(self.list_page(resource, namespace, label_selector=label_selector))
+
     def get(self, resource: kubeapi.Resource, namespace: str | None, name: str, **kwargs: Any) -> Any:
         self.calls[f"get {resource.plural}"] += 1
         if resource == kubeapi.DEPLOYMENT:

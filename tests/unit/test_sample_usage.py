@@ -75,7 +75,7 @@ def test_one_look_feeds_every_rsync_s_window_and_queues_those_whose_peak_rose(
 def test_a_sidecar_reads_its_own_reconciler_only(monkeypatch: pytest.MonkeyPatch) -> None:
     port = Recording(usage=Sampled([], []))
     controller(port, [ROOT], monkeypatch).sample_usage()
-    assert port.selectors == ["configsync.gke.io/deployment-name=root-reconciler"]
+    assert port.selectors == ["app=reconciler,configsync.gke.io/deployment-name=root-reconciler"]
 
 
 def test_without_the_metrics_api_or_its_permission_nothing_is_sampled(
