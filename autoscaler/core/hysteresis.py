@@ -10,26 +10,12 @@ are recorded by the step from what an apply really did).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 from inventory.core.sync_progress import UNREPORTED, SyncProgress
-
-
-class Outcome(StrEnum):
-    """How a reconcile ended (the `outcome` label of objcount_decisions_total)."""
-
-    UNCHANGED = "unchanged"  # sized as it should be
-    SCALED_UP = "scaled_up"
-    SCALED_DOWN = "scaled_down"
-    POSTPONED = "postponed"  # a change is due but waits (delay, prune, unknown count, restart cap)
-    ERROR = "error"  # no size can be given (the platform cannot fit the pod, an unknown platform asked)
-    OPTED_OUT = "opted_out"  # objcount.dev/autoscale: "false": counts recorded, nothing sized
-    COUNTS_ONLY = "counts_only"  # the service runs without a target
-    HANDS_OFF = "hands_off"  # another writer keeps reverting our size: not applying for a while
-    HELD_BY_OWNER = "held_by_owner"  # the field we would write is another owner's: recommended only
 
 
 @dataclass(frozen=True)

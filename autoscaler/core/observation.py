@@ -84,7 +84,6 @@ class RSyncView:
 class Needs:
     """What a reconcile must read beyond the RSync (each read can fail the reconcile)."""
 
-    sizes: bool = True  # anything of the reconciler at all (False: the service only records counts)
     current: bool = False  # what the reconciler has, as the target keeps it
     others: bool = False  # the other containers' requests (platforms with pod-level rules)
     nodes: bool = False  # the cluster's largest node (a size is capped to what it holds)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from autoscaler.core.calibration import Calibration
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Unread
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.core.step import Plan
 
@@ -198,7 +199,7 @@ def of_unpublished(error: str) -> list[Said]:
 
 
 def of_counts_unwritten(error: str) -> list[Said]:
-    """The counts could not be recorded on the RSync: the reconcile ends in `error` and is tried again."""
+    """The counts could not be recorded on the RSync: the reconcile ends `failed` and is tried again."""
     return [
         Said(
             logging.WARNING,

@@ -44,9 +44,10 @@ from autoscaler.core.calibration import (
     running,
     same_lesson,
 )
-from autoscaler.core.hysteresis import Decision, Hysteresis, Outcome, decide, initial
+from autoscaler.core.hysteresis import Decision, Hysteresis, decide, initial
 from autoscaler.core.observation import Needs, Observation, RSyncView
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PLATFORMS, Profile, SizingError, fitted, size
@@ -90,7 +91,6 @@ class StepConfig:
     profile: Profile
     hysteresis: Hysteresis = field(default_factory=Hysteresis)
     max_reverts_per_hour: int = 3
-    sizes: bool = True  # False: the service runs without a target and only records counts
     measure_others: bool = False  # read the other containers' requests where the platform needs them
     # The size can change behind our back (in-place: a new pod starts with its template's size), so it
     # is read on every reconcile instead of remembered.
@@ -136,8 +136,6 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
     """What must be read of the reconciler for this reconcile: its size until a decision was made (or
     on every reconcile where it can change behind our back), and the other containers' requests on
     platforms whose rules apply to the pod's total."""
-    if not config.sizes:
-        return Needs(sizes=False)
     profile = profile_for(view, config.profile)
     pod_rules = isinstance(profile, Profile) and profile.platform.has_pod_rules
     return Needs(
@@ -167,8 +165,6 @@ def step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
 def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     view = seen.view
     counts = seen.observed.over(view.restored)
-    if not config.sizes:
-        return Plan(Outcome.COUNTS_ONLY, "no target: counts recorded", state, counts)
     if not view.autoscale:
         return Plan(Outcome.OPTED_OUT, "objcount.dev/autoscale is false: counts recorded", state, counts)
     profile = profile_for(view, config.profile)

@@ -101,7 +101,7 @@ class CountWriter:
         self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
     ) -> RSync | None:
         """One merge patch (no resourceVersion: it never conflicts); None when the RSync is gone. A
-        failure is counted and raised: the reconcile ends in `error` and the work queue writes again
+        failure is counted and raised: the reconcile ends `failed` and the work queue writes again
         after its backoff (no worker waits in between)."""
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
         try:

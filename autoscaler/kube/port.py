@@ -122,8 +122,6 @@ class KubePort:
 
     # ----- read ---------------------------------------------------------------------------------------
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
-        if not needs.sizes:
-            return Reading()
         unread: list[Unread] = []
         pod: Pod | None = None
         try:

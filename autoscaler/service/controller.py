@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoscaler.core.calibration import Margin, Sample, Window, newest_per_deployment
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
 from autoscaler.kube.port import KubePort, Port
 from autoscaler.kube.targets import RecommendTarget, Target
-from autoscaler.service.executor import Ended, Executor
+from autoscaler.service.executor import Executor
 from autoscaler.service.logs import CURRENT_RSYNC
 from autoscaler.service.metrics import DECISIONS, RECONCILE_ERRORS
 from autoscaler.service.workqueue import ShutDown, WorkQueue
@@ -92,17 +93,15 @@ class Controller:
             self.reconciler_namespace,
             self.counts_in_status,
         )
-        sizes = self.target is not None or self.port is not None
         config = StepConfig(
             self.profile,
             self.hysteresis,
             self.max_reverts_per_hour,
-            sizes=sizes,
             measure_others=self.measure_others,
             reread_current=port.target.rereads_current,
             in_place=port.target.in_place,
             margin=self.margin,
-            target=port.target.name if sizes else None,
+            target=port.target.name,
         )
         self.executor = Executor(port, config, self.clock, self.queue.add_after, events=self.events)
 
@@ -135,10 +134,10 @@ class Controller:
         return self.observer.observed(key)
 
     # ----- reconcile ---------------------------------------------------------------------------------
-    def reconcile(self, key: RSyncKey) -> Outcome | Ended:
+    def reconcile(self, key: RSyncKey) -> Outcome:
         if not self.synced:
-            DECISIONS.labels(Ended.DEFERRED_STARTUP).inc()
-            return Ended.DEFERRED_STARTUP
+            DECISIONS.labels(Outcome.DEFERRED_STARTUP).inc()
+            return Outcome.DEFERRED_STARTUP
         return self.executor.reconcile(key, self.observer.rsync(key), self.observer.observed(key))
 
     def sample_usage(self) -> None:
@@ -205,23 +204,22 @@ class Controller:
             token = CURRENT_RSYNC.set(str(key))
             try:
                 outcome = self.reconcile(key)
-                if outcome == Ended.DEFERRED_STARTUP:
+                if outcome == Outcome.DEFERRED_STARTUP:
                     self.queue.add_after(key, 0.2)
                 elif retried(outcome):
                     delay = self.queue.retry(key, at_least=self.executor.retry_after.pop(key, None))
                     log.debug("%s: retrying in %.1f s", key, delay)
                 else:
                     self.queue.forget(key)
-                    if outcome != Ended.GONE and self.resync_interval_s is not None:
+                    if outcome != Outcome.GONE and self.resync_interval_s is not None:
                         self.queue.add_after(key, self.resync_interval_s)
             finally:
                 CURRENT_RSYNC.reset(token)
                 self.queue.done(key)
 
 
-def retried(outcome: Outcome | Ended) -> bool:
+def retried(outcome: Outcome) -> bool:
     """Whether a reconcile is tried again with backoff: a read or a write that failed (it may pass next
     time). A step's own error (an unknown platform asked, a size over the platform's maximum) is not: the
-    same inputs give the same error, so it waits for a change of them or the next resync (both share the
-    `outcome` label "error", not the retry)."""
-    return outcome is Ended.FAILED
+    same inputs give the same error, so it waits for a change of them or the next resync."""
+    return outcome is Outcome.FAILED

@@ -3,7 +3,7 @@ step, writes once through the port, and delivers what the plan says (`autoscaler
 lines, Events and metrics. It keeps each RSync's state between reconciles, and nothing else decides.
 
 Order of the writes: the size first (a scale-up should not wait for a counts write), then the published
-annotations, then the counts. A failed read or write ends the reconcile in `error` (the work queue tries
+annotations, then the counts. A failed read or write ends the reconcile `failed` (the work queue tries
 again after its backoff); the counts are still recorded when the sizing failed.
 """
 
@@ -15,13 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
 from prometheus_client import Counter, Gauge
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
-from autoscaler.core.hysteresis import Outcome
 from autoscaler.core.observation import Observation, RSyncView
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
@@ -76,14 +75,6 @@ COUNTERS: dict[Counted, Counter] = {
 }
 
 
-class Ended(StrEnum):
-    """How a reconcile ended without a plan of the step (the same `outcome` label as `Outcome`)."""
-
-    DEFERRED_STARTUP = "deferred_startup"  # caches not synced yet
-    FAILED = "error"  # a read or a write failed, or the reconcile crashed
-    GONE = "gone"  # the RSync was deleted: what we knew of it is forgotten
-
-
 @dataclass
 class Executor:
     """One reconcile of one RSync at a time: read, step, write, say.
@@ -130,7 +121,7 @@ class Executor:
             return tuple(self._samples.pop(key, ()))
 
     # ----- one reconcile -----------------------------------------------------------------------------
-    def reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome | Ended:
+    def reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome:
         """One reconcile of `key`, from its cached RSync (None: deleted) and the counts seen."""
         with RECONCILE_SECONDS.time():
             try:
@@ -138,31 +129,31 @@ class Executor:
             except Exception:
                 RECONCILE_ERRORS.labels("crash").inc()
                 log.exception("%s: reconcile crashed", key)
-                outcome = Ended.FAILED
+                outcome = Outcome.FAILED
         DECISIONS.labels(outcome).inc()
         return outcome
 
-    def _reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome | Ended:
+    def _reconcile(self, key: RSyncKey, rsync: RSync | None, counts: ObjectCounts) -> Outcome:
         if rsync is None:
             self.forget(key)
-            return Ended.GONE
+            return Outcome.GONE
         view = RSyncView.of(rsync)
         outcome = self._size(key, view, counts)
         try:
             self._write_counts(key, view, counts)
         except kubeapi.ApiError as error:
             self._say(key, view, of_counts_unwritten(str(error)))
-            return Ended.FAILED
+            return Outcome.FAILED
         return outcome
 
-    def _size(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> Outcome | Ended:
+    def _size(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> Outcome:
         before, target = self._state(key), self.port.target.name
         try:
             reading = self.port.read(key, view, needs(view, before, self.config))
         except ReadError as error:
             self._asked_to_wait(key, error.retry_after)
             self._say(key, view, of_read_failure(target, error.reason, str(error)))
-            return Ended.FAILED
+            return Outcome.FAILED
         seen = Observation(
             key, view, reading, counts, self.clock(), self.wall_clock(), self._take_samples(key)
         )
@@ -177,7 +168,7 @@ class Executor:
             repeated = failed_before(before, plan, error.reason)
             self._say(key, view, of_write_failure(plan, target, error.reason, str(error), repeated=repeated))
             self.states[key] = failed(before, plan, error.reason)
-            return Ended.FAILED
+            return Outcome.FAILED
         state = plan.state
         if written.applied is not None:
             self._say(key, view, of_write(plan, target, written.applied.restarted))
@@ -225,7 +216,7 @@ class Executor:
     def _show_sizes(self, key: RSyncKey, plan: Plan) -> None:
         """Recommended and applied resources, once written (not where nothing is sized)."""
         decision = plan.state.decision
-        sized = plan.outcome not in (Outcome.HANDS_OFF, Outcome.OPTED_OUT, Outcome.COUNTS_ONLY)
+        sized = plan.outcome not in (Outcome.HANDS_OFF, Outcome.OPTED_OUT)
         if decision is not None and sized:
             _set_gauges(RECOMMENDED, key, decision.recommended)
             _set_gauges(APPLIED, key, decision.resources)

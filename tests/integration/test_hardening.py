@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.core.codecs import resources_of
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, FITTED, Profile
 from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget
@@ -95,7 +96,7 @@ def test_a_deployment_without_a_reconciler_container_is_refused_not_rewritten(ri
     )
     controller = _controller(rig, DeploymentTarget(rig.api, namespace=rig.namespace), Profile(FITTED))
     wait_for(lambda: controller.synced and controller.observed(rig.key).source == 100, what="counts")
-    assert controller.reconcile(rig.key) == Outcome.ERROR
+    assert controller.reconcile(rig.key) == Outcome.FAILED
     after = REGISTRY.get_sample_value(
         "objcount_apply_errors_total", {"target": "deployment", "reason": "no-container"}
     )

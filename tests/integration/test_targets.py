@@ -24,8 +24,9 @@ from autoscaler.core.annotations import (
     parse_resources_annotation,
 )
 from autoscaler.core.codecs import resources_json, resources_of
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.owners import DECLARED_FIELDS_ANNOTATION
 from autoscaler.core.reasons import WriteError
 from autoscaler.core.resources import Resources

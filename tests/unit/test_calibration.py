@@ -36,8 +36,8 @@ from autoscaler.core.calibration import (
     observed,
     usages,
 )
-from autoscaler.core.hysteresis import Outcome
 from autoscaler.core.oom import OomKill
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from inventory.core.counts import ObjectCounts
 from tests.unit.test_step import AT_100, AT_1000, DELAY, KEY, FakePort, Rig, metric, rig
@@ -478,7 +478,7 @@ def test_a_lesson_is_learned_once_while_its_write_keeps_failing() -> None:
     r.executor.sampled(KEY, Sample(WINDOW, 400))
     lessons = metric("objcount_calibrations_total", direction="first")
     for _ in range(3):
-        assert r.reconcile(COUNTS, rsync()) == "error"
+        assert r.reconcile(COUNTS, rsync()) == "failed"
     assert metric("objcount_calibrations_total", direction="first") == lessons + 1
     r.port.failing.clear()
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP

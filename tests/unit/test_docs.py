@@ -12,6 +12,7 @@ import autoscaler.service.main
 import autoscaler.service.metrics
 import autoscaler.service.webhook
 import inventory.metrics
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.service.settings import markdown_table
 from controlplane.seed import REPO_ROOT
@@ -83,3 +84,33 @@ def test_every_reason_is_raised_somewhere_and_documented_and_nothing_else_is() -
     assert used == {reason.value for reason in Reason}, (
         "every reason is raised or counted somewhere, and only those"
     )
+
+
+def test_every_outcome_is_documented_and_nothing_else_is() -> None:
+    row = re.search(
+        r"^\| `objcount_decisions_total` \|[^|]*\| `outcome` \(([^)]*)\)", _between("metrics-table"), re.M
+    )
+    assert row, "the decisions row names its outcomes"
+    assert {name.strip() for name in row.group(1).split(",")} == {outcome.value for outcome in Outcome}
+
+
+def _events_said() -> set[str]:
+    """Every Event reason said.py can give: the constants of its `event=` arguments and of `_HOLDS`."""
+    said: set[str] = set()
+    for node in ast.walk(ast.parse((REPO_ROOT / "autoscaler/core/said.py").read_text())):
+        if isinstance(node, ast.keyword) and node.arg == "event":
+            said |= _strings(node.value)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_HOLDS" for t in node.targets):
+            said |= {value for value in _strings(node.value) if value[:1].isupper()}
+    return said
+
+
+def _strings(node: ast.AST) -> set[str]:
+    return {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+
+
+def test_every_event_is_documented_and_nothing_else_is() -> None:
+    text = (DOCS / "metrics.md").read_text()
+    section = text[text.index("## Events") : text.index("## Metrics")]
+    documented = set(re.findall(r"`([A-Z][A-Za-z]+)`", section))
+    assert documented == _events_said()

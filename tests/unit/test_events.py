@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.core.hysteresis import Outcome
 from autoscaler.core.oom import OomKill
+from autoscaler.core.outcome import Outcome
 from autoscaler.kube.events import (
     SERIES_FLUSH_S,
     SERIES_GAP_S,

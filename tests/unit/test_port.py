@@ -19,8 +19,9 @@ from autoscaler.core.annotations import (
     OOM_FLOOR_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Reading, RSyncView
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
@@ -174,18 +175,6 @@ def test_a_read_that_keeps_failing_is_told_once_and_tried_again_each_interval() 
     assert periodic.get(600.0) == (None, None), "read again, failed the same way: not news"
     assert periodic.get(1200.0) == (7, None)
     assert len(calls) == 3
-
-
-def test_a_service_without_a_target_reads_nothing_of_the_reconciler() -> None:
-    api = CountingApi()
-    port = KubePort(
-        cast(kubeapi.KubeApi, api),
-        TARGETS["recommend"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE)),
-    )
-    config = StepConfig(Profile(PROTOTYPE, STANDARD), sizes=False)
-    executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
-    assert executor.reconcile(KEY, RSYNC, ObjectCounts(5000, 5000)) == Outcome.COUNTS_ONLY
-    assert set(api.calls) <= {"patch rootsyncs"}, api.calls
 
 
 def test_the_in_place_target_resizes_the_pod_it_listed() -> None:

@@ -27,9 +27,10 @@ from autoscaler.core.annotations import (
     SYNCED_SOURCE_ANNOTATION,
 )
 from autoscaler.core.calibration import Sampled
-from autoscaler.core.hysteresis import Hysteresis, Outcome
+from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
@@ -38,7 +39,7 @@ from autoscaler.kube.count_writer import WriteOutcome
 from autoscaler.kube.port import Written
 from autoscaler.kube.targets import Applied
 from autoscaler.service.controller import Controller, Scope, retried
-from autoscaler.service.executor import Ended, Executor
+from autoscaler.service.executor import Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync
@@ -95,8 +96,6 @@ class FakePort:
 
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
         self.reads.append(needs)
-        if not needs.sizes:
-            return Reading()
         if needs.current and "current" in self.failing:
             raise ReadError(Reason.FORBIDDEN, "reading the size: forbidden")
         unread = ()
@@ -161,9 +160,7 @@ class Rig:
         return self.executor.reconcile(KEY, body if rsync is None else rsync, observed)
 
 
-def rig(
-    port: FakePort | None = None, *, sizes: bool = True, max_restarts: int = 100, in_place: bool = False
-) -> Rig:
+def rig(port: FakePort | None = None, *, max_restarts: int = 100, in_place: bool = False) -> Rig:
     port = port or FakePort()
     port.resizes_running = port.resizes_running or in_place
     clock, rechecks = Clock(), []
@@ -171,7 +168,6 @@ def rig(
         Profile(PROTOTYPE, STANDARD),
         Hysteresis(DELAY, max_restarts),
         3,
-        sizes=sizes,
         reread_current=in_place,
         in_place=in_place,
     )
@@ -194,7 +190,6 @@ class Case:
     outcome: Outcome
     applied: list[Resources]
     rsync: RSync | None = None
-    sizes: bool = True
     failing: frozenset[str] = frozenset()
     counts_recorded: bool = True
 
@@ -211,16 +206,15 @@ CASES = {
     "unknown platform: error, nothing applied": Case(
         ObjectCounts(5000, 5000), Outcome.ERROR, [], rsync=annotated({PLATFORM_ANNOTATION: "mainframe"})
     ),
-    "no target: counts only": Case(ObjectCounts(5000, 5000), Outcome.COUNTS_ONLY, [], sizes=False),
-    "size unreadable: error, counts still recorded": Case(
-        ObjectCounts(5000, 5000), Outcome.ERROR, [], failing=frozenset({"current"})
+    "size unreadable: failed, counts still recorded": Case(
+        ObjectCounts(5000, 5000), Outcome.FAILED, [], failing=frozenset({"current"})
     ),
-    "apply refused: error, counts still recorded": Case(
-        ObjectCounts(5000, 5000), Outcome.ERROR, [], failing=frozenset({"apply"})
+    "apply refused: failed, counts still recorded": Case(
+        ObjectCounts(5000, 5000), Outcome.FAILED, [], failing=frozenset({"apply"})
     ),
-    "counts write failed: error after the size was applied": Case(
+    "counts write failed: failed after the size was applied": Case(
         ObjectCounts(5000, 5000),
-        Outcome.ERROR,
+        Outcome.FAILED,
         [AT_5000],
         failing=frozenset({"counts"}),
         counts_recorded=False,
@@ -231,7 +225,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_reconcile(name: str) -> None:
     case = CASES[name]
-    r = rig(FakePort(failing=set(case.failing)), sizes=case.sizes)
+    r = rig(FakePort(failing=set(case.failing)))
     decisions = metric("objcount_decisions_total", outcome=case.outcome)
     assert r.reconcile(case.observed, case.rsync) == case.outcome
     assert r.port.applied == case.applied
@@ -468,7 +462,7 @@ def test_pruned_status_fields_move_the_counts_to_annotations_from_then_on() -> N
 def test_a_deleted_rsync_is_forgotten() -> None:
     r = rig()
     r.reconcile(ObjectCounts(5000, 5000))
-    assert r.executor.reconcile(KEY, None, ObjectCounts()) == Ended.GONE
+    assert r.executor.reconcile(KEY, None, ObjectCounts()) == Outcome.GONE
     assert KEY not in r.executor.states
     assert REGISTRY.get_sample_value("objcount_objects", {"rsync": str(KEY), "count": "sync"}) is None
 
@@ -478,13 +472,13 @@ def test_no_decision_before_startup_is_complete() -> None:
     port = FakePort(size=AT_100)
     controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=port)
     deferred = metric("objcount_decisions_total", outcome="deferred_startup")
-    assert controller.reconcile(KEY) == Ended.DEFERRED_STARTUP
+    assert controller.reconcile(KEY) == Outcome.DEFERRED_STARTUP
     assert (port.reads, port.applied, port.size) == ([], [], AT_100)
     assert metric("objcount_decisions_total", outcome="deferred_startup") == deferred + 1
 
 
 def test_a_failed_write_is_retried_with_backoff_a_steps_own_error_waits_for_a_change() -> None:
-    """Both end with the outcome label "error"; only the write that failed may pass next time."""
+    """Only the write that failed may pass next time."""
     failing = rig(FakePort(size=AT_100, failing={"apply"}))
     assert retried(failing.reconcile(ObjectCounts(5000, 5000)))
     unknown = rig(FakePort(size=AT_100))
@@ -526,10 +520,10 @@ def test_one_hung_worker_is_unhealthy_while_the_others_turn() -> None:
     assert "worker reconcile-0 stalled" not in controller.unhealthy()
 
 
-def test_a_crash_in_any_stage_is_an_error_outcome() -> None:
+def test_a_crash_in_any_stage_is_a_failed_outcome() -> None:
     r = rig()
     errors = metric("objcount_reconcile_errors_total", stage="crash")
-    assert r.executor.reconcile(KEY, "not an object", ObjectCounts(5000, 5000)) == Outcome.ERROR  # type: ignore[arg-type]
+    assert r.executor.reconcile(KEY, "not an object", ObjectCounts(5000, 5000)) == Outcome.FAILED  # type: ignore[arg-type]
     assert metric("objcount_reconcile_errors_total", stage="crash") == errors + 1
 
 
@@ -538,7 +532,7 @@ def test_an_error_keeps_the_state_it_had() -> None:
     r.reconcile(ObjectCounts(1000, 1000))
     before = r.executor.states[KEY]
     r.port.failing.add("apply")
-    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.FAILED
     after = r.executor.states[KEY]
     assert replace(after, failed=None) == before, "only the failure is remembered"
     assert after.failed == ("rejected", Resources(1125, 1152, 1125, 1152))
@@ -552,14 +546,14 @@ def test_a_failure_that_repeats_is_logged_once_and_counted_every_time(
     rejected = metric("objcount_apply_errors_total", target="fake", reason="rejected")
     with caplog.at_level(logging.DEBUG, logger="autoscaler.service.executor"):
         for _ in range(3):
-            assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.ERROR
+            assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.FAILED
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
         assert len(errors) == 1, "the same failure of the same size is said once"
         assert metric("objcount_apply_errors_total", target="fake", reason="rejected") == rejected + 3
         r.port.failing = set()
         assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
         r.port.failing = {"apply"}
-        assert r.reconcile(ObjectCounts(20000, 20000)) == Outcome.ERROR
+        assert r.reconcile(ObjectCounts(20000, 20000)) == Outcome.FAILED
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
     assert len(errors) == 2, "after a success, a new failure is said again"
 

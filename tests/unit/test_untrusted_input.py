@@ -26,7 +26,8 @@ from autoscaler.core.annotations import (
     synced_source_annotation,
 )
 from autoscaler.core.codecs import reconciler_override, resources_of
-from autoscaler.core.hysteresis import Hysteresis, Outcome, decide, initial
+from autoscaler.core.hysteresis import Hysteresis, decide, initial
+from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import FITTED, STANDARD, Profile
