@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
 from autoscaler.core.observation import Observation, RSyncView
@@ -24,7 +24,6 @@ from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
-    Counted,
     Said,
     of_capped,
     of_counts_unwritten,
@@ -41,19 +40,14 @@ from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
 from autoscaler.service.metrics import (
     APPLIED,
-    APPLY_ERRORS,
     CALIBRATION_FACTOR,
-    CALIBRATIONS,
-    CAPPED,
     COUNT_UNKNOWN,
+    COUNTED,
     DECISIONS,
-    FALLBACKS,
     OBJECTS,
-    OOM_FLOORS,
     RECOMMENDED,
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
-    RESTARTS_CAUSED,
     SOURCE_REJECTED,
     WORKING_SET,
 )
@@ -63,16 +57,6 @@ from inventory.core.objects import RSync
 from inventory.kube import kubeapi
 
 log = logging.getLogger(__name__)
-
-COUNTERS: dict[Counted, Counter] = {
-    Counted.APPLY_ERRORS: APPLY_ERRORS,
-    Counted.RECONCILE_ERRORS: RECONCILE_ERRORS,
-    Counted.RESTARTS_CAUSED: RESTARTS_CAUSED,
-    Counted.OOM_FLOORS: OOM_FLOORS,
-    Counted.CALIBRATIONS: CALIBRATIONS,
-    Counted.CAPPED: CAPPED,
-    Counted.FALLBACKS: FALLBACKS,
-}
 
 
 @dataclass
@@ -200,7 +184,7 @@ class Executor:
                 self.events(Occurrence.of(regarding, each.event, note, self.wall_clock()))
             if each.counted is not None:
                 counter, labels = each.counted
-                (COUNTERS[counter].labels(*labels) if labels else COUNTERS[counter]).inc()
+                (COUNTED[counter].labels(*labels) if labels else COUNTED[counter]).inc()
 
     # ----- what /metrics shows of each RSync ---------------------------------------------------------
     def _show(self, key: RSyncKey, plan: Plan) -> None:

@@ -1,19 +1,23 @@
-"""Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed."""
+"""Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed.
+
+The counters a reconcile's plan says to increment are named by `Counted` (autoscaler/core/said.py) and
+found through `COUNTED`; docs/metrics.md lists every metric (tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from autoscaler.core.reasons import Reason
+from autoscaler.core.said import Counted
 
 DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
 APPLY_ERRORS = Counter(
-    "objcount_apply_errors_total",
+    Counted.APPLY_ERRORS,
     f"Failed or refused reads and writes of the reconciler's size, by reason ({', '.join(Reason)}).",
     ["target", "reason"],
 )
 RESTARTS_CAUSED = Counter(
-    "objcount_restarts_caused_total",
+    Counted.RESTARTS_CAUSED,
     "Applies that restart the reconciler pod (template or override changes).",
 )
 RECONCILE_SECONDS = Histogram(
@@ -33,24 +37,24 @@ APPLIED = Gauge(
     ["rsync", "resource"],
 )
 RECONCILE_ERRORS = Counter(
-    "objcount_reconcile_errors_total",
+    Counted.RECONCILE_ERRORS,
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
     "the API surface (discovery) and of the Nodes (nodes), reads of the metrics API that failed or did "
     "not parse (usage), and attempts to load credentials that failed (credentials).",
     ["stage"],
 )
 OOM_FLOORS = Counter(
-    "objcount_oom_floors_total",
+    Counted.OOM_FLOORS,
     "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
 )
 CAPPED = Counter(
-    "objcount_capped_total",
+    Counted.CAPPED,
     "Sizes written and capped by the applier's own policy (target vpa: the VerticalPodAutoscaler's "
     "resourcePolicy minAllowed/maxAllowed) or to the cluster's largest node, by target.",
     ["target"],
 )
 FALLBACKS = Counter(
-    "objcount_fallbacks_total",
+    Counted.FALLBACKS,
     "Sizes the target could not apply its own way and applied through its fallback (in-place: the RSync "
     "override, a rollout), by target; an Event FellBack on the RSync and objcount.dev/fallback say why.",
     ["target"],
@@ -66,7 +70,7 @@ CALIBRATION_FACTOR = Gauge(
     ["rsync"],
 )
 CALIBRATIONS = Counter(
-    "objcount_calibrations_total",
+    Counted.CALIBRATIONS,
     "Calibrations learned after a finished sync, by direction (first, lowered, raised).",
     ["direction"],
 )
@@ -81,3 +85,13 @@ SOURCE_REJECTED = Gauge(
     "nothing is sized for it or lowered.",
     ["rsync"],
 )
+
+COUNTED: dict[Counted, Counter] = {
+    Counted.APPLY_ERRORS: APPLY_ERRORS,
+    Counted.RECONCILE_ERRORS: RECONCILE_ERRORS,
+    Counted.RESTARTS_CAUSED: RESTARTS_CAUSED,
+    Counted.OOM_FLOORS: OOM_FLOORS,
+    Counted.CALIBRATIONS: CALIBRATIONS,
+    Counted.CAPPED: CAPPED,
+    Counted.FALLBACKS: FALLBACKS,
+}
