@@ -4,7 +4,7 @@
 # containerd and runc run the node's containers (crun refuses these hosts' hybrid cgroups); the CNI
 # plugins give Pods their addresses; iptables is kube-proxy's; buildah builds the Dockerfile without a
 # daemon; mmdebstrap makes the Debian bookworm stand-ins for the base images no registry can give us;
-# gcc and libc6-dev build the static pause and otel stand-in binaries.
+# gcc and libc6-dev build the pause binary (Kubernetes' own pause.c), linked static.
 # Needs root (apt-get), as the node itself does. Does nothing when every pin is already installed.
 set -euo pipefail
 
@@ -15,7 +15,7 @@ packages=(
   "iptables=1.8.9-2"
   "buildah=1.28.2+ds1-3+deb12u1+b3"
   "mmdebstrap=1.3.5-7"
-  "gcc=4:12.2.0-3"  # the pause and otel stand-in binaries, linked static
+  "gcc=4:12.2.0-3"  # the pause binary, linked static
   "libc6-dev"       # unpinned: it must match the host's libc6, which is not ours to change
 )
 
