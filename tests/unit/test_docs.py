@@ -4,6 +4,7 @@ newcomer finishes in five minutes that links every page of docs/."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 
 from prometheus_client import REGISTRY
@@ -12,9 +13,10 @@ import autoscaler.service.main
 import autoscaler.service.metrics
 import autoscaler.service.webhook
 import inventory.metrics
+from autoscaler.cli import COMMANDS
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
-from autoscaler.service.settings import markdown_table
+from autoscaler.service.settings import Settings, markdown_table
 from controlplane.seed import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
@@ -114,3 +116,51 @@ def test_every_event_is_documented_and_nothing_else_is() -> None:
     section = text[text.index("## Events") : text.index("## Metrics")]
     documented = set(re.findall(r"`([A-Z][A-Za-z]+)`", section))
     assert documented == _events_said()
+
+
+def _code_spans() -> list[str]:
+    """What README and docs/ quote as code: inline spans and fenced blocks."""
+    spans: list[str] = []
+    for page in [REPO_ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = page.read_text()
+        spans += re.findall(r"```[^\n]*\n(.*?)```", text, re.S)
+        spans += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    return spans
+
+
+def _named(pattern: str) -> set[str]:
+    return {name for span in _code_spans() for name in re.findall(pattern, span)}
+
+
+def test_every_command_make_target_variable_metric_and_test_the_docs_name_exists() -> None:
+    """What README and docs/ tell a reader to run or look for is there: `make` targets, `python -m`
+    modules, `objcount` commands, `OBJCOUNT_*` variables, metrics, and the tests they cite."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    assert _named(r"\bmake ([a-z][\w-]*)") <= targets
+    modules = _named(r"python -m ([\w.]+)")
+    assert modules
+    assert [module for module in modules if importlib.util.find_spec(module) is None] == []
+    assert _named(r"\bobjcount ([a-z][\w-]*)") <= set(COMMANDS)
+    code = "\n".join(
+        path.read_text()
+        for folder in ("autoscaler", "inventory", "controlplane", "profiles", "manifests", ".ci")
+        for path in (REPO_ROOT / folder).rglob("*")
+        if path.is_file() and path.suffix in {"", ".py", ".yaml", ".sh"}
+    )
+    variables = set(re.findall(r"OBJCOUNT_[A-Z_]+", code + makefile)) | {
+        f"OBJCOUNT_{name.upper()}" for name in Settings.model_fields
+    }
+    unknown = {v for v in _named(r"\b(OBJCOUNT_[A-Z_]+)") if not any(k.startswith(v) for k in variables)}
+    assert not unknown, unknown
+    served = {m.name for m in REGISTRY.collect() if m.name.startswith("objcount_")}
+    served |= {f"{name}_total" for name in served}
+    assert _named(r"\b(objcount_[a-z_]+)") <= served
+    tests = {path.stem for path in (REPO_ROOT / "tests").rglob("test_*.py")}
+    tests |= {
+        m
+        for path in (REPO_ROOT / "tests").rglob("*.py")
+        for m in re.findall(r"def (test_\w+)", path.read_text())
+    }
+    cited = _named(r"\b(test_\w+)")
+    assert {name for name in cited if not any(t.startswith(name) for t in tests)} == set()
