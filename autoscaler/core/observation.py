@@ -27,13 +27,7 @@ from autoscaler.core.sizing import NodeRoom
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync, annotations_of, generation_of
-from inventory.core.sync_progress import (
-    SyncProgress,
-    fetched_commit,
-    finished_commit,
-    sync_progress,
-    sync_written_at,
-)
+from inventory.core.sync_progress import SyncProgress, sync_progress
 
 
 @dataclass(frozen=True)
@@ -50,10 +44,22 @@ class RSyncView:
     oom_floor: OomFloor | None  # objcount.dev/oom-floor
     calibration: Calibration | None  # objcount.dev/calibration
     synced_source: ObjectCounts | None  # objcount.dev/synced-source
-    finished_commit: str | None  # the commit the reconciler reports synced
-    fetched_commit: str | None  # the commit the reconciler works on
-    written_at: float | None  # when the reconciler last wrote its sync status
-    progress: SyncProgress
+    progress: SyncProgress  # what the reconciler reports of its sync
+
+    @property
+    def finished_commit(self) -> str | None:
+        """The commit the reconciler reports synced."""
+        return self.progress.finished
+
+    @property
+    def fetched_commit(self) -> str | None:
+        """The commit the reconciler works on."""
+        return self.progress.fetched
+
+    @property
+    def written_at(self) -> float | None:
+        """When the reconciler last wrote its sync status."""
+        return self.progress.written_at
 
     @classmethod
     def of(cls, rsync: RSync) -> RSyncView:
@@ -69,9 +75,6 @@ class RSyncView:
             parse_oom_floor(annotations.get(OOM_FLOOR_ANNOTATION)),
             parse_calibration(annotations.get(CALIBRATION_ANNOTATION)),
             parse_synced_source(annotations.get(SYNCED_SOURCE_ANNOTATION)),
-            finished_commit(rsync),
-            fetched_commit(rsync),
-            sync_written_at(rsync),
             sync_progress(rsync),
         )
 

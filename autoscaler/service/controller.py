@@ -31,7 +31,7 @@ from autoscaler.service.metrics import DECISIONS, RECONCILE_ERRORS
 from autoscaler.service.workqueue import ShutDown, WorkQueue
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
-from inventory.core.sync_progress import fetched_commit
+from inventory.core.sync_progress import sync_progress
 from inventory.kube import kubeapi
 from inventory.kube.observer import Observer, Scope
 from inventory.kube.watch import WatchSettings
@@ -169,7 +169,7 @@ class Controller:
         newest = newest_per_deployment(sampled.usages)
         for key in keys:
             sample, rsync = newest.get(reconciler_name(key)), self.observer.rsync(key)
-            commit = fetched_commit(rsync) if rsync is not None else None
+            commit = sync_progress(rsync).fetched if rsync is not None else None
             if sample is None or commit is None:
                 continue
             window = Window(sample.pod, sample.started, commit)

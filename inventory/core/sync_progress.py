@@ -15,7 +15,7 @@ when `lastSyncedCommit` names the commit too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from inventory.core.objects import RSync, block_of
@@ -25,11 +25,21 @@ _STAGES = ("source", "rendering", "sync")
 
 @dataclass(frozen=True)
 class SyncProgress:
-    """`reported`: the reconciler has written a sync status; `pending`: why its sync is not finished
-    (None when it has finished the commit it fetched, without errors)."""
+    """What the RSync status says of the reconciler's last sync, read once. `reported`: the reconciler
+    has written a sync status; `pending`: why its sync is not finished (None when it has finished the
+    commit it fetched, without errors)."""
 
     reported: bool
     pending: str | None = None
+    fetched: str | None = None  # the commit it last fetched from its source (`status.source.commit`)
+    syncing: str | None = None  # the commit it is applying or has applied (`status.sync.commit`)
+    written_at: float | None = None  # when it last wrote its sync status (`status.sync.lastUpdate`)
+
+    @property
+    def finished(self) -> str | None:
+        """The commit it reports finished (applied and pruned, without errors); None while a sync is
+        pending or nothing is reported."""
+        return self.syncing if self.reported and self.pending is None else None
 
 
 UNREPORTED = SyncProgress(reported=False)
@@ -50,29 +60,6 @@ def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
     return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Syncing"), {})
 
 
-def finished_commit(rsync: RSync) -> str | None:
-    """The commit the reconciler reports it has finished (applied and pruned, without errors); None
-    while a sync is pending or nothing is reported."""
-    progress = sync_progress(rsync)
-    if not progress.reported or progress.pending is not None:
-        return None
-    commit = block_of(block_of(rsync, "status"), "sync").get("commit")
-    return commit if isinstance(commit, str) and commit else None
-
-
-def fetched_commit(rsync: RSync) -> str | None:
-    """The commit the reconciler last fetched from its source (None: it reports none)."""
-    commit = block_of(block_of(rsync, "status"), "source").get("commit")
-    return commit if isinstance(commit, str) and commit else None
-
-
-def sync_written_at(rsync: RSync) -> float | None:
-    """When the reconciler last wrote its sync status (`status.sync.lastUpdate`), wall-clock seconds;
-    None when absent or not a timestamp."""
-    value = block_of(block_of(rsync, "status"), "sync").get("lastUpdate")
-    return timestamp(value)
-
-
 def timestamp(value: object) -> float | None:
     """An RFC 3339 time as the API server writes it, in seconds; None for anything else."""
     if not isinstance(value, str) or not value:
@@ -89,21 +76,32 @@ def sync_progress(rsync: RSync) -> SyncProgress:
     status = block_of(rsync, "status")
     source = block_of(status, "source").get("commit")
     synced = block_of(status, "sync").get("commit")
+    read = SyncProgress(
+        False, None, _commit(source), _commit(synced), timestamp(block_of(status, "sync").get("lastUpdate"))
+    )
+    return replace(read, reported=bool(source or synced), pending=_pending(status, source, synced))
+
+
+def _pending(status: Mapping[str, object], source: object, synced: object) -> str | None:
+    """Why the reconciler's sync is not finished; None when it is, or when it reports nothing."""
     if not source and not synced:
-        return UNREPORTED
+        return None
     if source != synced:
-        return SyncProgress(True, f"the reconciler has synced {_short(synced)}, not yet {_short(source)}")
-    syncing = _syncing(status)
-    if syncing.get("status") == "True":
-        return SyncProgress(True, f"the reconciler is syncing {_short(source)}")
+        return f"the reconciler has synced {_short(synced)}, not yet {_short(source)}"
+    if _syncing(status).get("status") == "True":
+        return f"the reconciler is syncing {_short(source)}"
     for stage in _STAGES:
         errors = _errors(block_of(status, stage))
         if errors:
-            return SyncProgress(True, f"the reconciler reports {errors} {stage} error(s)")
+            return f"the reconciler reports {errors} {stage} error(s)"
     last = status.get("lastSyncedCommit")
     if last != synced:
-        return SyncProgress(True, f"the reconciler started {_short(synced)}, last finished {_short(last)}")
-    return SyncProgress(True)
+        return f"the reconciler started {_short(synced)}, last finished {_short(last)}"
+    return None
+
+
+def _commit(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _short(commit: object) -> str:

@@ -133,9 +133,9 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         return cast(RSyncView, original(cls, rsync))
 
     monkeypatch.setattr(RSyncView, "of", classmethod(counted))
-    finished = observation.finished_commit
+    read_status = observation.sync_progress
     monkeypatch.setattr(
-        observation, "finished_commit", lambda rsync: parses.update(["status"]) or finished(rsync)
+        observation, "sync_progress", lambda rsync: parses.update(["status"]) or read_status(rsync)
     )
 
     node_lists = 0
