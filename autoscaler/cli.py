@@ -140,9 +140,7 @@ def run_service(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from autoscaler.core.sizing import SizingError, explain
+    from autoscaler.core.sizing import Load, SizingError, explain
     from autoscaler.service.settings import Settings
 
     if args.objects is not None and args.objects < 0:
@@ -153,13 +151,13 @@ def run_recommend(args: argparse.Namespace) -> int:
     surface = args.api_resources
     if surface is None and profile.sizing.mib_per_api_resource and not args.offline:
         surface = _served_api_resources(args.kubeconfig, args.context, profile.sizing.assumed_api_resources)
-    profile = replace(profile, api_resources=surface)
     try:
         if args.source is None:
-            print(explain(args.objects, profile))
+            load = Load(args.objects, api_resources=surface)
         else:
             objects, kib, kinds, crd_path_steps = _read_source(args.source)
-            print(explain(objects, profile, kib, kinds, crd_path_steps))
+            load = Load(objects, kib, kinds, crd_path_steps, surface)
+        print(explain(load, profile))
     except SourceUnreadable as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS

@@ -22,7 +22,7 @@ import orjson
 
 from autoscaler.core.codecs import resources_of, resources_of_override
 from autoscaler.core.hysteresis import Hysteresis
-from autoscaler.core.sizing import STANDARD, Profile, Sizing, size
+from autoscaler.core.sizing import STANDARD, Load, Profile, Sizing, size
 from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget, Target
 from autoscaler.service.controller import Controller, Scope
 from controlplane import running_control_plane
@@ -132,13 +132,15 @@ def run(trials: int, target_name: str) -> dict[str, list[float]]:
         observer.start()
         controller.start()
         try:
-            observer.wait_applied(size(START, PROFILE).memory_request_mib, "the first size")
+            observer.wait_applied(size(Load(START), PROFILE).memory_request_mib, "the first size")
             for trial in range(1, trials + 1):
                 objects = START + trial * OBJECTS_PER_TRIAL
                 began = time.perf_counter()
                 api.patch(kubeapi.RESOURCEGROUP, NAMESPACE, key.name, resourcegroup(key, objects))
                 responded = time.perf_counter()
-                applied = observer.wait_applied(size(objects, PROFILE).memory_request_mib, f"trial {trial}")
+                applied = observer.wait_applied(
+                    size(Load(objects), PROFILE).memory_request_mib, f"trial {trial}"
+                )
                 results["visible"].append(applied - observer.inventory[objects])
                 results["request"].append(applied - began)
                 results["response"].append(applied - responded)

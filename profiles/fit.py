@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from autoscaler.core.sizing import PROTOTYPE, Sizing
+from autoscaler.core.sizing import PROTOTYPE, Load, Sizing
 
 OBJECT_COLUMNS = ("objects", "objects_per_rootsync")
 USAGE_COLUMNS = ("mem_usage_mib", "peak_mem_mib", "mem_mb_v1_19_0", "peak_with_prune_mib", "peak_rss_mib")
@@ -87,7 +87,7 @@ def fit(points: list[Point], *, step_mib: int = 32, safety: float = 0.10, name: 
     preset = Sizing(
         name, base_mib=Fraction(base), mib_per_object=per_object, step_mib=step_mib, min_mib=PROTOTYPE.min_mib
     )
-    worst = [p for p in points if preset.memory_mib(p.objects) < p.usage_mib]
+    worst = [p for p in points if preset.memory_mib(Load(p.objects)) < p.usage_mib]
     if worst:  # cannot happen by construction; checked so a printed preset is never wrong
         raise AssertionError(f"fitted preset under measured points: {worst}")
     return preset

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from autoscaler.core import quantity
-from autoscaler.core.sizing import PLATFORMS, SIZE_AWARE, Platform, Profile, size
+from autoscaler.core.sizing import PLATFORMS, SIZE_AWARE, Load, Platform, Profile, size
 from inventory.core.counts import Kinds
 from inventory.source.source_count import kib_of
 from profiles.reconciler_memory import manifests
@@ -98,8 +98,9 @@ def ours_pod_mib(
 ) -> int:
     """The Pod's memory requests with our size for the reconciler, and our sidecar where there is one."""
     others = platform.others_memory_mib + cost.in_each_pod_mib
-    profile = Profile(SIZE_AWARE, platform, platform.others_cpu_m, others, SIZE_AWARE.fit_api_resources)
-    return size(objects, profile, kib, kinds).memory_request_mib + others
+    profile = Profile(SIZE_AWARE, platform, platform.others_cpu_m, others)
+    load = Load(objects, kib, kinds, api_resources=SIZE_AWARE.fit_api_resources)
+    return size(load, profile).memory_request_mib + others
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.core.sizing import PROTOTYPE
+from autoscaler.core.sizing import PROTOTYPE, Load
 
 
 @dataclass(frozen=True)
@@ -28,4 +28,4 @@ STATIC_AUTOPILOT = Static(512, 512)
 
 def prototype_memory_mib(source: int, synced: int, synced_since_restart: bool) -> int:
     """The prototype's size: its synced count is lost on a restart and reads 0 until the next sync ends."""
-    return PROTOTYPE.memory_mib(max(source, synced if synced_since_restart else 0))
+    return PROTOTYPE.memory_mib(Load(max(source, synced if synced_since_restart else 0)))

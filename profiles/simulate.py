@@ -36,7 +36,7 @@ from pathlib import Path
 from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Observation, Reading, RSyncView
 from autoscaler.core.oom import OomKill
-from autoscaler.core.sizing import FITTED, size
+from autoscaler.core.sizing import FITTED, Load, size
 from autoscaler.core.step import RSyncState, StepConfig, settled, step
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts
@@ -131,7 +131,7 @@ def ours(platform_name: str) -> Callable[[], Policy]:
                 kills[0] = (reconciler.ooms, OomKill(_rfc3339(now), limit))
             # Counts persist in the RSync status: a restart loses nothing.
             counts = ObjectCounts(reconciler.source, reconciler.inventory)
-            reading = Reading(current=size(0, profile), oom_kill=kills[0][1])
+            reading = Reading(current=size(Load(0), profile), oom_kill=kills[0][1])
             plan = step(
                 Observation(SIMULATED, SIMULATED_VIEW, reading, counts, now, wall=now), state[0], config
             )

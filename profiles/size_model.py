@@ -40,7 +40,7 @@ from pathlib import Path
 
 import orjson
 
-from autoscaler.core.sizing import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Sizing
+from autoscaler.core.sizing import FITTED, POD_TEMPLATE_KINDS, SIZE_AWARE, Load, Sizing
 from inventory.core.counts import Kinds, kinds_of
 from inventory.core.manifest_reader import read_manifest
 from inventory.source.source_count import kib_of
@@ -176,7 +176,8 @@ def mib_per_crd_path_step(preset: Sizing, points: list[Measured]) -> float:
     over the repositories that declare CRDs, of their peak above the plane per step (a secant, as
     for the API surface: no measured repository is under-sized); 0 without such points."""
     rises = [
-        (p.peak_mib - float(preset.raw_mib(p.objects, p.kib, p.api_resources, p.kinds))) / p.crd_path_steps
+        (p.peak_mib - float(preset.raw_mib(Load(p.objects, p.kib, p.kinds, api_resources=p.api_resources))))
+        / p.crd_path_steps
         for p in repositories(points)
         if p.crd_path_steps
     ]
@@ -226,7 +227,9 @@ def _fit_shapes(points: list[Measured], *, step_mib: int, safety: float) -> Sizi
 
 
 def memory(preset: Sizing, point: Measured) -> int:
-    return preset.memory_mib(point.objects, point.kib, point.api_resources, point.kinds, point.crd_path_steps)
+    return preset.memory_mib(
+        Load(point.objects, point.kib, point.kinds, point.crd_path_steps, point.api_resources)
+    )
 
 
 def mib_per_api_resource(points: list[Measured]) -> float | None:
@@ -328,7 +331,14 @@ def surface_to_cover(
     worst = max(
         p.usage_mib
         - float(
-            preset.raw_mib(p.objects, kib(p.objects), preset.fit_api_resources, (("Deployment", p.objects),))
+            preset.raw_mib(
+                Load(
+                    p.objects,
+                    kib(p.objects),
+                    (("Deployment", p.objects),),
+                    api_resources=preset.fit_api_resources,
+                )
+            )
         )
         for p in reference
     )
@@ -353,7 +363,7 @@ def report(points: list[Measured], preset: Sizing, count_only: Sizing = FITTED) 
         wider = max(0, p.api_resources - preset.fit_api_resources)
         fitted = predict(coefficients, p) + surface * wider + per_step * p.crd_path_steps
         mine = memory(preset, p)
-        theirs = count_only.memory_mib(p.objects)
+        theirs = count_only.memory_mib(Load(p.objects))
         lines.append(
             f"| {p.shape} | {p.objects} | {p.kib} | {p.api_resources} | {p.peak_mib:.1f} | {fitted:.1f} | "
             f"{(fitted - p.peak_mib) / p.peak_mib:+.1%} | {mine} | {mine / p.peak_mib:.2f} | {theirs} | "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import Profile, SizingError, fitted, size
+from autoscaler.core.sizing import Load, Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 from inventory.core.sync_progress import UNREPORTED, SyncProgress
 
@@ -71,19 +71,19 @@ def decide(
     now: float,
     hysteresis: Hysteresis = Hysteresis(),
     progress: SyncProgress = UNREPORTED,
+    api_resources: int | None = None,
 ) -> Decision:
     """The next decision. `last.resources` is what the reconciler has (None when not known). A change
     restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
     restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here."""
     restarts = tuple(t for t in last.restarts if now - t < 3600)
     keep = replace(last, restarts=restarts, recommended=last.recommended)
-    target = counts.target
-    if target is None:
+    load = Load.of(counts, api_resources)
+    if load is None:
         return replace(keep, outcome=Outcome.POSTPONED, reason="both counts unknown")
+    target = load.objects
     try:
-        recommended = size(
-            target, profile, counts.target_kib, counts.source_kinds, counts.source_crd_path_steps
-        )
+        recommended = size(load, profile)
     except SizingError as error:
         return replace(keep, outcome=Outcome.ERROR, reason=str(error), target_objects=target)
     recommended, capped = fitted(recommended, profile)

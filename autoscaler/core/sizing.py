@@ -1,6 +1,6 @@
 """How big the reconciler should be for what it holds: the estimator. Pure: no I/O, no clock.
 
-`size(objects, profile, kib, kinds)`: memory = base + per-object x objects (size-aware presets: a cost per
+`size(load, profile)`: memory = base + per-object x objects (size-aware presets: a cost per
 kind measured) + per-KiB x KiB of the objects' manifests + per-resource-type x the API surface beyond the
 one measured on (assumed where not known), rounded up to a step and clamped; CPU from memory by a ratio,
 with a minimum and its own rounding; then the platform's pod-level rules (GKE Autopilot minimums, 250m CPU
@@ -16,7 +16,28 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from autoscaler.core.resources import Resources, ceil_to
-from inventory.core.counts import Kinds
+from inventory.core.counts import Kinds, ObjectCounts
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the reconciler holds, as the model prices it: the objects, their manifests' KiB, kinds and
+    CRD field path steps (where the source was read), and the API surface it holds (the resource types the
+    API server serves: the reconciler keeps the whole OpenAPI document). None: not known (assumed)."""
+
+    objects: int
+    kib: int | None = None
+    kinds: Kinds | None = None
+    crd_path_steps: int | None = None
+    api_resources: int | None = None
+
+    @classmethod
+    def of(cls, counts: ObjectCounts, api_resources: int | None = None) -> Load | None:
+        """The load of the counts' target (None: no count known)."""
+        if counts.target is None:
+            return None
+        kinds, steps = counts.source_kinds, counts.source_crd_path_steps
+        return cls(max(counts.target, 0), counts.target_kib, kinds, steps, api_resources)
 
 
 @dataclass(frozen=True)
@@ -70,39 +91,24 @@ class Sizing:
     # transition (an apply, a prune), or not known yet.
     steady_mib: int | None = None
 
-    def memory_mib(
-        self,
-        objects: int,
-        kib: int | None = None,
-        api_resources: int | None = None,
-        kinds: Kinds | None = None,
-        crd_path_steps: int | None = None,
-    ) -> int:
-        """Memory for `objects` objects whose manifests hold `kib` KiB and are of `kinds` (where known),
-        `crd_path_steps` the path steps of the CRDs among them, on an API server serving `api_resources`
-        resource types (None: not known, assumed)."""
+    def memory_mib(self, load: Load) -> int:
+        """Memory for what the reconciler holds."""
         if self.steady_mib is None:
-            raw = ceil_to(self.raw_mib(objects, kib, api_resources, kinds, crd_path_steps), self.step_mib)
+            raw = ceil_to(self.raw_mib(load), self.step_mib)
         else:  # what the objects that remain were seen to need replaces what the model says of them
             raw = ceil_to(self.steady_mib, self.step_mib)
         floor = ceil_to(max(self.min_mib, 1), self.step_mib)  # the minimum, on the grid, never zero
         return min(max(raw, floor), max(floor, self.max_mib - self.max_mib % self.step_mib))
 
-    def raw_mib(
-        self,
-        objects: int,
-        kib: int | None = None,
-        api_resources: int | None = None,
-        kinds: Kinds | None = None,
-        crd_path_steps: int | None = None,
-    ) -> Fraction:
-        known_kib = self.assumed_kib_per_object * objects if kib is None else Fraction(kib)
+    def raw_mib(self, load: Load) -> Fraction:
+        objects = load.objects
+        known_kib = self.assumed_kib_per_object * objects if load.kib is None else Fraction(load.kib)
         model = (
             self.base_mib
-            + self.objects_mib(objects, kinds)
+            + self.objects_mib(objects, load.kinds)
             + self.mib_per_kib * known_kib
-            + self.mib_per_crd_path_step * (crd_path_steps or 0)
-            + self.mib_per_api_resource * self.extra_api_resources(api_resources)
+            + self.mib_per_crd_path_step * (load.crd_path_steps or 0)
+            + self.mib_per_api_resource * self.extra_api_resources(load.api_resources)
         )
         return self.calibrated(model)
 
@@ -332,7 +338,6 @@ class Profile:
     platform: Platform = STANDARD
     others_cpu_m: int = 0
     others_memory_mib: int = 0
-    api_resources: int | None = None  # resource types the API server serves (None: not read)
     node_room: NodeRoom | None = None  # the largest node (None: not read, or not ours to cap: Autopilot)
 
     @property
@@ -344,18 +349,12 @@ class SizingError(ValueError):
     """The platform cannot fit the pod (over its maximum)."""
 
 
-def size(
-    objects: int,
-    profile: Profile,
-    kib: int | None = None,
-    kinds: Kinds | None = None,
-    crd_path_steps: int | None = None,
-) -> Resources:
-    """Reconciler container resources for `objects` objects (whose manifests hold `kib` KiB, their CRDs
-    `crd_path_steps` path steps, and are of `kinds`, where known) under `profile`."""
+def size(load: Load, profile: Profile) -> Resources:
+    """Reconciler container resources for what it holds under `profile`."""
     sizing, platform = profile.sizing, profile.platform
-    memory = sizing.memory_mib(max(objects, 0), kib, profile.api_resources, kinds, crd_path_steps)
-    cpu = sizing.cpu_m(memory, max(objects, 0))
+    objects = max(load.objects, 0)
+    memory = sizing.memory_mib(replace(load, objects=objects))
+    cpu = sizing.cpu_m(memory, objects)
     # Give the reconciler whatever the platform would add to the pod, then keep it on the memory grid;
     # repeat until the pod total is a fixed point of the platform's rules (it only ever grows).
     for _ in range(64):
@@ -441,21 +440,15 @@ def _limit(request: int, factor: Fraction | None, step: int, platform: Platform)
     return None if factor is None else max(request, ceil_to(request * factor, step))
 
 
-def explain(
-    objects: int,
-    profile: Profile,
-    kib: int | None = None,
-    kinds: Kinds | None = None,
-    crd_path_steps: int | None = None,
-) -> str:
-    """The resources for `objects` (size-aware: with `kib`, `kinds` and `crd_path_steps`) under `profile`,
-    with the arithmetic."""
+def explain(load: Load, profile: Profile) -> str:
+    """The resources for what the reconciler holds under `profile`, with the arithmetic."""
     sizing, platform = profile.sizing, profile.platform
+    objects, kib, kinds, crd_path_steps = load.objects, load.kib, load.kinds, load.crd_path_steps
     base, step = float(sizing.base_mib), sizing.step_mib
-    raw = float(sizing.raw_mib(objects, kib, profile.api_resources, kinds, crd_path_steps))
-    memory = sizing.memory_mib(objects, kib, profile.api_resources, kinds, crd_path_steps)
+    raw = float(sizing.raw_mib(load))
+    memory = sizing.memory_mib(load)
     cpu = sizing.cpu_m(memory, objects)
-    result = size(objects, profile, kib, kinds, crd_path_steps)
+    result = size(load, profile)
     terms = f"{base:g} + {_objects_terms(sizing, objects, kinds)}"
     if sizing.mib_per_kib:
         assumed = f"{float(sizing.assumed_kib_per_object):g} x {objects} assumed" if kib is None else kib
@@ -463,8 +456,8 @@ def explain(
     if sizing.mib_per_crd_path_step and crd_path_steps:
         terms += f" + {float(sizing.mib_per_crd_path_step):g} x {crd_path_steps} path steps of CRD fields"
     if sizing.mib_per_api_resource:
-        extra = sizing.extra_api_resources(profile.api_resources)
-        served = "assumed" if profile.api_resources is None else "served"
+        extra = sizing.extra_api_resources(load.api_resources)
+        served = "assumed" if load.api_resources is None else "served"
         per = float(sizing.mib_per_api_resource)
         terms += f" + {per:g} x {extra} API resources beyond {sizing.fit_api_resources} ({served})"
     factor = sizing.calibration_factor

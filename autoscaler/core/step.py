@@ -50,7 +50,7 @@ from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import PLATFORMS, Profile, SizingError, fitted, size
+from autoscaler.core.sizing import PLATFORMS, Load, Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
@@ -175,8 +175,6 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     others = _others(seen, profile, config)
     if others is not None:
         profile = replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])
-    if seen.reading.api_resources is not None:
-        profile = replace(profile, api_resources=seen.reading.api_resources)
     profile = replace(profile, node_room=seen.reading.node_room)
     synced = _synced_source(seen, state, counts)
     stored = _newest(view.oom_floor, state.oom_floor)
@@ -191,12 +189,13 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         sizing = profile.sizing
         profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
     covered = _covered(view, counts, synced)
-    peak = _held(seen, state.peak, covered, profile)
+    load = Load.of(covered, seen.reading.api_resources)
+    peak = _held(seen, state.peak, covered, load, profile)
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, covered, known, margin=config.margin)
     if calibration is not None and not _lowers_a_prune(calibration, counts, covered):
         profile = _calibrated(profile, calibration)
-    start = _start(covered, profile) if config.in_place else None
+    start = _start(load, profile) if config.in_place else None
     steady = None if peak is None else peak.steady_need(covered.target, config.margin)
     if steady is not None:
         profile = replace(profile, sizing=replace(profile.sizing, steady_mib=steady))
@@ -225,25 +224,24 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     )
 
 
-def _held(seen: Observation, peak: Peak | None, covered: ObjectCounts, profile: Profile) -> Peak | None:
+def _held(
+    seen: Observation, peak: Peak | None, covered: ObjectCounts, load: Load | None, profile: Profile
+) -> Peak | None:
     """The window's peak with the model's prediction for the counts the reconciler holds now (both
     commits' during a transition) folded in, and whether it is in its steady state: resized without a
     restart (a rollout restarts the reconciler into a whole sync again), the window's container still the
     one that runs, the reconciler reports the window's commit finished, and no newer commit of the source
     seen."""
-    target = covered.target
-    if peak is None or target is None:
+    if peak is None or load is None:
         return peak
-    predicted = profile.sizing.raw_mib(
-        target, covered.target_kib, profile.api_resources, covered.source_kinds, covered.source_crd_path_steps
-    )
+    predicted = profile.sizing.raw_mib(load)
     window = peak.window
     newer = _moved_on(seen, covered, window)
     finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
     current = seen.reading.resizes_running and running(seen.reading.pod) == (window.pod, window.started)
     steady = finished and current and seen.view.progress.pending is None
     # Counts of a commit newer than the window's are not what its reconciler held: not its prediction.
-    return held(peak, Fraction(0) if newer else predicted, target, finished=finished, steady=steady)
+    return held(peak, Fraction(0) if newer else predicted, load.objects, finished=finished, steady=steady)
 
 
 def _moved_on(seen: Observation, covered: ObjectCounts, window: Window) -> bool:
@@ -253,15 +251,13 @@ def _moved_on(seen: Observation, covered: ObjectCounts, window: Window) -> bool:
     return any(commit not in (None, window.commit) for commit in commits)
 
 
-def _start(covered: ObjectCounts, profile: Profile) -> Resources | None:
+def _start(load: Load | None, profile: Profile) -> Resources | None:
     """The size a new reconciler Pod starts at (our webhook reads it): a new container syncs its commit
     from the start, so the size of that sync, not of the steady state; None when none can be given."""
-    target = covered.target
-    if target is None:
+    if load is None:
         return None
-    kinds, steps = covered.source_kinds, covered.source_crd_path_steps
     try:
-        return fitted(size(target, profile, covered.target_kib, kinds, steps), profile)[0]
+        return fitted(size(load, profile), profile)[0]
     except SizingError:
         return None
 
@@ -419,7 +415,15 @@ def _decided(
     last = state.decision
     assert last is not None
     hysteresis = config.hysteresis.of_target(seen.reading.resizes_running)
-    decision = decide(counts, profile, last, now=seen.now, hysteresis=hysteresis, progress=seen.view.progress)
+    decision = decide(
+        counts,
+        profile,
+        last,
+        now=seen.now,
+        hysteresis=hysteresis,
+        progress=seen.view.progress,
+        api_resources=seen.reading.api_resources,
+    )
     recheck = None
     if decision.lower_since is not None:
         remaining = decision.lower_since + hysteresis.scale_down_delay_s - seen.now

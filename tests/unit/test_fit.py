@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.sizing import FITTED
+from autoscaler.core.sizing import FITTED, Load
 from profiles.fit import Point, fit, least_squares, read_points
 
 DATA = Path(__file__).resolve().parents[2] / "profiles" / "data"
@@ -19,13 +19,13 @@ def test_no_reference_point_exceeds_its_limit(name: str) -> None:
     points = read_points(DATA / name)
     preset = fit(points)
     for point in points:
-        assert preset.memory_mib(point.objects) >= point.usage_mib, point
+        assert preset.memory_mib(Load(point.objects)) >= point.usage_mib, point
 
 
 def test_all_reference_data_together() -> None:
     points = [p for path in sorted(DATA.glob("*.csv")) for p in read_points(path)]
     preset = fit(points)
-    assert all(preset.memory_mib(p.objects) >= p.usage_mib for p in points)
+    assert all(preset.memory_mib(Load(p.objects)) >= p.usage_mib for p in points)
 
 
 def test_least_squares_recovers_the_published_fit() -> None:
@@ -71,4 +71,4 @@ def test_fitted_preset_covers_every_point(raw: list[tuple[int, float]], step: in
     if len({p.objects for p in points}) < 2:
         return
     preset = fit(points, step_mib=step, safety=safety)
-    assert all(preset.memory_mib(p.objects) >= p.usage_mib for p in points)
+    assert all(preset.memory_mib(Load(p.objects)) >= p.usage_mib for p in points)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autoscaler.core.codecs import largest_node
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, fitted, size
+from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Load, NodeRoom, Profile, fitted, size
 
 
 def node(name: str, cpu: object, memory: object, *, cordoned: bool = False) -> dict[str, object]:
@@ -41,8 +41,8 @@ def test_a_size_above_the_largest_node_is_capped_to_what_it_holds_beside_the_oth
     2000m/2048Mi; the other containers are assumed at 20m/116Mi (git-sync and the otel-agent): 1980m and
     1932 MiB, 1920 on the 32 MiB grid; the limits are the node's whole allocatable at most: 2000m, 2048Mi."""
     profile = Profile(PROTOTYPE, STANDARD, node_room=SMALL_NODE)
-    assert size(10_000, profile) == Resources(2094, 2144, 2094, 2144)
-    capped, why = fitted(size(10_000, profile), profile)
+    assert size(Load(10_000), profile) == Resources(2094, 2144, 2094, 2144)
+    capped, why = fitted(size(Load(10_000), profile), profile)
     assert capped == Resources(1980, 1920, 2000, 2048)
     assert why is not None
     assert "node small" in why

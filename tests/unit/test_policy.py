@@ -19,6 +19,7 @@ from autoscaler.core.sizing import (
     PLATFORMS,
     PROTOTYPE,
     STANDARD,
+    Load,
     Profile,
     Sizing,
     SizingError,
@@ -38,7 +39,7 @@ AUTOPILOT_OTHERS = {"others_cpu_m": 20 + 10, "others_memory_mib": 32 + 64}
     ids=["empty", "1000", "3000", "4000"],
 )
 def test_prototype_worked_examples(objects: int, memory: int, cpu: int) -> None:
-    assert size(objects, Profile(PROTOTYPE, STANDARD)) == Resources(cpu, memory, cpu, memory)
+    assert size(Load(objects), Profile(PROTOTYPE, STANDARD)) == Resources(cpu, memory, cpu, memory)
 
 
 @pytest.mark.parametrize(
@@ -96,13 +97,13 @@ def test_prototype_worked_examples(objects: int, memory: int, cpu: int) -> None:
     ids=lambda value: value if isinstance(value, str) else "",
 )
 def test_size_table(name: str, profile: Profile, objects: int, expected: Resources) -> None:
-    assert size(objects, profile) == expected
+    assert size(Load(objects), profile) == expected
 
 
 def sized(objects: int, profile: Profile) -> Resources:
     """size(), with cases beyond the platform's pod maximum left out (those are tested separately)."""
     try:
-        return size(objects, profile)
+        return size(Load(objects), profile)
     except SizingError:
         assume(False)
         raise
@@ -153,7 +154,7 @@ def test_platform_rules_hold_and_are_a_fixed_point(profile: Profile, objects: in
     assert memory >= platform.pod_min_memory_mib
     assert cpu % platform.pod_cpu_step_m == 0
     assert result.memory_request_mib % sizing.step_mib == 0
-    assert result.memory_request_mib >= sizing.memory_mib(objects)
+    assert result.memory_request_mib >= sizing.memory_mib(Load(objects))
     if platform.min_gib_per_vcpu is not None and platform.max_gib_per_vcpu is not None:
         gib_per_vcpu = Fraction(memory, 1024) / Fraction(cpu, 1000)
         assert platform.min_gib_per_vcpu <= gib_per_vcpu <= platform.max_gib_per_vcpu
@@ -215,7 +216,7 @@ H = Hysteresis(scale_down_delay_s=600, max_restarts_per_hour=3)
 
 
 def at(objects: int) -> Resources:
-    return size(objects, P)
+    return size(Load(objects), P)
 
 
 def step(counts: ObjectCounts, last: Decision, now: float, **kwargs: object) -> Decision:
@@ -375,20 +376,20 @@ SIZE_AWARE = Sizing(
     ],
 )
 def test_size_aware_memory(objects: int, kib: int | None, memory: int) -> None:
-    assert size(objects, Profile(SIZE_AWARE), kib).memory_request_mib == memory
+    assert size(Load(objects, kib), Profile(SIZE_AWARE)).memory_request_mib == memory
 
 
 def test_count_only_presets_ignore_the_bytes() -> None:
-    assert size(1000, Profile(FITTED), 50_000) == size(1000, Profile(FITTED))
+    assert size(Load(1000, 50_000), Profile(FITTED)) == size(Load(1000), Profile(FITTED))
 
 
 def test_the_size_aware_explanation_shows_the_bytes_term() -> None:
-    text = explain(1000, Profile(SIZE_AWARE), 500)
+    text = explain(Load(1000, 500), Profile(SIZE_AWARE))
     assert "1000 objects, 500 KiB of manifests" in text
     assert (
         "memory = ceil((100 + 0.05 x 1000 + 0.1 x 500 KiB) / 32) x 32 = ceil(200 / 32) x 32 -> 224Mi" in text
     )
-    assert "0.1 x 2 x 1000 assumed KiB" in explain(1000, Profile(SIZE_AWARE))
+    assert "0.1 x 2 x 1000 assumed KiB" in explain(Load(1000), Profile(SIZE_AWARE))
 
 
 def test_decide_sizes_from_the_source_kib_scaled_to_the_inventory() -> None:
@@ -448,10 +449,10 @@ SURFACE_AWARE = Sizing(
     ],
 )
 def test_the_api_surface_term(api_resources: int | None, memory: int) -> None:
-    profile = Profile(SURFACE_AWARE, api_resources=api_resources)
-    assert size(0, profile).memory_request_mib == memory
+    load, profile = Load(0, api_resources=api_resources), Profile(SURFACE_AWARE)
+    assert size(load, profile).memory_request_mib == memory
     if api_resources == 373:
-        assert "0.1 x 300 API resources beyond 73 (served)" in explain(0, profile)
+        assert "0.1 x 300 API resources beyond 73 (served)" in explain(load, profile)
 
 
 BY_KIND = Sizing(
@@ -480,7 +481,7 @@ BY_KIND = Sizing(
     ],
 )
 def test_per_kind_costs(objects: int, kinds: tuple[tuple[str, int], ...] | None, memory: int) -> None:
-    assert size(objects, Profile(BY_KIND), kinds=kinds).memory_request_mib == memory
+    assert size(Load(objects, kinds=kinds), Profile(BY_KIND)).memory_request_mib == memory
 
 
 BY_KIND_WITH_OTHERS = replace(BY_KIND, mib_per_object_of_other_kind=Fraction(1, 20))
@@ -504,13 +505,13 @@ BY_KIND_WITH_OTHERS = replace(BY_KIND, mib_per_object_of_other_kind=Fraction(1, 
 def test_kinds_without_a_cost_of_their_own(
     objects: int, kinds: tuple[tuple[str, int], ...] | None, memory: int
 ) -> None:
-    assert size(objects, Profile(BY_KIND_WITH_OTHERS), kinds=kinds).memory_request_mib == memory
+    assert size(Load(objects, kinds=kinds), Profile(BY_KIND_WITH_OTHERS)).memory_request_mib == memory
 
 
 def test_the_explanation_names_each_kind() -> None:
-    text = explain(1500, Profile(BY_KIND), kinds=(("ConfigMap", 1000),))
+    text = explain(Load(1500, kinds=(("ConfigMap", 1000),)), Profile(BY_KIND))
     assert "memory = ceil((100 + 0.05 x 1000 ConfigMap + 0.2 x 500 of no known kind) / 32) x 32" in text
-    text = explain(1600, Profile(BY_KIND_WITH_OTHERS), kinds=(("ConfigMap", 1000), ("Widget", 500)))
+    text = explain(Load(1600, kinds=(("ConfigMap", 1000), ("Widget", 500))), Profile(BY_KIND_WITH_OTHERS))
     assert "100 + 0.05 x 1000 ConfigMap + 0.05 x 500 of other kinds + 0.2 x 100 of no known kind" in text
 
 

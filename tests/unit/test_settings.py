@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from autoscaler.cli import main
 from autoscaler.core.observation import RSyncView
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import PLATFORMS, size
+from autoscaler.core.sizing import PLATFORMS, Load, size
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.settings import (
     CONFIG_FILE_ENV,
@@ -111,13 +111,13 @@ def test_sizing_settings_reach_the_size(monkeypatch: pytest.MonkeyPatch) -> None
     settings = load_settings()
     # 100 objects: 100 + 0.5 x 100 = 150 -> 192 MiB (64 MiB steps); CPU 2 x 192 = 384 -> 385m (5m steps);
     # memory limit 2 x 192 = 384 MiB; no CPU limit.
-    assert size(100, settings.profile()) == Resources(385, 192, None, 384)
+    assert size(Load(100), settings.profile()) == Resources(385, 192, None, 384)
     # 0 objects: 100 MiB -> 128 MiB (the minimum, on the 64 MiB grid); CPU 2 x 128 = 256 -> 260m.
-    assert size(0, settings.profile()) == Resources(260, 128, None, 256)
+    assert size(Load(0), settings.profile()) == Resources(260, 128, None, 256)
     hysteresis = settings.hysteresis()
     assert (hysteresis.scale_down_delay_s, hysteresis.max_restarts_per_hour) == (30, 2)
     monkeypatch.setenv("OBJCOUNT_NO_MEMORY_LIMIT", "true")
-    assert size(100, load_settings().profile()) == Resources(385, 192, None, None)
+    assert size(Load(100), load_settings().profile()) == Resources(385, 192, None, None)
 
 
 def test_cli_recommend_defaults_to_size_aware_on_an_assumed_api_surface(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.sizing import SIZE_AWARE
+from autoscaler.core.sizing import SIZE_AWARE, Load
 from profiles.size_model import (
     HeldOut,
     Measured,
@@ -120,7 +120,9 @@ def test_the_repositories_declaring_crds_are_what_prices_them() -> None:
 )
 def test_configmaps_and_deployments_are_not_over_provisioned(point: Measured) -> None:
     # Issue 14: from 1,000 objects up, at most 1.5 times the measured peak plus one step.
-    memory = SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
+    memory = SIZE_AWARE.memory_mib(
+        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
+    )
     assert memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
@@ -176,7 +178,9 @@ def test_points_the_preset_was_not_fitted_on_are_within_the_bound(point: Measure
     # Issue 25: measured later, on the real node, to 5,000 objects and on kinds the preset does not name
     # (ClusterRoles, custom resources of 3 KiB, a platform repository's mix): at or above the peak, at
     # most 1.5 times it plus one step.
-    memory = SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
+    memory = SIZE_AWARE.memory_mib(
+        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
+    )
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
@@ -195,7 +199,9 @@ def test_one_preset_holds_on_every_releases_ramps_it_was_not_fitted_on(point: Me
     # Issues 27 and 45: one preset for every pinned release (the version is not a term): the ramps of
     # v1.22.0, v1.24.3 and v1.25.0, none of them fitted on, are at or under it and within 1.5 times
     # their peak plus a step.
-    memory = SIZE_AWARE.memory_mib(point.objects, point.kib, point.api_resources, point.kinds)
+    memory = SIZE_AWARE.memory_mib(
+        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
+    )
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
