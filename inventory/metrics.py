@@ -23,13 +23,3 @@ SOURCE_ERRORS = Counter(
     "lowered), unreadable (the directory: the last good count is kept), crashed.",
     ["reason"],
 )
-STATUS_WRITES = Counter(
-    "objcount_status_writes_total", "Object-count writes to RSyncs, by where they went.", ["destination"]
-)
-STATUS_WRITE_ERRORS = Counter(
-    "objcount_status_write_errors_total", "Object-count writes that failed, by error.", ["reason"]
-)
-PRUNED_STATUS_FALLBACKS = Counter(
-    "objcount_pruned_status_fallbacks_total",
-    "RSyncs whose CRD pruned status.*.objectCount, so the counts went to annotations instead.",
-)

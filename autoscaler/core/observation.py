@@ -123,6 +123,16 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class CountsWritten:
+    """What became of a write of the counts on the RSync: where they went ("status", "annotations";
+    nothing where the RSync already held them or is gone), and whether the API server pruned the status
+    fields (its CRD lacks them: the counts are kept in annotations from then on)."""
+
+    destinations: tuple[str, ...] = ()
+    fell_back: bool = False
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything one reconcile decides from."""
 

@@ -11,10 +11,11 @@ from enum import StrEnum
 
 from autoscaler.core.calibration import Calibration
 from autoscaler.core.hysteresis import Hysteresis
-from autoscaler.core.observation import Unread
+from autoscaler.core.observation import CountsWritten, Unread
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.core.step import Plan
+from inventory.core.counts import ObjectCounts
 
 
 class Counted(StrEnum):
@@ -27,6 +28,9 @@ class Counted(StrEnum):
     CALIBRATIONS = "objcount_calibrations_total"  # label: direction
     CAPPED = "objcount_capped_total"  # label: target
     FALLBACKS = "objcount_fallbacks_total"  # label: target
+    STATUS_WRITES = "objcount_status_writes_total"  # label: destination
+    STATUS_WRITE_ERRORS = "objcount_status_write_errors_total"  # label: reason
+    PRUNED_STATUS_FALLBACKS = "objcount_pruned_status_fallbacks_total"
 
 
 @dataclass(frozen=True)
@@ -198,12 +202,39 @@ def of_unpublished(error: str) -> list[Said]:
     return [Said(logging.WARNING, f"could not publish the recommendation: {error}")]
 
 
-def of_counts_unwritten(error: str) -> list[Said]:
-    """The counts could not be recorded on the RSync: the reconcile ends `failed` and is tried again."""
+def of_counts_unwritten(kind: str, error: str) -> list[Said]:
+    """The counts could not be recorded on the RSync (`kind`: the API error's, a label): the reconcile
+    ends `failed` and is tried again."""
     return [
         Said(
             logging.WARNING,
             f"could not record the counts: {error}",
             counted=(Counted.RECONCILE_ERRORS, ("counts",)),
-        )
+        ),
+        Said(counted=(Counted.STATUS_WRITE_ERRORS, (kind,))),
     ]
+
+
+def of_counts_written(written: CountsWritten, counts: ObjectCounts) -> list[Said]:
+    """The counts recorded on the RSync, where they went; a status the API server pruned."""
+    said = []
+    if written.fell_back:
+        said.append(
+            Said(
+                logging.WARNING,
+                "the API server pruned status.*.objectCount (its CRD does not define them); keeping the "
+                "counts in the objcount.dev/*-object-count annotations instead (as with counts_in_status "
+                "off)",
+                counted=(Counted.PRUNED_STATUS_FALLBACKS, ()),
+            )
+        )
+    for destination in written.destinations:
+        kib = f" source KiB={counts.source_kib}" if destination == "annotations" else ""
+        said.append(
+            Said(
+                logging.INFO,
+                f"counts written to {destination}: source={counts.source} sync={counts.sync}{kib}",
+                counted=(Counted.STATUS_WRITES, (destination,)),
+            )
+        )
+    return said

@@ -5,16 +5,15 @@ its reconciler writes the status with typed updates, which would erase them even
 them. `counts_in_status` is for a future Config Sync that defines `status.source.objectCount` and
 `status.sync.objectCount`: only those two are then sent (a merge patch on the status subresource), so no
 other writer's fields are touched. A write the server drops (a CRD without those fields) is detected from
-the response and reported as `fell_back`: the counts went to annotations, and the caller keeps writing
+the response and reported as fallen back: the counts went to annotations, and the caller keeps writing
 them there for that RSync.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, cast
+from typing import cast
 
 from autoscaler.core.annotations import (
     annotation_counts,
@@ -23,15 +22,11 @@ from autoscaler.core.annotations import (
     status_counts,
     status_patch,
 )
+from autoscaler.core.observation import CountsWritten
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
-from inventory.metrics import PRUNED_STATUS_FALLBACKS, STATUS_WRITE_ERRORS, STATUS_WRITES
-
-log = logging.getLogger(__name__)
-
-WriteOutcome = Literal["unchanged", "status", "annotations", "fell_back", "gone"]
 
 
 @dataclass
@@ -46,10 +41,11 @@ class CountWriter:
         desired: ObjectCounts,
         *,
         in_annotations: bool = False,
-    ) -> WriteOutcome:
-        """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body."""
+    ) -> CountsWritten:
+        """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body. What
+        became of it is said by the executor (`said.of_counts_written`)."""
         if in_annotations or not self.in_status:
-            return self._write_annotations(key, rsync, desired)
+            return CountsWritten(self._write_annotations(key, rsync, desired))
         # The status has no field for the source's KiB and kinds: they stay in annotations either way.
         counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
         kib_only = ObjectCounts(
@@ -58,57 +54,32 @@ class CountWriter:
             source_crd_path_steps=desired.source_crd_path_steps,
         )
         if not counts.differs_where_known(status_counts(rsync)):
-            return self._write_annotations(key, rsync, kib_only)
+            return CountsWritten(self._write_annotations(key, rsync, kib_only))
         written = self._patch(key, status_patch(counts), subresource="status")
         if written is None:
-            return "gone"
-        if counts.differs_where_known(status_counts(written)):
-            self._report_fallback(key)
-            outcome = self._write_annotations(key, written, desired)
-            return "fell_back" if outcome != "gone" else outcome
-        STATUS_WRITES.labels("status").inc()
-        log.info("%s: counts written to status: source=%s sync=%s", key, desired.source, desired.sync)
-        return "gone" if self._write_annotations(key, written, kib_only) == "gone" else "status"
-
-    @staticmethod
-    def _report_fallback(key: RSyncKey) -> None:
-        PRUNED_STATUS_FALLBACKS.inc()
-        log.warning(
-            "%s: the API server pruned status.*.objectCount (its CRD does not define them); "
-            "keeping the counts in the %s annotations instead (as with counts_in_status off).",
-            key,
-            "objcount.dev/*-object-count",
-        )
+            return CountsWritten()
+        if counts.differs_where_known(status_counts(written)):  # pruned: the CRD lacks the fields
+            return CountsWritten(self._write_annotations(key, written, desired), fell_back=True)
+        return CountsWritten(("status", *self._write_annotations(key, written, kib_only)))
 
     def _write_annotations(
         self, key: RSyncKey, rsync: Mapping[str, object], desired: ObjectCounts
-    ) -> WriteOutcome:
+    ) -> tuple[str, ...]:
         if not desired.differs_where_known(annotation_counts(rsync)):
-            return "unchanged"
+            return ()
         if self._patch(key, annotation_patch(count_annotations(desired))) is None:
-            return "gone"
-        STATUS_WRITES.labels("annotations").inc()
-        log.info(
-            "%s: counts written to annotations: source=%s sync=%s source KiB=%s",
-            key,
-            desired.source,
-            desired.sync,
-            desired.source_kib,
-        )
-        return "annotations"
+            return ()
+        return ("annotations",)
 
     def _patch(
         self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
     ) -> RSync | None:
         """One merge patch (no resourceVersion: it never conflicts); None when the RSync is gone. A
-        failure is counted and raised: the reconcile ends `failed` and the work queue writes again
-        after its backoff (no worker waits in between)."""
+        failure is raised: the reconcile ends `failed` and the work queue writes again after its
+        backoff (no worker waits in between)."""
         resource = kubeapi.RSYNC_RESOURCES[key.kind]
         try:
             written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
         except kubeapi.NotFound:
             return None
-        except kubeapi.ApiError as error:
-            STATUS_WRITE_ERRORS.labels(type(error).__name__.lower()).inc()
-            raise
         return cast(RSync, written)

@@ -28,12 +28,12 @@ from autoscaler.core.codecs import (
     resize_deferred,
     template_containers,
 )
-from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
+from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import NodeRoom
-from autoscaler.kube.count_writer import CountWriter, WriteOutcome
+from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.targets import Applied, Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
@@ -68,7 +68,7 @@ class Port(Protocol):
 
     def write_counts(
         self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
-    ) -> WriteOutcome: ...
+    ) -> CountsWritten: ...
 
     def reconciler_usage(self, selector: str) -> Sampled | None:
         """A sample of the working set of every running reconciler Pod the label selector picks; None when
@@ -227,7 +227,7 @@ class KubePort:
 
     def write_counts(
         self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
-    ) -> WriteOutcome:
+    ) -> CountsWritten:
         return self.writer.write(key, rsync, counts, in_annotations=in_annotations)
 
     # ----- the working sets (calibration) ------------------------------------------------------------

@@ -27,6 +27,7 @@ from autoscaler.core.said import (
     Said,
     of_capped,
     of_counts_unwritten,
+    of_counts_written,
     of_fallback,
     of_plan,
     of_read_failure,
@@ -126,7 +127,7 @@ class Executor:
         try:
             self._write_counts(key, view, counts)
         except kubeapi.ApiError as error:
-            self._say(key, view, of_counts_unwritten(str(error)))
+            self._say(key, view, of_counts_unwritten(type(error).__name__.lower(), str(error)))
             return Outcome.FAILED
         return outcome
 
@@ -209,7 +210,8 @@ class Executor:
     def _write_counts(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> None:
         state = self._state(key)
         written = self.port.write_counts(key, view.rsync, counts, in_annotations=state.counts_in_annotations)
-        if written == "fell_back":
+        self._say(key, view, of_counts_written(written, counts))
+        if written.fell_back:
             self.states[key] = replace(state, counts_in_annotations=True)
 
     def forget(self, key: RSyncKey) -> None:

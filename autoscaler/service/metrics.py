@@ -86,6 +86,17 @@ SOURCE_REJECTED = Gauge(
     ["rsync"],
 )
 
+STATUS_WRITES = Counter(
+    Counted.STATUS_WRITES, "Object-count writes to RSyncs, by where they went.", ["destination"]
+)
+STATUS_WRITE_ERRORS = Counter(
+    Counted.STATUS_WRITE_ERRORS, "Object-count writes that failed, by error.", ["reason"]
+)
+PRUNED_STATUS_FALLBACKS = Counter(
+    Counted.PRUNED_STATUS_FALLBACKS,
+    "RSyncs whose CRD pruned status.*.objectCount, so the counts went to annotations instead.",
+)
+
 COUNTED: dict[Counted, Counter] = {
     Counted.APPLY_ERRORS: APPLY_ERRORS,
     Counted.RECONCILE_ERRORS: RECONCILE_ERRORS,
@@ -94,4 +105,7 @@ COUNTED: dict[Counted, Counter] = {
     Counted.CALIBRATIONS: CALIBRATIONS,
     Counted.CAPPED: CAPPED,
     Counted.FALLBACKS: FALLBACKS,
+    Counted.STATUS_WRITES: STATUS_WRITES,
+    Counted.STATUS_WRITE_ERRORS: STATUS_WRITE_ERRORS,
+    Counted.PRUNED_STATUS_FALLBACKS: PRUNED_STATUS_FALLBACKS,
 }

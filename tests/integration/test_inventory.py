@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.core.annotations import annotation_counts, restored_counts, status_counts
+from autoscaler.core.observation import CountsWritten
 from autoscaler.kube.count_writer import CountWriter
 from autoscaler.service.controller import Controller, Scope
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
@@ -196,7 +197,7 @@ def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace:
     writer = CountWriter(api)
     for i in range(1, rounds + 1):
         body = api.get(kubeapi.REPOSYNC, namespace, key.name)
-        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == "annotations"
+        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == CountsWritten(("annotations",))
     thread.join()
     assert not errors
     final = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]

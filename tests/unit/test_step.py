@@ -28,14 +28,13 @@ from autoscaler.core.annotations import (
 )
 from autoscaler.core.calibration import Sampled
 from autoscaler.core.hysteresis import Hysteresis
-from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
+from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
 from autoscaler.core.step import RSyncState, StepConfig
-from autoscaler.kube.count_writer import WriteOutcome
 from autoscaler.kube.port import Written
 from autoscaler.kube.targets import Applied
 from autoscaler.service.controller import Controller, Scope, retried
@@ -76,7 +75,7 @@ class FakePort:
     owner: str | None = None  # why the target must not write (held_by_owner)
     failing: set[str] = field(default_factory=set)
     oom_kill: OomKill | None = None  # what the reconciler's Pod reports
-    count_write: WriteOutcome = "status"
+    count_write: CountsWritten = field(default_factory=lambda: CountsWritten(("status",)))
     surface: int | None = None  # resource types discovery serves
     usage: Sampled | None = None  # what the metrics API reports (None: not served)
     deferred: tuple[Resources, str] | None = None  # a resize the kubelet defers (asked, why)
@@ -133,7 +132,7 @@ class FakePort:
 
     def write_counts(
         self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
-    ) -> WriteOutcome:
+    ) -> CountsWritten:
         if "counts" in self.failing:
             raise kubeapi.Transient("counts: 503")
         self.counts.append((counts, in_annotations))
@@ -452,11 +451,15 @@ def test_our_own_write_seen_in_a_stale_cache_is_no_revert() -> None:
 
 
 def test_pruned_status_fields_move_the_counts_to_annotations_from_then_on() -> None:
-    r = rig(FakePort(count_write="fell_back"))
+    fallbacks = metric("objcount_pruned_status_fallbacks_total")
+    written = metric("objcount_status_writes_total", destination="annotations")
+    r = rig(FakePort(count_write=CountsWritten(("annotations",), fell_back=True)))
     r.reconcile(ObjectCounts(100, 100))
-    r.port.count_write = "annotations"
+    r.port.count_write = CountsWritten(("annotations",))
     r.reconcile(ObjectCounts(100, 120))
     assert [in_annotations for _, in_annotations in r.port.counts] == [False, True]
+    assert metric("objcount_pruned_status_fallbacks_total") == fallbacks + 1, "said once, when it happened"
+    assert metric("objcount_status_writes_total", destination="annotations") == written + 2
 
 
 def test_a_deleted_rsync_is_forgotten() -> None:
