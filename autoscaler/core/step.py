@@ -99,6 +99,7 @@ class StepConfig:
     # started from its template, our webhook down or not yet told) is not ours to hold.
     in_place: bool = False
     margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
+    reads_source: bool = False  # the service counts the source itself (a sidecar)
     target: str | None = None  # its name, published with the applied size (`objcount status`)
 
 

@@ -101,6 +101,7 @@ class Controller:
             reread_current=port.target.rereads_current,
             in_place=port.target.in_place,
             margin=self.margin,
+            reads_source=self.source_layout is not None,
             target=port.target.name,
         )
         self.executor = Executor(port, config, self.clock, self.queue.add_after, events=self.events)

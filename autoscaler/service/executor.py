@@ -193,7 +193,7 @@ class Executor:
         for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
             if value is not None:
                 OBJECTS.labels(str(key), name).set(value)
-        COUNT_UNKNOWN.labels(str(key)).set(0 if plan.counts.known else 1)
+        COUNT_UNKNOWN.labels(str(key)).set(1 if plan.counts.unknown_to(self.config.reads_source) else 0)
         SOURCE_REJECTED.labels(str(key)).set(0 if plan.counts.source_rejected is None else 1)
         if plan.state.calibration is not None:
             CALIBRATION_FACTOR.labels(str(key)).set(float(plan.state.calibration.factor))

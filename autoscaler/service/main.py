@@ -376,6 +376,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         # Loaded only here: its metrics (and TLS server) are nothing a sidecar or controller exposes.
         from autoscaler.service import webhook  # noqa: PLC0415
 
+        # The webhook leads nothing: a 0 from it would read as "no replica acts" (ObjcountNotReady).
+        REGISTRY.unregister(LEADER)
         return webhook.serve(settings, stop)
     api = _connected(settings, stop)
     if api is None:

@@ -96,6 +96,11 @@ class ObjectCounts:
     def known(self) -> bool:
         return self.source is not None and self.sync is not None
 
+    def unknown_to(self, reads_source: bool) -> bool:
+        """Whether a count the service reads is unknown: the inventory's, or the source's where the
+        service reads it (a sidecar; cluster mode reads no source, so its unknown source is expected)."""
+        return self.sync is None or (reads_source and self.source is None)
+
     @property
     def target(self) -> int | None:
         """max(source, sync) over the known counts; None when neither is known."""

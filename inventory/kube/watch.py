@@ -220,6 +220,8 @@ class Reflector(Generic[T]):
         a stream silent past our own inactivity timeout is resumed at once (once per timeout)."""
         backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
         resource_version = ""
+        if not self.synced.is_set():  # a cache that never syncs shows 0 (ObjcountNotReady), not nothing
+            CACHE_SYNCED.labels(self.label).set(0)
         while not self.stopping.is_set():
             try:
                 if not resource_version:

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import cast
 
 import pytest
 import yaml
@@ -120,3 +121,45 @@ def test_the_dashboard_shows_counts_sizes_usage_decisions_and_errors() -> None:
         "objcount_apply_errors_total",
     ):
         assert wanted in named, wanted
+
+
+def _pods_serving_metrics() -> list[tuple[dict[str, str], set[str]]]:
+    """Each Pod of ours that serves /metrics: its labels and the names of its containers' ports (the
+    sidecar as admitted into a reconciler Pod: Config Sync's labels, which the webhook selects on)."""
+    manifests = REPO_ROOT / "manifests"
+    pods = []
+    for path in (manifests / "cluster/base/deployment.yaml", manifests / "webhook/webhook.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "Deployment":
+                template = doc["spec"]["template"]
+                ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+                pods.append((template["metadata"]["labels"], ports))
+    (template,) = yaml.safe_load_all((manifests / "sidecar/base/sidecar-template.yaml").read_text())
+    sidecar = yaml.safe_load(template["data"]["sidecar.yaml"])["container"]
+    reconciler = {"app": "reconciler", "configsync.gke.io/sync-kind": "RootSync"}
+    pods.append((reconciler, {p["name"] for p in sidecar["ports"]}))
+    return pods
+
+
+def _selects(selector: dict[str, object], labels: dict[str, str]) -> bool:
+    wanted = cast(dict[str, str], selector.get("matchLabels") or {})
+    expressions = cast(list[dict[str, object]], selector.get("matchExpressions") or [])
+    return all(labels.get(k) == v for k, v in wanted.items()) and all(
+        e["operator"] == "In" and labels.get(cast(str, e["key"])) in cast(list[str], e["values"])
+        for e in expressions
+    )
+
+
+@pytest.mark.parametrize("name", ["podmonitor.yaml", "podmonitoring.yaml"])
+def test_the_pod_monitors_scrape_every_pod_of_ours_on_its_metrics_port(name: str) -> None:
+    monitors = list(yaml.safe_load_all((MONITORING / name).read_text()))
+    scraped = set()
+    for labels, ports in _pods_serving_metrics():
+        for monitor in monitors:
+            spec = monitor["spec"]
+            endpoints = spec.get("podMetricsEndpoints") or spec.get("endpoints")
+            if _selects(spec["selector"], labels):
+                assert {e["port"] for e in endpoints} <= ports, (monitor["metadata"]["name"], ports)
+                assert all(e["path"] == "/metrics" for e in endpoints)
+                scraped.add(labels.get("app.kubernetes.io/name", labels.get("app")))
+    assert scraped == {"objcount-autoscaler", "objcount-webhook", "reconciler"}

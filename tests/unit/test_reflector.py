@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 
 from inventory.core.backoff import Backoff
 from inventory.kube import kubeapi
@@ -202,3 +203,21 @@ def test_the_backoff_starts_over_only_after_a_quiet_period() -> None:
     now[0] += 120.0
     assert backoff.next_delay() == 0.2, "two quiet minutes: from the start again"
     assert backoff.next_delay(retry_after=7.0) == 7.0
+
+
+def test_a_cache_that_cannot_sync_shows_0_until_it_does() -> None:
+    """ObjcountNotReady alerts on objcount_cache_synced == 0: a cache whose lists fail must show 0, not
+    nothing, and 1 once a list is cached."""
+    shown: list[float | None] = []
+
+    class Watching(Waits):
+        def wait(self, timeout: float | None = None) -> bool:
+            shown.append(REGISTRY.get_sample_value("objcount_cache_synced", {"resource": "rootsyncs"}))
+            return super().wait(timeout)
+
+    stop = Watching()
+    forbidden = kubeapi.Forbidden("GET rootsyncs: HTTP 403", status=403)
+    api = ScriptedApi(lists=[forbidden, [obj("a", "1")]], watches=[], stop=stop)
+    run(api, stop, BOUNDED)
+    assert shown[0] == 0.0, "the failed list's wait"
+    assert REGISTRY.get_sample_value("objcount_cache_synced", {"resource": "rootsyncs"}) == 1.0

@@ -159,7 +159,13 @@ class Rig:
         return self.executor.reconcile(KEY, body if rsync is None else rsync, observed)
 
 
-def rig(port: FakePort | None = None, *, max_restarts: int = 100, in_place: bool = False) -> Rig:
+def rig(
+    port: FakePort | None = None,
+    *,
+    max_restarts: int = 100,
+    in_place: bool = False,
+    reads_source: bool = False,
+) -> Rig:
     port = port or FakePort()
     port.resizes_running = port.resizes_running or in_place
     clock, rechecks = Clock(), []
@@ -169,6 +175,7 @@ def rig(port: FakePort | None = None, *, max_restarts: int = 100, in_place: bool
         3,
         reread_current=in_place,
         in_place=in_place,
+        reads_source=reads_source,
     )
     executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
     return Rig(port, clock, executor, rechecks)
@@ -862,3 +869,19 @@ def test_in_place_after_a_restart_the_size_recorded_on_the_rsync_is_ours_and_hel
     rsync = annotated({APPLIED_ANNOTATION: AT_5000_ANNOTATION})
     assert test.reconcile(ObjectCounts(100, 100), rsync) == Outcome.POSTPONED
     assert port.applied == []
+
+
+@pytest.mark.parametrize(
+    ("reads_source", "counts", "unknown"),
+    [
+        (False, ObjectCounts(None, 100), 0),  # cluster mode reads no source: nothing is missing
+        (False, ObjectCounts(100, None), 1),  # no inventory yet
+        (True, ObjectCounts(None, 100), 1),  # a sidecar that could not count its source
+        (True, ObjectCounts(100, 100), 0),
+    ],
+)
+def test_a_count_is_unknown_only_where_the_service_reads_it(
+    reads_source: bool, counts: ObjectCounts, unknown: int
+) -> None:
+    rig(reads_source=reads_source).reconcile(counts)
+    assert metric("objcount_count_unknown", rsync=str(KEY)) == unknown
