@@ -164,3 +164,15 @@ def test_every_command_make_target_variable_metric_and_test_the_docs_name_exists
     }
     cited = _named(r"\b(test_\w+)")
     assert {name for name in cited if not any(t.startswith(name) for t in tests)} == set()
+
+
+def test_benchmarks_opens_with_todays_figures_each_with_its_command_and_date() -> None:
+    text = (REPO_ROOT / "BENCHMARKS.md").read_text()
+    assert re.findall(r"^## .*", text, re.M)[0] == "## Today's figures"
+    today = text[text.index("## Today's figures") : text.index("\n# History")]
+    areas = re.split(r"^### ", today, flags=re.M)[1:]
+    assert len(areas) >= 8
+    for area in areas:
+        title = area.splitlines()[0]
+        assert re.search(r"`(python -m |make |\.venv/bin/pytest|git clone)", area), f"{title}: no command"
+        assert re.search(r"20\d\d-\d\d-\d\d", area), f"{title}: no date"
