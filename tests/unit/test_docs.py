@@ -176,3 +176,21 @@ def test_benchmarks_opens_with_todays_figures_each_with_its_command_and_date() -
         title = area.splitlines()[0]
         assert re.search(r"`(python -m |make |\.venv/bin/pytest|git clone)", area), f"{title}: no command"
         assert re.search(r"20\d\d-\d\d-\d\d", area), f"{title}: no date"
+
+
+def test_every_measured_figure_in_the_readme_and_docs_is_in_benchmarks() -> None:
+    """A decimal figure in README or docs/ (a MiB-h, a ratio, a time) quotes BENCHMARKS.md, so the pages
+    cannot tell another story than the measurements. Worked arithmetic and constants are quoted as code;
+    the settings table is generated."""
+    benchmarks = (REPO_ROOT / "BENCHMARKS.md").read_text()
+    unknown = {}
+    for page in [REPO_ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        prose = re.sub(
+            r"```.*?```|<!-- settings-table.*?<!-- /settings-table -->", "", page.read_text(), flags=re.S
+        )
+        prose = re.sub(r"`[^`\n]*`", "", prose)
+        figures = set(re.findall(r"(?<![\w.])(\d+\.\d+)(?![\w.])", prose))
+        missing = sorted(figure for figure in figures if figure not in benchmarks)
+        if missing:
+            unknown[page.name] = missing
+    assert unknown == {}
