@@ -50,7 +50,7 @@ from fractions import Fraction
 
 from autoscaler.core import quantity
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_CONTAINER
-from inventory.core.objects import block_of, named
+from inventory.core.objects import Meta, PodView, block_of, named
 from inventory.core.sync_progress import timestamp
 
 MIN_FACTOR = Fraction(1, 4)
@@ -147,28 +147,26 @@ class Sampled:
 def running(pod: Mapping[str, object] | None) -> tuple[str, float] | None:
     """The reconciler container running in this Pod: the Pod's name and the container's `startedAt` (what
     a window is of); None when none runs."""
-    metadata = block_of(pod, "metadata")
-    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
-    started = timestamp(block_of(block_of(status, "state"), "running").get("startedAt"))
-    name = metadata.get("name")
-    return (name, started) if isinstance(name, str) and started is not None else None
+    view = PodView.of(pod)
+    started = timestamp(view.status_of(RECONCILER_CONTAINER).running_since)
+    return (view.meta.name, started) if view.meta.name and started is not None else None
 
 
 def usages(pods: Iterable[Mapping[str, object]], metrics: Iterable[Mapping[str, object]]) -> Sampled:
     """The samples of the live reconciler Pods whose container runs and that the metrics API reports.
     A Pod reported with a usage that does not parse gives no sample (unknown is not zero: the peak stays
     as it was) and is named in `unreadable`."""
-    working_sets = {str(block_of(m, "metadata").get("name")): working_set_mib(m) for m in metrics}
+    working_sets = {Meta.of(m).name: working_set_mib(m) for m in metrics}
     samples, unreadable = [], []
     for pod in pods:
-        metadata = block_of(pod, "metadata")
-        name, deployment = metadata.get("name"), block_of(metadata, "labels").get(DEPLOYMENT_NAME_LABEL)
-        if not isinstance(name, str) or name not in working_sets or metadata.get("deletionTimestamp"):
+        meta = Meta.of(pod)
+        name, deployment = meta.name, meta.labels.get(DEPLOYMENT_NAME_LABEL)
+        if not name or name not in working_sets or meta.deleting:
             continue
         mib, container = working_sets[name], running(pod)
         if mib is None:
             unreadable.append(name)
-        elif isinstance(deployment, str) and container is not None:
+        elif deployment is not None and container is not None:
             samples.append(Usage(deployment, name, container[1], mib))
     return Sampled(samples, unreadable)
 

@@ -15,7 +15,7 @@ from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import NodeRoom
 from inventory.core.ids import RECONCILER_CONTAINER
-from inventory.core.objects import OverrideEntry, block_of, named
+from inventory.core.objects import Meta, OverrideEntry, PodView, block_of, named
 
 Block = dict[str, dict[str, str]]
 P = TypeVar("P", bound=Mapping[str, object])
@@ -144,20 +144,19 @@ def reconciler_override(rsync: Mapping[str, object]) -> Resources | None:
 
 def newest_live(pods: Iterable[P]) -> P | None:
     """The newest Pod not being deleted (a Deployment's Pod during a rollout); None when there is none."""
-    live = [p for p in pods if not block_of(p, "metadata").get("deletionTimestamp")]
-    return max(live, key=lambda p: str(block_of(p, "metadata").get("creationTimestamp", "")), default=None)
+    live = [p for p in pods if not Meta.of(p).deleting]
+    return max(live, key=lambda p: Meta.of(p).created, default=None)
 
 
 def pod_name(pod: Mapping[str, object]) -> str:
-    return str(block_of(pod, "metadata").get("name", ""))
+    return Meta.of(pod).name
 
 
 def running_resources(pod: Mapping[str, object]) -> Resources | None:
     """What the kubelet reports the reconciler container runs with; None before it reports it."""
-    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
-    if not status or not status.get("resources"):
-        return None
-    return readable(status.get("resources"), f"pod {pod_name(pod)} (status)")
+    view = PodView.of(pod)
+    running = view.status_of(RECONCILER_CONTAINER).resources
+    return None if running is None else readable(running, f"pod {view.meta.name} (status)")
 
 
 def pod_resources(pod: Mapping[str, object]) -> Resources | None:
@@ -165,7 +164,8 @@ def pod_resources(pod: Mapping[str, object]) -> Resources | None:
     running = running_resources(pod)
     if running is not None:
         return running
-    return container_resources(block_of(pod, "spec").get("containers"), f"pod {pod_name(pod)}")
+    view = PodView.of(pod)
+    return container_resources(view.containers, f"pod {view.meta.name}")
 
 
 def others_requests(containers: object, where: str) -> tuple[int, int]:
@@ -196,25 +196,21 @@ def accepted(containers: object, wanted: Resources, where: str) -> Resources:
 def resize_refused(pod: Mapping[str, object]) -> str:
     """The kubelet's message when it could not apply the last resize (`PodResizeInProgress`, reason
     `Error`: it refused a memory limit below what the container uses), else empty."""
-    for condition in _conditions(pod):
+    for condition in PodView.of(pod).conditions:
         if condition.get("type") == "PodResizeInProgress" and condition.get("reason") == "Error":
             return str(condition.get("message") or "the kubelet could not apply the resize")
     return ""
-
-
-def _conditions(pod: Mapping[str, object]) -> list[Mapping[str, object]]:
-    conditions = block_of(pod, "status").get("conditions")
-    return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
 
 
 def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
     """The size the Pod asks for while the kubelet defers its resize (`PodResizePending`, reason
     `Deferred`: it does not fit the node now; the running container keeps its size), and the kubelet's
     message; None when no resize waits (or what it asks for is unreadable: then it is asked again)."""
-    for condition in _conditions(pod):
+    view = PodView.of(pod)
+    for condition in view.conditions:
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Deferred":
             try:
-                asked = container_resources(block_of(pod, "spec").get("containers"), f"pod {pod_name(pod)}")
+                asked = container_resources(view.containers, f"pod {view.meta.name}")
             except ReadError:
                 return None
             message = str(condition.get("message") or "the node has no room for it now")
@@ -227,19 +223,17 @@ def kubelet_without_resize(pod: Mapping[str, object]) -> str | None:
     A kubelet with InPlacePodVerticalScaling on reports the resources of every running container it
     allocated (`resources`, `allocatedResources`); with it off it reports neither and leaves a resize in
     the spec unapplied, so a running reconciler without them tells it."""
-    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
-    if (
-        "running" not in block_of(status, "state")
-        or status.get("resources")
-        or status.get("allocatedResources")
-    ):
+    view = PodView.of(pod)
+    status = view.status_of(RECONCILER_CONTAINER)
+    if not status.runs or status.allocated:
         return None
-    return str(block_of(pod, "spec").get("nodeName") or "its node")
+    return view.node or "its node"
 
 
 def resize_infeasible(pod: Mapping[str, object]) -> bool:
     return any(
-        c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible" for c in _conditions(pod)
+        c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+        for c in PodView.of(pod).conditions
     )
 
 
@@ -262,8 +256,8 @@ def largest_node(nodes: object) -> NodeRoom | None:
             cpu, memory = quantity.parse(allocatable.get("cpu")), quantity.parse(allocatable.get("memory"))
         except quantity.QuantityError:
             continue
-        name = str(block_of(node, "metadata").get("name") or "?")
-        best = largest_node_of([best, NodeRoom(name, int(cpu * 1000), int(memory / 2**20))])
+        name = Meta.of(node).name or "?"
+        best = largest_node_of([best, NodeRoom(name, int(cpu * 1000), int(memory / quantity.MIB))])
     return best
 
 

@@ -21,14 +21,13 @@ that is too high costs memory until it decays; one that is too low costs another
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 from autoscaler.core import quantity
 from autoscaler.core.resources import ceil_to
 from inventory.core.ids import RECONCILER_CONTAINER
-from inventory.core.objects import Pod, block_of, named
+from inventory.core.objects import ContainerStatus, Pod, PodView, block_of
 
 RAISE_FACTOR = Fraction(3, 2)
 RAISE_AT_LEAST_MIB = 128
@@ -73,25 +72,23 @@ def next_floor(
 def oom_kill_of(pod: Pod | None) -> OomKill | None:
     """The latest OOM kill of the reconciler container of this Pod, or None (none, or no memory limit to
     reason from: without a limit the kernel killed it for the node, not for its size)."""
-    status = named(block_of(pod, "status").get("containerStatuses"), RECONCILER_CONTAINER)
-    if not status:
-        return None
+    view = PodView.of(pod)
+    status = view.status_of(RECONCILER_CONTAINER)
     kills = [
-        str(terminated.get("finishedAt") or "")
-        for terminated in (block_of(block_of(status, key), "terminated") for key in ("state", "lastState"))
-        if terminated.get("reason") == "OOMKilled"
+        str(ended.get("finishedAt") or "")
+        for ended in status.terminated()
+        if ended.get("reason") == "OOMKilled"
     ]
-    limit = _killed_at_limit(pod, status)
+    limit = _killed_at_limit(view, status)
     if not kills or limit is None:
         return None
     return OomKill(max(kills), limit)
 
 
-def _killed_at_limit(pod: Pod | None, status: Mapping[str, object]) -> int | None:
+def _killed_at_limit(pod: PodView, status: ContainerStatus) -> int | None:
     """The container's memory limit in MiB: what the kubelet reports it runs with, else its spec."""
-    running = block_of(block_of(status, "resources"), "limits").get("memory")
-    spec = named(block_of(pod, "spec").get("containers"), RECONCILER_CONTAINER)
-    declared = block_of(block_of(spec, "resources"), "limits").get("memory")
+    running = block_of(block_of(status.raw, "resources"), "limits").get("memory")
+    declared = block_of(block_of(pod.container(RECONCILER_CONTAINER), "resources"), "limits").get("memory")
     for value in (running, declared):
         if value is None:
             continue

@@ -9,6 +9,7 @@ from typing import cast
 from autoscaler.core.leaving import cleanup
 from autoscaler.kube.report import all_of
 from inventory.core.ids import RSyncKey, RSyncKind
+from inventory.core.objects import Meta
 from inventory.kube import kubeapi
 
 
@@ -26,8 +27,8 @@ def clean(api: kubeapi.KubeApi, namespace: str | None, *, dry_run: bool) -> list
     cleaned: list[Cleaned] = []
     for kind, resource in kubeapi.RSYNC_RESOURCES.items():
         for rsync in all_of(api, resource, namespace):
-            metadata = rsync.get("metadata") or {}
-            key = RSyncKey(cast(RSyncKind, kind), metadata.get("namespace", ""), metadata.get("name", ""))
+            meta = Meta.of(rsync)
+            key = RSyncKey(cast(RSyncKind, kind), meta.namespace, meta.name)
             plan = cleanup(rsync)
             if not plan.patch and not plan.kept:
                 continue

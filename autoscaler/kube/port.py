@@ -24,7 +24,6 @@ from autoscaler.core.codecs import (
     largest_node_of,
     newest_live,
     others_requests,
-    pod_name,
     resize_deferred,
     template_containers,
 )
@@ -37,7 +36,7 @@ from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.targets import Applied, Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
-from inventory.core.objects import Deployment, Pod, RSync
+from inventory.core.objects import Deployment, Pod, PodView, RSync
 from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
@@ -183,7 +182,8 @@ class KubePort:
         are: read from the running Pod (which has what admission added, a sidecar among them), else from
         the Deployment's template; None when neither exists."""
         if pod is not None:
-            return others_requests((pod.get("spec") or {}).get("containers") or [], f"pod {pod_name(pod)}")
+            view = PodView.of(pod)
+            return others_requests(view.containers or [], f"pod {view.meta.name}")
         name = reconciler_name(key)
         try:
             deployment = cast(Deployment, self.api.get(kubeapi.DEPLOYMENT, self.reconciler_namespace, name))

@@ -36,7 +36,7 @@ from inventory.core.ids import (
     reconciler_name,
     reconciler_pods,
 )
-from inventory.core.objects import RSync, annotations_of
+from inventory.core.objects import Meta, PodView, RSync, annotations_of, block_of
 from inventory.kube import kubeapi
 
 JSON = dict[str, Any]
@@ -68,7 +68,7 @@ def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
 
 
 def record_of(kind: str, rsync: RSync) -> RSyncRecord:
-    metadata = rsync.get("metadata") or {}
+    meta = Meta.of(rsync)
     in_status, in_annotations = status_counts(rsync), annotation_counts(rsync)
     if in_status.source is not None or in_status.sync is not None:
         counts, where = in_status, "status"
@@ -79,8 +79,8 @@ def record_of(kind: str, rsync: RSync) -> RSyncRecord:
     annotations = annotations_of(rsync)
     return RSyncRecord(
         kind,
-        metadata.get("namespace", ""),
-        metadata.get("name", ""),
+        meta.namespace,
+        meta.name,
         counts.source,
         counts.sync,
         where,  # type: ignore[arg-type]
@@ -138,18 +138,11 @@ def _vpa_applied(record: RSyncRecord, vpas: list[JSON], pods: list[JSON]) -> str
     aimed = [v for v in vpas if vpa.aims_at(v, deployment) and vpa.recommender_of(v)]
     if len(aimed) != 1:
         return f"unknown ({len(aimed)} VerticalPodAutoscalers naming a recommender aim at {deployment})"
-    pod = newest_live(
-        p
-        for p in pods
-        if (p.get("metadata") or {}).get("labels", {}).get(DEPLOYMENT_NAME_LABEL) == deployment
-    )
+    pod = newest_live(p for p in pods if Meta.of(p).labels.get(DEPLOYMENT_NAME_LABEL) == deployment)
     if pod is None:
         return "unknown (no reconciler Pod)"
-    container: JSON = next(
-        (c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == RECONCILER_CONTAINER),
-        {},
-    )
-    requests = (container.get("resources") or {}).get("requests") or {}
+    container = PodView.of(pod).container(RECONCILER_CONTAINER)
+    requests = block_of(block_of(container, "resources"), "requests")
     done = vpa.applied(aimed[0], RECONCILER_CONTAINER, requests)
     if done is None:
         return "unknown (no recommendation yet)"

@@ -56,7 +56,7 @@ from autoscaler.core.owners import (
 from autoscaler.core.reasons import ReadError, Reason, SizeError, WriteError
 from autoscaler.core.resources import Resources
 from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
-from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Pod, RSync, generation_of
+from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Meta, Pod, PodView, RSync, generation_of
 from inventory.kube import kubeapi
 
 log = logging.getLogger(__name__)
@@ -380,7 +380,7 @@ class InPlaceTarget(_NothingInTheRSync):
 
     def _resize(self, pod: Pod, resources: Resources) -> Applied:
         name = pod_name(pod)
-        namespace = str((pod.get("metadata") or {}).get("namespace") or self.namespace)  # the Pod listed
+        namespace = Meta.of(pod).namespace or self.namespace  # the Pod listed
         refused = resize_refused(pod)
         try:
             lowered = limit_lowered(pod, resources)
@@ -397,7 +397,7 @@ class InPlaceTarget(_NothingInTheRSync):
             )
         except kubeapi.ApiError as error:
             raise write_error(error, f"resizing pod {namespace}/{name}") from error
-        stored = accepted((written.get("spec") or {}).get("containers"), resources, f"pod {name}")
+        stored = accepted(PodView.of(written).containers, resources, f"pod {name}")
         return Applied(stored, restarted=False)
 
 
@@ -459,12 +459,11 @@ class VpaTarget(_NothingInTheRSync):
             )
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         written = vpa.recommendation(found, RECONCILER_CONTAINER, resources, now)
-        metadata = cast(Mapping[str, str], found.get("metadata") or {})
         try:
             self.api.patch(
                 kubeapi.VPA,
                 self.namespace,
-                metadata["name"],
+                Meta.of(found).name,
                 written.patch,
                 subresource="status",
                 field_manager=OUR_FIELD_MANAGER,
@@ -496,7 +495,7 @@ class VpaTarget(_NothingInTheRSync):
             body = vpa.vpa_for(
                 self.namespace,
                 deployment,
-                str((owner.get("metadata") or {}).get("uid", "")),
+                Meta.of(owner).uid,
                 RECONCILER_CONTAINER,
                 self.recommender,
             )

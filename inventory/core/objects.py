@@ -8,6 +8,7 @@ TypedDict is `total=False`: a field may be missing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TypedDict, cast
 
 
@@ -151,3 +152,108 @@ def generation_of(obj: Mapping[str, object]) -> int:
     metadata = obj.get("metadata")
     generation = metadata.get("generation", 0) if isinstance(metadata, Mapping) else 0
     return generation if isinstance(generation, int) else 0
+
+
+# ----- typed views (as kopf's Body and Meta): each field read once, its type checked where it is read ------
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class Meta:
+    """An object's `metadata`, each field of the type it should have, or empty where it has not."""
+
+    raw: Mapping[str, object]
+
+    @classmethod
+    def of(cls, obj: Mapping[str, object] | None) -> Meta:
+        return cls(block_of(obj, "metadata"))
+
+    @property
+    def name(self) -> str:
+        return _text(self.raw.get("name")) or ""
+
+    @property
+    def namespace(self) -> str:
+        return _text(self.raw.get("namespace")) or ""
+
+    @property
+    def uid(self) -> str:
+        return _text(self.raw.get("uid")) or ""
+
+    @property
+    def created(self) -> str:
+        return _text(self.raw.get("creationTimestamp")) or ""
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.raw.get("deletionTimestamp"))
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        labels = block_of(self.raw, "labels")
+        return {k: v for k, v in labels.items() if isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One entry of a Pod's `status.containerStatuses` (empty: the container reports nothing yet)."""
+
+    raw: Mapping[str, object]
+
+    @property
+    def running_since(self) -> str | None:
+        """`state.running.startedAt`: when the running container started (None: it does not run)."""
+        return _text(block_of(block_of(self.raw, "state"), "running").get("startedAt"))
+
+    @property
+    def runs(self) -> bool:
+        return "running" in block_of(self.raw, "state")
+
+    @property
+    def resources(self) -> object:
+        """What the kubelet reports the container runs with (None: it reports nothing)."""
+        return self.raw.get("resources") or None
+
+    @property
+    def allocated(self) -> bool:
+        """Whether the kubelet reports resources it allocated (InPlacePodVerticalScaling on)."""
+        return bool(self.raw.get("resources") or self.raw.get("allocatedResources"))
+
+    def terminated(self) -> list[Mapping[str, object]]:
+        """How the container ended, now (`state`) and the time before (`lastState`), where it did."""
+        ended = (block_of(block_of(self.raw, key), "terminated") for key in ("state", "lastState"))
+        return [terminated for terminated in ended if terminated]
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A Pod as the service reads it: its metadata, one container's spec and status, its conditions."""
+
+    raw: Mapping[str, object]
+    meta: Meta
+
+    @classmethod
+    def of(cls, pod: Mapping[str, object] | None) -> PodView:
+        raw = pod or {}
+        return cls(raw, Meta.of(raw))
+
+    @property
+    def containers(self) -> object:
+        """`spec.containers` as sent (checked by whoever reads an entry of it)."""
+        return block_of(self.raw, "spec").get("containers")
+
+    def container(self, name: str) -> Mapping[str, object]:
+        return named(self.containers, name)
+
+    def status_of(self, name: str) -> ContainerStatus:
+        return ContainerStatus(named(block_of(self.raw, "status").get("containerStatuses"), name))
+
+    @property
+    def node(self) -> str | None:
+        return _text(block_of(self.raw, "spec").get("nodeName"))
+
+    @property
+    def conditions(self) -> list[Mapping[str, object]]:
+        conditions = block_of(self.raw, "status").get("conditions")
+        return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
