@@ -20,8 +20,9 @@ from autoscaler.core.annotations import (
     restored_counts,
 )
 from autoscaler.core.calibration import Calibration, Sample
-from autoscaler.core.codecs import monitoring_enabled
+from autoscaler.core.codecs import monitoring_enabled, reconciler_override
 from autoscaler.core.oom import OomFloor, OomKill
+from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import NodeRoom
 from inventory.core.counts import ObjectCounts
@@ -45,6 +46,9 @@ class RSyncView:
     calibration: Calibration | None  # objcount.dev/calibration
     synced_source: ObjectCounts | None  # objcount.dev/synced-source
     progress: SyncProgress  # what the reconciler reports of its sync
+    # The reconciler's entry of `spec.override.resources` (None: none), or why it cannot be read.
+    override: Resources | None = None
+    override_unreadable: ReadError | None = None
 
     @property
     def finished_commit(self) -> str | None:
@@ -64,6 +68,10 @@ class RSyncView:
     @classmethod
     def of(cls, rsync: RSync) -> RSyncView:
         annotations = annotations_of(rsync)
+        try:
+            override, unreadable = reconciler_override(rsync), None
+        except ReadError as error:
+            override, unreadable = None, error
         return cls(
             rsync,
             generation_of(rsync),
@@ -76,6 +84,8 @@ class RSyncView:
             parse_calibration(annotations.get(CALIBRATION_ANNOTATION)),
             parse_synced_source(annotations.get(SYNCED_SOURCE_ANNOTATION)),
             sync_progress(rsync),
+            override,
+            unreadable,
         )
 
     def lacks(self, wanted: Mapping[str, str | None]) -> dict[str, str | None]:

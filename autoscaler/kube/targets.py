@@ -239,13 +239,12 @@ class RSyncOverrideTarget:
     in_place: bool = False
 
     def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
-        return reconciler_override(view.rsync)
+        if view.override_unreadable is not None:
+            raise view.override_unreadable
+        return view.override
 
     def declared(self, view: RSyncView) -> Resources | None:
-        try:
-            return reconciler_override(view.rsync)
-        except ReadError:
-            return None
+        return view.override
 
     def held_by_owner(self, view: RSyncView) -> str | None:
         return override_held(view.rsync)
