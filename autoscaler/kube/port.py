@@ -27,13 +27,13 @@ from autoscaler.core.codecs import (
     resize_deferred,
     template_containers,
 )
-from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread
+from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread, Written
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import NodeRoom
 from autoscaler.kube.count_writer import CountWriter
-from autoscaler.kube.targets import Applied, Target, read_error
+from autoscaler.kube.targets import Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
 from inventory.core.objects import Deployment, Pod, PodView, RSync
@@ -41,15 +41,6 @@ from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Written:
-    """What a write did: the size applied (None: none was due), and the annotations that could not be
-    published (they are published again on the next reconcile)."""
-
-    applied: Applied | None = None
-    unpublished: str | None = None
 
 
 class Port(Protocol):

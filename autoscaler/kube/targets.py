@@ -45,7 +45,7 @@ from autoscaler.core.codecs import (
     resources_json,
     template_containers,
 )
-from autoscaler.core.observation import RSyncView
+from autoscaler.core.observation import Applied, RSyncView
 from autoscaler.core.owners import (
     RECONCILER_MANAGER,
     override_declared_by_another,
@@ -81,20 +81,6 @@ def read_error(error: kubeapi.ApiError, what: str) -> ReadError:
 
 def write_error(error: kubeapi.ApiError, what: str) -> WriteError:
     return WriteError(reason_of(error), f"{what}: {error}", error.retry_after)
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What a write did: the size the API server stored, whether it restarts the reconciler (a
-    template or override change rolls its pod out), the RSync's generation when the size was
-    written into the RSync (to tell a later foreign write from our own), and how another's policy
-    capped what was asked (a VPA's `resourcePolicy`: its applier applies the capped size)."""
-
-    resources: Resources
-    restarted: bool
-    rsync_generation: int | None = None
-    capped: str | None = None
-    fell_back: str | None = None  # why the size went through the target's fallback (a rollout)
 
 
 class Target(Protocol):

@@ -19,24 +19,20 @@ from dataclasses import dataclass, field, replace
 from prometheus_client import Gauge
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
-from autoscaler.core.observation import Observation, RSyncView
+from autoscaler.core.observation import Observation, RSyncView, Written
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
     Said,
-    of_capped,
+    after_write,
     of_counts_unwritten,
     of_counts_written,
-    of_fallback,
     of_plan,
     of_read_failure,
-    of_unpublished,
     of_unread,
-    of_write,
-    of_write_failure,
 )
-from autoscaler.core.step import Plan, RSyncState, StepConfig, failed, failed_before, needs, settled, step
+from autoscaler.core.step import Plan, RSyncState, StepConfig, needs, step
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
 from autoscaler.service.metrics import (
@@ -146,25 +142,16 @@ class Executor:
         self._show(key, plan)
         said = [s for unread in reading.unread for s in of_unread(unread)]
         self._say(key, view, said + of_plan(plan, target, self.config.hysteresis))
+        written: Written | WriteError
         try:
             written = self.port.write(key, reading, plan.apply, plan.publish)
         except WriteError as error:
             self._asked_to_wait(key, error.retry_after)
-            repeated = failed_before(before, plan, error.reason)
-            self._say(key, view, of_write_failure(plan, target, error.reason, str(error), repeated=repeated))
-            self.states[key] = failed(before, plan, error.reason)
+            written = error
+        self.states[key], said = after_write(before, plan, written, target, self.clock())
+        self._say(key, view, said)
+        if isinstance(written, WriteError):
             return Outcome.FAILED
-        state = plan.state
-        if written.applied is not None:
-            self._say(key, view, of_write(plan, target, written.applied.restarted))
-            if written.applied.capped is not None:
-                self._say(key, view, of_capped(plan, target, written.applied.capped))
-            if written.applied.fell_back is not None:
-                self._say(key, view, of_fallback(plan, target, written.applied.fell_back))
-            state = settled(plan, written.applied.restarted, written.applied.rsync_generation, self.clock())
-        if written.unpublished is not None:
-            self._say(key, view, of_unpublished(written.unpublished))
-        self.states[key] = state
         self._show_sizes(key, plan)
         if plan.recheck_after is not None:
             self.later(key, plan.recheck_after)
