@@ -50,7 +50,7 @@ from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
 from autoscaler.core.resources import Resources
-from autoscaler.core.sizing import PLATFORMS, Load, Profile, SizingError, fitted, size
+from autoscaler.core.sizing import PLATFORMS, Load, Profile, Sizing, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 
 HOUR = 3600.0
@@ -173,10 +173,7 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         level = logging.DEBUG if state.refused == profile else logging.ERROR
         return Plan(Outcome.ERROR, profile, replace(state, refused=profile), counts, log_level=level)
     state = replace(state, refused=None)
-    others = _others(seen, profile, config)
-    if others is not None:
-        profile = replace(profile, others_cpu_m=others[0], others_memory_mib=others[1])
-    profile = replace(profile, node_room=seen.reading.node_room)
+    profile = _observed(seen, profile, config)
     synced = _synced_source(seen, state, counts)
     stored = _newest(view.oom_floor, state.oom_floor)
     floor = next_floor(
@@ -186,16 +183,15 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         quiet_s=config.hysteresis.oom_quiet_s,
         step_mib=profile.sizing.step_mib,
     )
-    if floor is not None:  # the least memory this RSync gets, whatever its count
-        sizing = profile.sizing
-        profile = replace(profile, sizing=replace(sizing, min_mib=max(sizing.min_mib, floor.memory_mib)))
     covered = _covered(view, counts, synced)
     load = Load.of(covered, seen.reading.api_resources)
-    peak = _held(seen, state.peak, covered, load, profile)
+    peak = _held(seen, state.peak, covered, load, profile)  # against the model as measured
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, covered, known, margin=config.margin)
-    if calibration is not None and not _lowers_a_prune(calibration, counts, covered):
-        profile = _calibrated(profile, calibration)
+    applies = calibration is not None and not _lowers_a_prune(calibration, counts, covered)
+    # The model for this RSync: at least its OOM floor, with what calibration taught; a new Pod starts
+    # at a whole sync of it; the steady state, once seen, replaces its price of what remains.
+    profile = replace(profile, sizing=_learned(profile.sizing, floor, calibration if applies else None))
     start = _start(load, profile) if config.in_place else None
     steady = None if peak is None else peak.steady_need(covered.target, config.margin)
     if steady is not None:
@@ -291,15 +287,22 @@ def _lowers_a_prune(calibration: Calibration, counts: ObjectCounts, covered: Obj
     return calibration.factor < 1 and source is not None and (covered.target or 0) > source
 
 
-def _calibrated(profile: Profile, calibration: Calibration) -> Profile:
-    """The model with the learned factor, bounded by where it was learned (no floor of the window's
-    peak: a transition's peak is what the transition needed, not what the objects that remain need)."""
-    sizing = replace(
-        profile.sizing,
-        calibration_factor=calibration.factor,
-        calibrated_at_mib=Fraction(calibration.predicted_mib),
-    )
-    return replace(profile, sizing=sizing)
+def _observed(seen: Observation, profile: Profile, config: StepConfig) -> Profile:
+    """The profile with what was read of the cluster: the Pod's other containers, the largest node."""
+    others = _others(seen, profile, config)
+    cpu, memory = others if others is not None else (profile.others_cpu_m, profile.others_memory_mib)
+    return replace(profile, others_cpu_m=cpu, others_memory_mib=memory, node_room=seen.reading.node_room)
+
+
+def _learned(sizing: Sizing, floor: OomFloor | None, calibration: Calibration | None) -> Sizing:
+    """The model with what this RSync taught: the least memory after an OOM kill, whatever its count;
+    the learned factor, bounded by where it was learned (no floor of the window's peak: a transition's
+    peak is what the transition needed, not what the objects that remain need)."""
+    min_mib = sizing.min_mib if floor is None else max(sizing.min_mib, floor.memory_mib)
+    if calibration is None:
+        return replace(sizing, min_mib=min_mib)
+    factor, at = calibration.factor, Fraction(calibration.predicted_mib)
+    return replace(sizing, min_mib=min_mib, calibration_factor=factor, calibrated_at_mib=at)
 
 
 def _synced_source(seen: Observation, state: RSyncState, counts: ObjectCounts) -> ObjectCounts | None:
