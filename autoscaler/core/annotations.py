@@ -144,11 +144,15 @@ def _kinds_of_json(value: object) -> Kinds | None:
 
 
 def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
-    """What a restarted service starts from: the status counts, else the annotation fallback; the
-    source's KiB is only ever in its annotation (the status has no field for it)."""
-    in_annotations = annotation_counts(rsync)
+    """What a restarted service starts from: the status counts, else the annotation fallback."""
+    return restored_of(status_counts(rsync), annotation_counts(rsync))
+
+
+def restored_of(in_status: ObjectCounts, in_annotations: ObjectCounts) -> ObjectCounts:
+    """The counts recorded: the status's, else the annotations'; the source's KiB, kinds and CRD path
+    steps are only ever in annotations (the status has no field for them)."""
     return replace(
-        status_counts(rsync).over(in_annotations),
+        in_status.over(in_annotations),
         source_kib=in_annotations.source_kib,
         source_kinds=in_annotations.source_kinds,
         source_crd_path_steps=in_annotations.source_crd_path_steps,

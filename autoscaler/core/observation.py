@@ -12,12 +12,14 @@ from autoscaler.core.annotations import (
     CALIBRATION_ANNOTATION,
     OOM_FLOOR_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
+    annotation_counts,
     autoscale_enabled,
     parse_calibration,
     parse_oom_floor,
     parse_synced_source,
     platform_asked,
-    restored_counts,
+    restored_of,
+    status_counts,
 )
 from autoscaler.core.calibration import Calibration, Sample
 from autoscaler.core.codecs import monitoring_enabled, reconciler_override
@@ -42,6 +44,8 @@ class RSyncView:
     platform: str | None  # the platform the RSync asks for (None: the service's)
     monitoring: bool  # False: spec.monitoring.enabled is false, the Pod has no otel-agent
     restored: ObjectCounts  # the counts recorded on it (status, else annotations)
+    in_status: ObjectCounts  # the counts its status holds (a CRD that defines the fields)
+    in_annotations: ObjectCounts  # the counts our annotations hold
     oom_floor: OomFloor | None  # objcount.dev/oom-floor
     calibration: Calibration | None  # objcount.dev/calibration
     synced_source: ObjectCounts | None  # objcount.dev/synced-source
@@ -68,6 +72,7 @@ class RSyncView:
     @classmethod
     def of(cls, rsync: RSync) -> RSyncView:
         annotations = annotations_of(rsync)
+        in_status, in_annotations = status_counts(rsync), annotation_counts(rsync)
         try:
             override, unreadable = reconciler_override(rsync), None
         except ReadError as error:
@@ -79,7 +84,9 @@ class RSyncView:
             autoscale_enabled(rsync),
             platform_asked(rsync),
             monitoring_enabled(rsync),
-            restored_counts(rsync),
+            restored_of(in_status, in_annotations),
+            in_status,
+            in_annotations,
             parse_oom_floor(annotations.get(OOM_FLOOR_ANNOTATION)),
             parse_calibration(annotations.get(CALIBRATION_ANNOTATION)),
             parse_synced_source(annotations.get(SYNCED_SOURCE_ANNOTATION)),

@@ -37,15 +37,17 @@ class CountWriter:
     def write(
         self,
         key: RSyncKey,
-        rsync: Mapping[str, object],
+        held: tuple[ObjectCounts, ObjectCounts],
         desired: ObjectCounts,
         *,
         in_annotations: bool = False,
     ) -> CountsWritten:
-        """Make the RSync hold `desired` (its known counts); `rsync` is its latest cached body. What
-        became of it is said by the executor (`said.of_counts_written`)."""
+        """Make the RSync hold `desired` (its known counts); `held`: what its latest cached body holds, in
+        its status and in our annotations. What became of it is said by the executor
+        (`said.of_counts_written`)."""
+        in_status, annotated = held
         if in_annotations or not self.in_status:
-            return CountsWritten(self._write_annotations(key, rsync, desired))
+            return CountsWritten(self._write_annotations(key, annotated, desired))
         # The status has no field for the source's KiB and kinds: they stay in annotations either way.
         counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
         kib_only = ObjectCounts(
@@ -53,19 +55,19 @@ class CountWriter:
             source_kinds=desired.source_kinds,
             source_crd_path_steps=desired.source_crd_path_steps,
         )
-        if not counts.differs_where_known(status_counts(rsync)):
-            return CountsWritten(self._write_annotations(key, rsync, kib_only))
+        if not counts.differs_where_known(in_status):
+            return CountsWritten(self._write_annotations(key, annotated, kib_only))
         written = self._patch(key, status_patch(counts), subresource="status")
         if written is None:
             return CountsWritten()
         if counts.differs_where_known(status_counts(written)):  # pruned: the CRD lacks the fields
-            return CountsWritten(self._write_annotations(key, written, desired), fell_back=True)
-        return CountsWritten(("status", *self._write_annotations(key, written, kib_only)))
+            return CountsWritten(
+                self._write_annotations(key, annotation_counts(written), desired), fell_back=True
+            )
+        return CountsWritten(("status", *self._write_annotations(key, annotation_counts(written), kib_only)))
 
-    def _write_annotations(
-        self, key: RSyncKey, rsync: Mapping[str, object], desired: ObjectCounts
-    ) -> tuple[str, ...]:
-        if not desired.differs_where_known(annotation_counts(rsync)):
+    def _write_annotations(self, key: RSyncKey, held: ObjectCounts, desired: ObjectCounts) -> tuple[str, ...]:
+        if not desired.differs_where_known(held):
             return ()
         if self._patch(key, annotation_patch(count_annotations(desired))) is None:
             return ()

@@ -36,7 +36,7 @@ from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.targets import Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
-from inventory.core.objects import Deployment, Pod, PodView, RSync
+from inventory.core.objects import Deployment, Pod, PodView
 from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
@@ -57,7 +57,7 @@ class Port(Protocol):
         ...
 
     def write_counts(
-        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+        self, key: RSyncKey, view: RSyncView, counts: ObjectCounts, *, in_annotations: bool
     ) -> CountsWritten: ...
 
     def reconciler_usage(self, selector: str) -> Sampled | None:
@@ -217,9 +217,11 @@ class KubePort:
         return None
 
     def write_counts(
-        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+        self, key: RSyncKey, view: RSyncView, counts: ObjectCounts, *, in_annotations: bool
     ) -> CountsWritten:
-        return self.writer.write(key, rsync, counts, in_annotations=in_annotations)
+        return self.writer.write(
+            key, (view.in_status, view.in_annotations), counts, in_annotations=in_annotations
+        )
 
     # ----- the working sets (calibration) ------------------------------------------------------------
     def reconciler_usage(self, selector: str) -> Sampled | None:

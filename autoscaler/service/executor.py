@@ -196,7 +196,7 @@ class Executor:
     # ----- the counts ----------------------------------------------------------------------------------
     def _write_counts(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> None:
         state = self._state(key)
-        written = self.port.write_counts(key, view.rsync, counts, in_annotations=state.counts_in_annotations)
+        written = self.port.write_counts(key, view, counts, in_annotations=state.counts_in_annotations)
         self._say(key, view, of_counts_written(written, counts))
         if written.fell_back:
             self.states[key] = replace(state, counts_in_annotations=True)

@@ -197,7 +197,9 @@ def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace:
     writer = CountWriter(api)
     for i in range(1, rounds + 1):
         body = api.get(kubeapi.REPOSYNC, namespace, key.name)
-        assert writer.write(key, body, ObjectCounts(source=i, sync=2 * i)) == CountsWritten(("annotations",))
+        assert writer.write(
+            key, (status_counts(body), annotation_counts(body)), ObjectCounts(source=i, sync=2 * i)
+        ) == CountsWritten(("annotations",))
     thread.join()
     assert not errors
     final = api.get(kubeapi.REPOSYNC, namespace, key.name)["status"]

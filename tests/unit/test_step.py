@@ -129,7 +129,7 @@ class FakePort:
         return self.usage
 
     def write_counts(
-        self, key: RSyncKey, rsync: RSync, counts: ObjectCounts, *, in_annotations: bool
+        self, key: RSyncKey, view: RSyncView, counts: ObjectCounts, *, in_annotations: bool
     ) -> CountsWritten:
         if "counts" in self.failing:
             raise kubeapi.Transient("counts: 503")
