@@ -262,3 +262,33 @@ def after_write(
     if written.unpublished is not None:
         said += of_unpublished(written.unpublished)
     return state, said
+
+
+# ----- the working sets, read for every reconciler at once (said of the service, not of one RSync) ---------
+def of_usage_unread(error: str, *, repeated: bool) -> list[Said]:
+    """The metrics API could not be read: said once per distinct error (a missing permission would
+    otherwise be logged every interval), counted each time."""
+    return [
+        Said(
+            logging.DEBUG if repeated else logging.WARNING,
+            f"cannot read the reconcilers' working sets from the metrics API: {error}",
+            counted=(Counted.RECONCILE_ERRORS, ("usage",)),
+        )
+    ]
+
+
+def of_no_metrics_api() -> list[Said]:
+    return [
+        Said(logging.INFO, "the cluster serves no metrics API (metrics.k8s.io): sizes are not calibrated")
+    ]
+
+
+def of_usage_unparsed(pod: str) -> list[Said]:
+    """A Pod's usage that does not parse gives no sample (unknown is not zero)."""
+    return [
+        Said(
+            logging.WARNING,
+            f"the metrics API reports a usage of pod {pod} that does not parse; not sampled",
+            counted=(Counted.RECONCILE_ERRORS, ("usage",)),
+        )
+    ]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from autoscaler.core.calibration import Margin, Sample, Window, newest_per_deployment
 from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.said import of_no_metrics_api, of_usage_unparsed, of_usage_unread
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
@@ -27,7 +28,7 @@ from autoscaler.kube.port import KubePort, Port
 from autoscaler.kube.targets import RecommendTarget, Target
 from autoscaler.service.executor import Executor
 from autoscaler.service.logs import CURRENT_RSYNC
-from autoscaler.service.metrics import DECISIONS, RECONCILE_ERRORS
+from autoscaler.service.metrics import DECISIONS
 from autoscaler.service.workqueue import ShutDown, WorkQueue
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
@@ -152,21 +153,17 @@ class Controller:
         try:
             sampled = self.executor.port.reconciler_usage(selector)
         except kubeapi.ApiError as error:
-            RECONCILE_ERRORS.labels("usage").inc()
-            # Said once per distinct error (a missing permission would otherwise be logged every interval).
-            level = logging.DEBUG if str(error) == self._usage_error else logging.WARNING
-            log.log(level, "cannot read the reconcilers' working sets from the metrics API: %s", error)
+            self.executor.tell(of_usage_unread(str(error), repeated=str(error) == self._usage_error))
             self._usage_error = str(error)
             return
         self._usage_error = ""
         if sampled is None:
             if not self._no_metrics_api_said:
-                log.info("the cluster serves no metrics API (metrics.k8s.io): sizes are not calibrated")
+                self.executor.tell(of_no_metrics_api())
                 self._no_metrics_api_said = True
             return
         for pod in sampled.unreadable:
-            RECONCILE_ERRORS.labels("usage").inc()
-            log.warning("the metrics API reports a usage of pod %s that does not parse; not sampled", pod)
+            self.executor.tell(of_usage_unparsed(pod))
         newest = newest_per_deployment(sampled.usages)
         for key in keys:
             sample, rsync = newest.get(reconciler_name(key)), self.observer.rsync(key)

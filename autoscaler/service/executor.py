@@ -162,14 +162,21 @@ class Executor:
             self.retry_after[key] = seconds
 
     def _say(self, key: RSyncKey, view: RSyncView, said: Iterable[Said]) -> None:
-        """Deliver what happened: its log line, its Event on the RSync, its counter."""
+        """Deliver what happened to an RSync: its log line, its Event on the RSync, its counter."""
+        said = list(said)
         regarding = regarding_rsync(view.rsync, key.kind) if self.events is not None else None
         for each in said:
-            if each.message is not None:
-                log.log(each.level, "%s: %s", key, each.message)
             if each.event is not None and self.events is not None and regarding is not None:
                 note = each.note or each.message or ""
                 self.events(Occurrence.of(regarding, each.event, note, self.wall_clock()))
+        self.tell(said, f"{key}: ")
+
+    @staticmethod
+    def tell(said: Iterable[Said], prefix: str = "") -> None:
+        """Deliver the log lines and counters of what was said (of the service: no Event)."""
+        for each in said:
+            if each.message is not None:
+                log.log(each.level, "%s%s", prefix, each.message)
             if each.counted is not None:
                 counter, labels = each.counted
                 (COUNTED[counter].labels(*labels) if labels else COUNTED[counter]).inc()
