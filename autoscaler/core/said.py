@@ -49,10 +49,11 @@ _HOLDS = {Outcome.HELD_BY_OWNER: "HeldByOwner", Outcome.HANDS_OFF: "HandsOff"}
 _LOGGED = (Outcome.POSTPONED, Outcome.ERROR, Outcome.HANDS_OFF, Outcome.HELD_BY_OWNER)
 
 
-def of_plan(plan: Plan, target: str, hysteresis: Hysteresis) -> list[Said]:
-    """What a plan says before its write: the decisions that hold a size (the ones that change it are
-    told once written), another writer's size found, a new OOM floor, a rejected source, a calibration."""
-    said: list[Said] = []
+def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, unread: tuple[Unread, ...] = ()) -> list[Said]:
+    """What a plan says before its write: the reads it was made without (`unread`), the decisions that
+    hold a size (the ones that change it are told once written), another writer's size found, a new OOM
+    floor, a rejected source, a calibration."""
+    said = [each for read in unread for each in of_unread(read)]
     decision = plan.state.decision
     if plan.outcome == Outcome.POSTPONED and decision is not None and decision.lower_since is not None:
         said.append(Said(event="ScaleDownPostponed", note=plan.reason))

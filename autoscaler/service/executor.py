@@ -30,7 +30,6 @@ from autoscaler.core.said import (
     of_counts_written,
     of_plan,
     of_read_failure,
-    of_unread,
 )
 from autoscaler.core.step import Plan, RSyncState, StepConfig, needs, step
 from autoscaler.kube.events import Occurrence, regarding_rsync
@@ -140,8 +139,7 @@ class Executor:
         )
         plan = step(seen, before, self.config)
         self._show(key, plan)
-        said = [s for unread in reading.unread for s in of_unread(unread)]
-        self._say(key, view, said + of_plan(plan, target, self.config.hysteresis))
+        self._say(key, view, of_plan(plan, target, self.config.hysteresis, reading.unread))
         written: Written | WriteError
         try:
             written = self.port.write(key, reading, plan.apply, plan.publish)
