@@ -759,7 +759,8 @@ def save_logs(cs: NodeConfigSync, out: Path) -> None:
     result = cs.stack.kubectl(
         "logs", "-n", NAMESPACE, "-l", sidecar, "-c", SIDECAR_CONTAINER, "--prefix", "--tail=-1", check=False
     )
-    (logs / f"{SIDECAR_CONTAINER}.log").write_text(result.stdout + result.stderr)
+    # Not named after the container: the cluster-mode controller's log is objcount-autoscaler.log.
+    (logs / "objcount-sidecar.log").write_text(result.stdout + result.stderr)
 
 
 def now() -> str:

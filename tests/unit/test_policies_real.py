@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from profiles.policies_real import (
@@ -18,6 +21,7 @@ from profiles.policies_real import (
     resize_episodes,
     resize_state,
     restarts_and_kills,
+    save_logs,
 )
 
 
@@ -147,3 +151,19 @@ def test_the_clairvoyant_reserves_the_next_five_minutes_peak_on_the_grid() -> No
     samples.append(sample(700, working_set=None))
     assert clairvoyant_mib_hours(samples) == pytest.approx(64_000 / 3600)
     assert clairvoyant_mib_hours(samples[:1]) == 0.0
+
+
+def test_each_log_is_kept_under_a_name_of_its_own(tmp_path: Path) -> None:
+    """The sidecar's container is named as the cluster-mode controller is (objcount-autoscaler): runs 4 to
+    7 kept the sidecar's log over the controller's. Every log now has a file of its own."""
+
+    class Stack:
+        def kubectl(self, *args: str, check: bool) -> SimpleNamespace:
+            selector = args[args.index("-l") + 1]
+            return SimpleNamespace(stdout=f"log of {selector}\n", stderr="")
+
+    save_logs(SimpleNamespace(stack=Stack()), tmp_path)  # type: ignore[arg-type]
+    logs = {path.name: path.read_text() for path in (tmp_path / "logs").iterdir()}
+    assert logs["objcount-autoscaler.log"] == "log of app.kubernetes.io/name=objcount-autoscaler\n"
+    assert "deployment-name=root-reconciler-sbs-ours-sidecar" in logs["objcount-sidecar.log"]
+    assert len(set(logs.values())) == len(logs)
