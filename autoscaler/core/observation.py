@@ -43,7 +43,6 @@ class RSyncView:
     autoscale: bool  # False: objcount.dev/autoscale is "false"
     platform: str | None  # the platform the RSync asks for (None: the service's)
     monitoring: bool  # False: spec.monitoring.enabled is false, the Pod has no otel-agent
-    restored: ObjectCounts  # the counts recorded on it (status, else annotations)
     in_status: ObjectCounts  # the counts its status holds (a CRD that defines the fields)
     in_annotations: ObjectCounts  # the counts our annotations hold
     oom_floor: OomFloor | None  # objcount.dev/oom-floor
@@ -53,6 +52,11 @@ class RSyncView:
     # The reconciler's entry of `spec.override.resources` (None: none), or why it cannot be read.
     override: Resources | None = None
     override_unreadable: ReadError | None = None
+
+    @property
+    def restored(self) -> ObjectCounts:
+        """The counts recorded on it: the status's, else our annotations'."""
+        return restored_of(self.in_status, self.in_annotations)
 
     @property
     def finished_commit(self) -> str | None:
@@ -84,7 +88,6 @@ class RSyncView:
             autoscale_enabled(rsync),
             platform_asked(rsync),
             monitoring_enabled(rsync),
-            restored_of(in_status, in_annotations),
             in_status,
             in_annotations,
             parse_oom_floor(annotations.get(OOM_FLOOR_ANNOTATION)),
