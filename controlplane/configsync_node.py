@@ -42,6 +42,8 @@ from inventory.kube import kubeapi
 
 RECONCILER_MANAGER_TIMEOUT = 120  # seconds
 WEBHOOK_READY_TIMEOUT = 100  # seconds; within kubectl's own 120 s (NodeStack.kubectl)
+REPLICASET = kubeapi.Resource("apps", "v1", "replicasets", "ReplicaSet")
+STORY_LINES = 8  # of ReplicaSets and of Events in `reconciler_story` (a rollout loop makes hundreds)
 
 
 @dataclass
@@ -119,6 +121,54 @@ class NodeConfigSync:
             default=None,
         )
         return cast("Pod | None", newest)
+
+    def reconciler_story(self, key: RSyncKey) -> str:
+        """What a failed wait on an RSync's reconciler Pod needs said: its Deployment's rollout, its newest
+        ReplicaSets, every Pod of it (terminating ones too: a Recreate rollout creates none while one is
+        left) with each container's state, and the last Events about them."""
+        assert self.api is not None
+        name = reconciler_name(key)
+        try:
+            deployment = self.api.get(kubeapi.DEPLOYMENT, NAMESPACE, name)
+        except kubeapi.ApiError as error:
+            return f"Deployment {name}: {error}"
+        status = deployment.get("status") or {}
+        conditions = status.get("conditions", [])
+        lines = [
+            f"Deployment {name}: generation {deployment['metadata'].get('generation')}, observed "
+            f"{status.get('observedGeneration')}, replicas {status.get('replicas')}, updated "
+            f"{status.get('updatedReplicas')}, ready {status.get('readyReplicas')}; conditions "
+            + "; ".join(f"{c['type']}={c['status']} {c.get('reason', '')}" for c in conditions)
+        ]
+        selector = f"app=reconciler,configsync.gke.io/deployment-name={name}"
+        sets = orjson.loads(self.api.list_page(REPLICASET, NAMESPACE, label_selector=selector))["items"]
+        sets.sort(key=lambda rs: rs["metadata"].get("creationTimestamp") or "")
+        lines.append(f"{len(sets)} ReplicaSets (a rollout each), the newest {min(len(sets), STORY_LINES)}:")
+        lines += [
+            f"ReplicaSet {rs['metadata']['name']}: created {rs['metadata'].get('creationTimestamp')}, spec "
+            f"{rs['spec'].get('replicas')}, status {(rs.get('status') or {}).get('replicas')}"
+            for rs in sets[-STORY_LINES:]
+        ]
+        pods = orjson.loads(self.api.list_page(kubeapi.POD, NAMESPACE, label_selector=selector))["items"]
+        for pod in pods:
+            meta, pod_status = pod["metadata"], pod.get("status") or {}
+            statuses = pod_status.get("containerStatuses") or []
+            states = {s["name"]: list(s.get("state") or {}) for s in statuses}
+            lines.append(
+                f"Pod {meta['name']}: created {meta.get('creationTimestamp')}, deleted "
+                f"{meta.get('deletionTimestamp')}, phase {pod_status.get('phase')}, containers {states}"
+            )
+        names = {name} | {rs["metadata"]["name"] for rs in sets} | {p["metadata"]["name"] for p in pods}
+        events = [e for page in self.api.pages(kubeapi.EVENT, NAMESPACE) for e in page["items"]]
+        about = [e for e in events if (e.get("regarding") or {}).get("name") in names]
+        about.sort(key=lambda e: e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
+        lines.append(f"{len(about)} Events about them, the last {min(len(about), STORY_LINES)}:")
+        lines += [
+            f"Event {e.get('eventTime') or e['metadata'].get('creationTimestamp')} "
+            f"{e['regarding'].get('kind')}/{e['regarding'].get('name')}: {e.get('reason')} {e.get('note')}"
+            for e in about[-STORY_LINES:]
+        ]
+        return "\n".join(lines)
 
     def reconciler_manager_running(self) -> bool:
         return any(container_running(p, "reconciler-manager") for p in self.pods("app=reconciler-manager"))

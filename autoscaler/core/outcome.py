@@ -11,7 +11,7 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"  # sized as it should be
     SCALED_UP = "scaled_up"
     SCALED_DOWN = "scaled_down"
-    POSTPONED = "postponed"  # a change is due but waits (delay, prune, unknown count, restart cap)
+    POSTPONED = "postponed"  # waits (delay, prune, unknown count, restart cap, a sidecar's Pod going)
     # The step can give no size (the platform cannot fit the Pod, an unknown platform asked): not retried,
     # the same inputs give the same error; it waits for a change of them or the resync.
     ERROR = "error"

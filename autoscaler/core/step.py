@@ -146,6 +146,25 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
     )
 
 
+OWN_POD_GOING = (
+    "no live reconciler Pod: this sidecar's own Pod is being deleted; the next Pod's sidecar sizes it"
+)
+
+
+def _own_pod_going(seen: Observation, profile: Profile, config: StepConfig) -> bool:
+    """A sidecar that finds no live reconciler Pod runs in one being deleted (Config Sync's Recreate
+    rollout deletes it before the next is created). It must not size from the other containers then:
+    the Deployment's template lacks the sidecar our webhook adds at admission, so its size would differ
+    from the one the next Pod's sidecar reads, and each write is a rollout (seen on the real node: the
+    two sizes written in turn, a rollout every 3 s)."""
+    return (
+        config.reads_source
+        and config.measure_others
+        and profile.platform.has_pod_rules
+        and (seen.reading.pod is None)
+    )
+
+
 def _others(seen: Observation, profile: Profile, config: StepConfig) -> tuple[int, int] | None:
     """The other containers' requests: as read; where they are measured but nothing could be read yet (no
     Pod, no Deployment), the platform's assumption for this RSync (with or without the otel-agent); None
@@ -173,6 +192,8 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
         level = logging.DEBUG if state.refused == profile else logging.ERROR
         return Plan(Outcome.ERROR, profile, replace(state, refused=profile), counts, log_level=level)
     state = replace(state, refused=None)
+    if _own_pod_going(seen, profile, config):
+        return Plan(Outcome.POSTPONED, OWN_POD_GOING, state, counts)
     profile = _observed(seen, profile, config)
     synced = _synced_source(seen, state, counts)
     stored = _newest(view.oom_floor, state.oom_floor)

@@ -96,13 +96,13 @@ def sized(cs: NodeConfigSync, key: RSyncKey, size: tuple[str, str], pod: list[st
         lambda: all(override(api, key).get(field) == value for field, value in wanted.items()),
         timeout=SYNC_TIMEOUT,
         what=f"{key}'s override of {cpu}/{memory}",
-        explain=lambda: f"the override: {override(api, key)}; the Pod's containers: {containers(cs, key)}",
+        explain=lambda: f"the override: {override(api, key)}\n{cs.reconciler_story(key)}",
     )
     wait_for(
         lambda: reconciler_memory_limit(cs, key) == quantity_bytes(memory) and containers(cs, key) == pod,
         timeout=SYNC_TIMEOUT,
         what=f"{key}'s reconciler in a memory cgroup of {memory}, in a Pod of {pod}",
-        explain=lambda: f"the Pod's containers: {containers(cs, key)}",
+        explain=lambda: f"the Pod's containers: {containers(cs, key)}\n{cs.reconciler_story(key)}",
     )
 
 

@@ -266,6 +266,27 @@ def test_others_not_read_yet_are_assumed_with_the_otel_agent_unless_monitoring_i
     assert port.applied == [applied]
 
 
+def test_a_sidecar_whose_pod_is_being_deleted_sizes_nothing() -> None:
+    """Seen on the real node: a sidecar wrote its size (the rsync-override target, a rollout), its own
+    Pod was deleted by the rollout, and its next reconcile read the other containers from the Deployment's
+    template, which lacks the sidecar our webhook adds: a larger size, written 160 ms later, and the next
+    Pod's sidecar wrote the first again: a rollout every 3 s. A sidecar that finds no live reconciler Pod
+    sizes nothing; with its Pod listed it sizes as before (the others as Autopilot's platform assumes them,
+    git-sync 20m/32Mi and the otel-agent 10m/64Mi: the pod raised to 250m/512Mi, 220m/416Mi)."""
+    config = StepConfig(
+        Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True, reads_source=True
+    )
+    body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
+    going = FakePort(size=None)
+    outcome = Executor(going, config, Clock(), lambda key, delay: None).reconcile(
+        KEY, body, ObjectCounts(100, 100)
+    )
+    assert (outcome, going.applied) == (Outcome.POSTPONED, [])
+    listed = FakePort(size=None, pod=cast(Pod, {"metadata": {"name": "root-reconciler-x"}}))
+    Executor(listed, config, Clock(), lambda key, delay: None).reconcile(KEY, body, ObjectCounts(100, 100))
+    assert listed.applied == [Resources(220, 416, 220, 416)]
+
+
 def test_prune_pending_is_said_in_the_decision() -> None:
     r = rig()
     assert r.reconcile(ObjectCounts(10, 100)) == Outcome.UNCHANGED  # 100 objects: sized for the inventory
