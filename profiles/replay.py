@@ -163,8 +163,12 @@ def replay(
     *,
     api_resources: int,
     settings: Settings | None = None,
+    inventory_only: bool = False,
 ) -> list[Replayed]:
-    """Our step on the trace: the size it would have given at each sample."""
+    """Our step on the trace: the size it would have given at each sample. `inventory_only`: as cluster
+    mode counts, from the inventory alone (its count and kinds; no source, so no KiB), the inventory
+    taken to hold both commits from the commit's time on (the real one grows once the reconciler has
+    fetched and parsed the commit, seconds later: what the real runs measure, this does not)."""
     settings = settings or Settings(mode="cluster", platform="standard")
     config = StepConfig(settings.profile(), settings.hysteresis(), in_place=True)
     state, current = RSyncState(), TEMPLATE
@@ -192,7 +196,7 @@ def replay(
             KEY,
             RSyncView.of(rsync(fetched, synced, written)),
             Reading(current=current, api_resources=api_resources, pod=pod, resizes_running=True),
-            _counts(commits, now),
+            _inventory(commits, now) if inventory_only else _counts(commits, now),
             now,
             wall=now,
             samples=tuple(pending),
@@ -250,6 +254,15 @@ def _counts(commits: Sequence[Commit], t: float) -> ObjectCounts:
     return replace(newest.counts, sync=(newest.counts.covering(before).source or 0))
 
 
+def _inventory(commits: Sequence[Commit], t: float) -> ObjectCounts:
+    """Cluster mode's counts: the inventory's count and kinds of `_counts`, no source."""
+    counts = _counts(commits, t)
+    done = [c for c in commits if c.committed <= t]
+    synced = [c for c in done if c.synced is not None and c.synced <= t]
+    held = done[-1].counts.covering(synced[-1].counts) if synced and done else counts
+    return ObjectCounts(sync=counts.sync, sync_kinds=held.source_kinds)
+
+
 # ----- what is measured (pure) --------------------------------------------------------------------------
 def mib_hours(rows: Sequence[Replayed], *, reserved: bool = False) -> float:
     """The request (or what is reserved: the limit, else the request) held from each sample to the next."""
@@ -275,6 +288,9 @@ def main() -> None:
     parser.add_argument(
         "--scale-down-delay", type=float, default=None, help="seconds (default: the setting's)"
     )
+    parser.add_argument(
+        "--inventory-only", action="store_true", help="count as cluster mode: the inventory alone"
+    )
     args = parser.parse_args()
     trace = read_trace(args.run / "traces" / f"{args.policy}.csv")
     first = first_commit(trace) if args.first_commit is None else args.first_commit
@@ -285,7 +301,8 @@ def main() -> None:
         {} if args.scale_down_delay is None else {"in_place_scale_down_delay_seconds": args.scale_down_delay}
     )
     settings = Settings(mode="cluster", platform="standard", **delay)
-    rows = replay(trace, commits, api_resources=args.api_resources, settings=settings)
+    only = args.inventory_only
+    rows = replay(trace, commits, api_resources=args.api_resources, settings=settings, inventory_only=only)
     print(
         f"requested {mib_hours(rows):.1f} MiB-h, reserved {mib_hours(rows, reserved=True):.1f}, "
         f"above request {above_request(rows):.0f} MiB, clairvoyant {clairvoyant_mib_hours(trace):.1f}"

@@ -21,9 +21,10 @@ from inventory.core.counts import Kinds, ObjectCounts
 
 @dataclass(frozen=True)
 class Load:
-    """What the reconciler holds, as the model prices it: the objects, their manifests' KiB, kinds and
-    CRD field path steps (where the source was read), and the API surface it holds (the resource types the
-    API server serves: the reconciler keeps the whole OpenAPI document). None: not known (assumed)."""
+    """What the reconciler holds, as the model prices it: the objects, their manifests' KiB and CRD field
+    path steps (where the source was read), their kinds (the source's where it was read, else the
+    inventory's), and the API surface it holds (the resource types the API server serves: the reconciler
+    keeps the whole OpenAPI document). None: not known (assumed)."""
 
     objects: int
     kib: int | None = None
@@ -36,7 +37,8 @@ class Load:
         """The load of the counts' target (None: no count known)."""
         if counts.target is None:
             return None
-        kinds, steps = counts.source_kinds, counts.source_crd_path_steps
+        kinds = counts.sync_kinds if counts.source_kinds is None else counts.source_kinds
+        steps = counts.source_crd_path_steps
         return cls(max(counts.target, 0), counts.target_kib, kinds, steps, api_resources)
 
 
@@ -70,9 +72,9 @@ class Sizing:
     mib_per_api_resource: Fraction = Fraction(0)
     fit_api_resources: int = 0
     assumed_api_resources: int = 0
-    # MiB per object of the kinds measured (size-aware presets). An object whose kind the source names
-    # but that has no cost of its own costs `mib_per_object_of_other_kind` (None: `mib_per_object`); one
-    # whose kind is not known (the inventory alone) costs `mib_per_object`, which such a preset sets to
+    # MiB per object of the kinds measured (size-aware presets). An object whose kind the source (or the
+    # inventory) names but that has no cost of its own costs `mib_per_object_of_other_kind` (None:
+    # `mib_per_object`); one whose kind is not known costs `mib_per_object`, which such a preset sets to
     # the most expensive kind measured.
     mib_per_object_of_kind: tuple[tuple[str, Fraction], ...] = ()
     mib_per_object_of_other_kind: Fraction | None = None
@@ -122,14 +124,14 @@ class Sizing:
 
     @property
     def other_kind_mib(self) -> Fraction:
-        """MiB per object of a kind the source names that has no cost of its own."""
+        """MiB per object of a kind named (by the source or the inventory) that has no cost of its own."""
         other = self.mib_per_object_of_other_kind
         return self.mib_per_object if other is None else other
 
     def objects_mib(self, objects: int, kinds: Kinds | None = None) -> Fraction:
-        """The per-object terms: each kind with a cost of its own at that cost, the source's other kinds
-        at `other_kind_mib`, the rest (objects of no known kind: beyond the source's, such as implicit
-        Namespaces and objects still to prune, or all of them without a source) at `mib_per_object`."""
+        """The per-object terms: each kind with a cost of its own at that cost, the other kinds named (by
+        the source, else the inventory) at `other_kind_mib`, the rest (objects of no known kind: beyond the
+        source's, such as implicit Namespaces and objects still to prune) at `mib_per_object`."""
         costs = dict(self.mib_per_object_of_kind)
         of_kinds = [(costs.get(kind, self.other_kind_mib), n) for kind, n in (kinds or ()) if n > 0]
         rest = max(0, objects - sum(n for _, n in of_kinds))
@@ -157,8 +159,8 @@ FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1
 # A kind measured alone has its own cost; a kind the source names that has none costs the dearest
 # measured kind without a Pod template (its bytes are the KiB term's); objects of no known kind the
 # dearest kind measured.
-# Without the source's bytes and kinds (cluster mode: the inventory alone) 2 KiB per object is assumed,
-# more than a typical Deployment's manifest; without discovery, 500 resource types.
+# Without the source's bytes (cluster mode: the inventory alone, which names each object's kind) 2 KiB per
+# object is assumed, more than a typical Deployment's manifest; without discovery, 500 resource types.
 # Kinds that hold a Pod template as a Deployment does. A Deployment's cost is its kind, not its bytes
 # (three times a ConfigMap's for a manifest three times as big): StatefulSets, DaemonSets, ReplicaSets,
 # Jobs and CronJobs, measured, cost their own, between a ConfigMap's and a Deployment's; Pods and

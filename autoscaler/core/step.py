@@ -207,9 +207,10 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     covered = _covered(view, counts, synced)
     load = Load.of(covered, seen.reading.api_resources)
     peak = _held(seen, state.peak, covered, load, profile)  # against the model as measured
+    model = None if load is None else profile.sizing.raw_mib(load)
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, covered, known, margin=config.margin)
-    applies = calibration is not None and not _lowers_a_prune(calibration, counts, covered)
+    applies = calibration is not None and not _lowers_a_prune(calibration, counts, covered, view, model)
     # The model for this RSync: at least its OOM floor, with what calibration taught; a new Pod starts
     # at a whole sync of it; the steady state, once seen, replaces its price of what remains.
     profile = replace(profile, sizing=_learned(profile.sizing, floor, calibration if applies else None))
@@ -298,14 +299,27 @@ def _calibration(
     return lesson
 
 
-def _lowers_a_prune(calibration: Calibration, counts: ObjectCounts, covered: ObjectCounts) -> bool:
+def _lowers_a_prune(
+    calibration: Calibration,
+    counts: ObjectCounts,
+    covered: ObjectCounts,
+    view: RSyncView,
+    model: Fraction | None,
+) -> bool:
     """Whether a factor below 1 would lower the size of a prune: the reconciler holds objects the new
     commit drops. A prune holds both commits and costs more than the apply a factor is usually learned
     from (seen: 411 to 424 MiB pruning 4,000 objects whose apply peaked at 318 to 328), and the model
-    was fitted to the larger of the two: a prune is given the model's own price at least. Only the source
-    tells a prune (cluster mode without it sees the inventory alone)."""
+    was fitted to the larger of the two: a prune is given the model's own price at least. The source tells
+    a prune; without it (cluster mode: the inventory alone) a sync not finished of no more than the factor
+    was learned on may be one (the inventory holds what it held, the objects to prune among them), where
+    an apply that grows the inventory past it is not."""
+    if calibration.factor >= 1:
+        return False
     source = counts.source
-    return calibration.factor < 1 and source is not None and (covered.target or 0) > source
+    if source is None:
+        unfinished = view.progress.pending is not None
+        return unfinished and model is not None and model <= calibration.predicted_mib
+    return (covered.target or 0) > source
 
 
 def _observed(seen: Observation, profile: Profile, config: StepConfig) -> Profile:

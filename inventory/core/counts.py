@@ -48,6 +48,9 @@ class ObjectCounts:
     # A newer commit the source links while it is being counted (None: none), this observation's: the
     # reconciler may already be parsing it, so the counts above no longer tell what it will hold.
     source_reading: str | None = None
+    # How many of each kind the inventory holds (with its count): what prices the objects where the source
+    # was not read (cluster mode), so no object known by its kind is priced as the dearest kind.
+    sync_kinds: Kinds | None = None
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
         """These counts where known, the stored ones where not (the source's KiB, kinds, commit and
@@ -64,6 +67,7 @@ class ObjectCounts:
             source.source_partial,
             source.source_crd_path_steps,
             self.source_reading,
+            self.sync_kinds if self.sync is not None else stored.sync_kinds,
         )
 
     def covering(self, synced: ObjectCounts | None) -> ObjectCounts:

@@ -54,7 +54,7 @@ class Scope:
 
 def keep_last_good_count(cached: InventorySummary | None, new: InventorySummary) -> InventorySummary:
     if new.count is None and cached is not None and cached.count is not None:
-        return replace(new, count=cached.count)
+        return replace(new, count=cached.count, kinds=cached.kinds)
     return new
 
 
@@ -155,7 +155,9 @@ class Observer:
             inventory = self._inventory_of.get(key)
             source = self._source if key == self.scope.rsync else None
         summary = self.inventories.store.get(inventory) if inventory else None
-        return replace(source or ObjectCounts(), sync=summary.count if summary else None)
+        if summary is None:
+            return replace(source or ObjectCounts(), sync=None)
+        return replace(source or ObjectCounts(), sync=summary.count, sync_kinds=summary.kinds)
 
     def rsync_keys(self) -> list[RSyncKey]:
         """Every RSync in the caches that this service manages."""

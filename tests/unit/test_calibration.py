@@ -441,17 +441,21 @@ def test_the_steady_working_set_is_its_last_two_minutes() -> None:
     assert held(peak, Fraction(328), 1000, finished=False, steady=False).steady == ()  # type: ignore[union-attr]
 
 
-def test_a_factor_below_one_never_lowers_a_prune_the_source_tells() -> None:
-    """Stored: 0.5732 (192 MiB for 1,000 objects). A commit of 100 while the inventory still holds 1,000:
-    a prune, which holds both commits; the model's own price, 128 + 0.2 x 1000 = 328 -> 352 MiB (AT_1000).
-    Without the source (cluster mode: the inventory alone) a prune cannot be told: 192 MiB."""
+def test_a_factor_below_one_never_lowers_a_prune() -> None:
+    """Stored: 0.5732 (192 MiB for 1,000 objects, where the model predicted 328). A commit of 100 while
+    the inventory still holds 1,000: a prune, which holds both commits; the model's own price, 128 + 0.2 x
+    1000 = 328 -> 352 MiB (AT_1000). Without the source (cluster mode: the inventory alone) a sync not
+    finished that holds no more than the factor was learned on may be that prune: the model's price too.
+    One that grew the inventory to 2,000 is an apply: 528 less 0.4268 x 328 = 388 -> 416 MiB, 407m."""
     stored = {CALIBRATION_ANNOTATION: CALIBRATED_ANNOTATION}
     pruning = rsync("c2", synced="c1", syncing=True, annotations=stored)
+    for counts in (ObjectCounts(100, 1000), ObjectCounts(None, 1000)):
+        r = rig(FakePort(size=AT_1000_CALIBRATED))
+        assert r.reconcile(counts, pruning) == Outcome.SCALED_UP
+        assert r.port.applied == [AT_1000], counts
     r = rig(FakePort(size=AT_1000_CALIBRATED))
-    assert r.reconcile(ObjectCounts(100, 1000), pruning) == Outcome.SCALED_UP
-    assert r.port.applied == [AT_1000]
-    r = rig(FakePort(size=AT_1000_CALIBRATED))
-    assert r.reconcile(ObjectCounts(None, 1000), pruning) == Outcome.UNCHANGED
+    assert r.reconcile(ObjectCounts(None, 2000), pruning) == Outcome.SCALED_UP
+    assert r.port.applied == [Resources(407, 416, 407, 416)]
 
 
 def test_an_oom_kill_still_raises_a_calibrated_rsync() -> None:

@@ -1,7 +1,9 @@
-"""Sync count from raw ResourceGroup JSON: the fast path agrees with a full decode, malformed is an error."""
+"""Sync count and kinds from raw ResourceGroup JSON: the fast path agrees with a full decode, malformed is
+an error."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -9,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inventory.core.counts import kinds_of
 from inventory.core.inventory_count import (
     InventoryCounter,
     count_entries_plainly,
@@ -100,6 +103,29 @@ def test_nested_values_fall_back_to_the_exact_check_and_stay_valid() -> None:
     assert COUNTER.summarize_event(raw)[1].count == 3
 
 
+def test_kinds_are_counted_with_the_entries() -> None:
+    mixed = [
+        *entries(2),
+        *({"group": "", "kind": "ConfigMap", "name": f"c-{i}", "namespace": "ns"} for i in range(3)),
+        {"group": "", "kind": "Namespace", "name": "ns", "namespace": ""},
+    ]
+    summary = COUNTER.summarize_event(event(rg(mixed)))[1]
+    assert summary.kinds == (("ConfigMap", 3), ("Deployment", 2), ("Namespace", 1))
+
+
+def test_a_kind_the_quick_read_cannot_take_is_read_exactly() -> None:
+    """A kind with an escaped character (no Kubernetes kind has one, the inventory is untrusted): the
+    regular expression does not match it, so the exact check reads the kinds."""
+    odd = [*entries(1), {"group": "x", "kind": 'Odd"Kind', "name": "o", "namespace": ""}]
+    raw = event(rg(odd))
+    assert quick_entries_check(raw, 2) is True
+    assert COUNTER.summarize_event(raw)[1].kinds == (("Deployment", 1), ('Odd"Kind', 1))
+
+
+def test_a_malformed_inventory_has_no_kinds() -> None:
+    assert COUNTER.summarize_event(event(rg([*entries(1), "x"])))[1].kinds is None
+
+
 def test_not_a_resourcegroup_is_an_error() -> None:
     assert COUNTER.summarize_event(b'{"type":"ADDED","object":{"spec":{}}}')[1].error is not None
     assert COUNTER.summarize(b"not json").error is not None
@@ -128,6 +154,7 @@ def test_fast_count_agrees_with_full_decode(resources: list[Any], sort_keys: boo
     problem = exact_entries_problem(resources)
     if problem is None:
         assert summary.count == count_entries_plainly(raw) == len(resources)
+        assert summary.kinds == kinds_of(Counter(entry["kind"] for entry in resources))
     else:
         assert summary.count is None
         assert summary.error == problem

@@ -473,7 +473,7 @@ BY_KIND = Sizing(
         (2000, (("ConfigMap", 1000), ("Deployment", 1000)), 256),
         # an unmeasured kind costs the preset's per-object cost: 100 + 0.2 x 1000 = 300 -> 320
         (1000, (("Widget", 1000),), 320),
-        # kinds not known (the inventory alone): every object at 0.2 -> 320
+        # kinds not known: every object at 0.2 -> 320
         (1000, None, 320),
         # the inventory holds 500 more than the source names (a prune to come): those at 0.2,
         # 100 + 0.05 x 1000 + 0.2 x 500 = 250 -> 256
@@ -495,7 +495,7 @@ BY_KIND_WITH_OTHERS = replace(BY_KIND, mib_per_object_of_other_kind=Fraction(1, 
         # the named kinds at their costs, the other named kind at 0.05:
         # 100 + 0.1 x 1000 + 0.05 x 1000 = 250 -> 256
         (2000, (("Deployment", 1000), ("Widget", 1000)), 256),
-        # kinds not known (the inventory alone): still 0.2 each, 100 + 0.2 x 1000 = 300 -> 320
+        # kinds not known: still 0.2 each, 100 + 0.2 x 1000 = 300 -> 320
         (1000, None, 320),
         # objects beyond the source's (implicit Namespaces, a prune to come): of no known kind, at 0.2:
         # 100 + 0.05 x 1000 + 0.2 x 500 = 250 -> 256
@@ -506,6 +506,26 @@ def test_kinds_without_a_cost_of_their_own(
     objects: int, kinds: tuple[tuple[str, int], ...] | None, memory: int
 ) -> None:
     assert size(Load(objects, kinds=kinds), Profile(BY_KIND_WITH_OTHERS)).memory_request_mib == memory
+
+
+def test_the_inventory_alone_prices_each_object_by_its_kind() -> None:
+    """Cluster mode reads no source: the inventory's kinds price its objects (100 + 0.05 x 1000 + 0.1 x
+    500 = 200 -> 224, where every object at the dearest 0.2 gave 400); where the source was read its
+    kinds (the commit to come) are the ones priced."""
+    inventory = ObjectCounts(sync=1500, sync_kinds=(("ConfigMap", 1000), ("Deployment", 500)))
+    load = Load.of(inventory)
+    assert load is not None
+    assert load.kinds == (("ConfigMap", 1000), ("Deployment", 500))
+    assert size(load, Profile(BY_KIND)).memory_request_mib == 224
+    both = replace(inventory, source=1500, source_kinds=(("Deployment", 1500),))
+    assert Load.of(both) == Load(1500, kinds=(("Deployment", 1500),))
+
+
+def test_the_inventorys_kinds_go_with_its_count() -> None:
+    stored = ObjectCounts(sync=20, sync_kinds=(("ConfigMap", 20),))
+    assert ObjectCounts(source=5).over(stored).sync_kinds == (("ConfigMap", 20),)
+    newer = ObjectCounts(sync=30, sync_kinds=(("Secret", 30),))
+    assert newer.over(stored).sync_kinds == (("Secret", 30),)
 
 
 def test_the_explanation_names_each_kind() -> None:
