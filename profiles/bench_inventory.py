@@ -36,6 +36,7 @@ from inventory.core.inventory_count import (
     InventoryCounter,
     count_entries_plainly,
     quick_entries_check,
+    quick_kinds,
     resources_span,
 )
 from inventory.core.manifest_reader import _fast_yaml
@@ -200,11 +201,15 @@ def bench_sync_parts(entries: int = 100_000) -> None:
 
     parse_s = median_seconds(parse, 20)
     check_s = median_seconds(lambda: quick_entries_check(raw, entries), 20)
+    kinds_s = median_seconds(lambda: quick_kinds(raw, entries), 20)
     one_pass = median_seconds(lambda: raw.count(b'"kind":"', start, end), 20)
     crc_s = median_seconds(lambda: zlib.crc32(array), 20)
     print(f"parts of the sync count of a {entries:,}-entry watch event ({len(raw) / 2**20:.1f} MiB)")
     print(f"simdjson parse + len(): {parse_s * 1000:.1f} ms")
     print(f"byte check (quick_entries_check): {check_s * 1000:.1f} ms")
+    print(
+        f"byte check and kinds (quick_kinds: the check, then one regular expression): {kinds_s * 1000:.1f} ms"
+    )
     rate = (end - start) / one_pass / 1e9
     print(f"one bytes.count pass over the array: {one_pass * 1000:.1f} ms, {rate:.1f} GB/s")
     print(f"CRC32 of the array (zlib.crc32): {crc_s * 1000:.1f} ms")

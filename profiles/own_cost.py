@@ -8,8 +8,8 @@ Ours in each mode:
   rules apply to the whole Pod, ours included), plus the webhook's replicas shared by the RSyncs. The
   sidecar reads the source, so the size knows the kinds and the bytes.
 - cluster: the controller's replicas shared by the RSyncs; nothing in the Pod. The controller reads only
-  the inventory, so the size assumes the preset's KiB per object and prices every object at the most
-  expensive kind measured.
+  the inventory, which names each object's kind: the size prices the kinds and assumes the preset's KiB
+  per object.
 
 Our requests are read from `manifests/`; the measured working sets (what our containers really use, from
 the kubelet: BENCHMARKS.md, "Our containers as the kubelet sees them") are printed beside them. Both on
@@ -125,7 +125,8 @@ def rows(costs: dict[str, OwnCost], counts: list[int], rsyncs: int) -> list[Row]
         for shape in ("configmaps", "deployments"):
             for objects in counts:
                 kib = kib_of(len(manifests(shape, objects, "ns").encode()))
-                known = {"sidecar": (kib, shape_kinds(shape, objects)), "cluster": (None, None)}
+                kinds = shape_kinds(shape, objects)
+                known = {"sidecar": (kib, kinds), "cluster": (None, kinds)}
                 for mode, cost in costs.items():
                     pod = ours_pod_mib(platform, cost, objects, *known[mode])
                     ours = pod + cost.shared_mib / rsyncs

@@ -88,12 +88,12 @@ def test_cluster_mode_sizes_a_reconciler_on_kind(cluster: None) -> None:
         return (body, json.loads(text)) if text else None
 
     body, size = wait_for(recorded_size, timeout=180, interval=2, what="the service to record the size")
-    # The default (size-aware) preset with no source: 3,000 entries of unknown kind, 2 KiB assumed each,
+    # The default (size-aware) preset with no source: 3,000 ConfigMaps in the inventory, 2 KiB assumed each,
     # on the resource types kind's API server serves (kubectl's listing: preferred versions, no subresources).
     # In place (the default) with no reconciler Pod: the size is recorded for the next Pod's admission,
     # nothing is written into the RSync.
     surface = len(kubectl("api-resources", "-o", "name").split())
-    cpu, memory = size_aware_by_hand(configmaps=0, others=3000, kib=6000, api_resources=surface)
+    cpu, memory = size_aware_by_hand(configmaps=3000, others=0, kib=6000, api_resources=surface)
     assert size == {"requests": {"cpu": cpu, "memory": memory}}
     assert not (body["spec"].get("override") or {}).get("resources")
     assert annotation_counts(body).sync == 3000

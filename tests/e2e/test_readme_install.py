@@ -119,13 +119,15 @@ def left_of(shell: Shell, release_file: str, *extra: str) -> str:
     return listed + others
 
 
-def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, int]) -> dict[RSyncKey, Size]:
-    """The shipped default (size-aware) in cluster mode, by hand: no source, every inventory entry of
-    unknown kind and 2 KiB assumed per entry."""
+def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, tuple[int, int]]) -> dict[RSyncKey, Size]:
+    """The shipped default (size-aware) in cluster mode, by hand: no source, each inventory entry priced by
+    the kind it names (`entries`: ConfigMaps, Namespaces), 2 KiB assumed per entry."""
     surface = legacy_count(api)
     return {
-        key: size_aware_by_hand(configmaps=0, others=n, kib=2 * n, api_resources=surface)
-        for key, n in entries.items()
+        key: size_aware_by_hand(
+            configmaps=n, others=0, named=namespaces, kib=2 * (n + namespaces), api_resources=surface
+        )
+        for key, (n, namespaces) in entries.items()
     }
 
 
@@ -165,7 +167,7 @@ def test_the_readmes_cluster_install_sizes_in_place_hands_over_and_uninstalls(
     assert {c["image"] for p in ours for c in p["spec"]["containers"]} == {release.image}
     assert {c["image"] for p in cs.pods(WEBHOOK) for c in p["spec"]["containers"]} == {release.image}
     root, repo, synced = root_and_repo(cs, rsyncs, "readme-cluster", grant_sidecar=False)
-    sizes = default_sizes(api, {root: 41, repo: 25})
+    sizes = default_sizes(api, {root: (40, 1), repo: (25, 0)})
     for key in (root, repo):
         wait_for(
             lambda k=key: finished(rsync_of(api, k), synced[k][0]), timeout=SYNC_TIMEOUT, what=f"{key} synced"

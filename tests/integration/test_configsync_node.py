@@ -224,11 +224,18 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
         for key in commits:
             api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
             rsyncs.append(key)
-        # The shipped default (size-aware) with no source in cluster mode: inventories of 41 (40 and the
-        # implicit Namespace) and 25 entries, every entry of unknown kind and 2 KiB assumed per entry.
+        # The shipped default (size-aware) with no source in cluster mode: inventories of 41 (40 ConfigMaps
+        # and the implicit Namespace, a kind without a cost of its own) and 25 entries (ConfigMaps), priced
+        # by the kinds they name, 2 KiB assumed per entry.
         surface = legacy_count(api)
-        for key, entries in ((root, 41), (repo, 25)):
-            size = size_aware_by_hand(configmaps=0, others=entries, kib=2 * entries, api_resources=surface)
+        for key, entries, namespaces in ((root, 41, 1), (repo, 25, 0)):
+            size = size_aware_by_hand(
+                configmaps=entries - namespaces,
+                others=0,
+                named=namespaces,
+                kib=2 * entries,
+                api_resources=surface,
+            )
             wait_for(lambda k=key: synced(rsync_of(api, k), commits[k]), timeout=240, what=f"{key} synced")
             wait_for(
                 lambda k=key, e=entries: counts(api, k) == (None, str(e)),
