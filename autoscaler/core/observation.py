@@ -133,6 +133,9 @@ class Reading:
     api_resources: int | None = None  # resource types the API server serves (None: not read)
     node_room: NodeRoom | None = None  # the cluster's largest node (None: not read)
     pod: Pod | None = None  # the reconciler Pod as listed (a target resizing it in place writes it)
+    # Every Pod of the reconciler is being deleted (a Recreate rollout between two Pods): its Deployment's
+    # template is not what the next Pod will hold (admission adds a sidecar to it).
+    pods_going: bool = False
     # A resize of the running Pod the kubelet defers (the size asked, the kubelet's message): asked for
     # already, so it is not asked again; the running container keeps its size meanwhile.
     deferred: tuple[Resources, str] | None = None

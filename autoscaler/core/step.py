@@ -147,22 +147,18 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
 
 
 OWN_POD_GOING = (
-    "no live reconciler Pod: this sidecar's own Pod is being deleted; the next Pod's sidecar sizes it"
+    "every reconciler Pod is being deleted, this sidecar's own among them; the next Pod's sidecar sizes it"
 )
 
 
 def _own_pod_going(seen: Observation, profile: Profile, config: StepConfig) -> bool:
-    """A sidecar that finds no live reconciler Pod runs in one being deleted (Config Sync's Recreate
-    rollout deletes it before the next is created). It must not size from the other containers then:
-    the Deployment's template lacks the sidecar our webhook adds at admission, so its size would differ
-    from the one the next Pod's sidecar reads, and each write is a rollout (seen on the real node: the
-    two sizes written in turn, a rollout every 3 s)."""
-    return (
-        config.reads_source
-        and config.measure_others
-        and profile.platform.has_pod_rules
-        and (seen.reading.pod is None)
-    )
+    """A sidecar that finds every reconciler Pod being deleted runs in one of them (Config Sync's
+    Recreate rollout deletes it before the next is created). It must not size from the other containers
+    then: the Deployment's template lacks the sidecar our webhook adds at admission, so its size would
+    differ from the one the next Pod's sidecar reads, and each write is a rollout (seen on the real node:
+    the two sizes written in turn, a rollout every 3 s)."""
+    pod_rules = config.measure_others and profile.platform.has_pod_rules
+    return config.reads_source and pod_rules and seen.reading.pods_going
 
 
 def _others(seen: Observation, profile: Profile, config: StepConfig) -> tuple[int, int] | None:

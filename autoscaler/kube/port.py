@@ -113,13 +113,14 @@ class KubePort:
     # ----- read ---------------------------------------------------------------------------------------
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
         unread: list[Unread] = []
-        pod: Pod | None = None
+        pods: list[Pod] = []
         try:
-            pod = self._reconciler_pod(key)
+            pods = self._reconciler_pods(key)
         except ReadError as error:
             if (needs.current and self.target.in_place) or needs.others:
                 raise
             unread.append(Unread("read", f"cannot read the reconciler's OOM kills: {error}"))
+        pod = newest_live(pods)
         now = self.clock()
         surface, surface_error = self._surface.get(now)
         if surface_error is not None:
@@ -153,12 +154,13 @@ class KubePort:
             api_resources=surface,
             node_room=room,
             pod=pod,
+            pods_going=pod is None and bool(pods),
             unread=tuple(unread),
             deferred=resize_deferred(pod) if pod is not None and self.target.in_place else None,
         )
 
-    def _reconciler_pod(self, key: RSyncKey) -> Pod | None:
-        """The newest live reconciler Pod of an RSync (None when there is none)."""
+    def _reconciler_pods(self, key: RSyncKey) -> list[Pod]:
+        """The reconciler Pods of an RSync, those being deleted too."""
         selector = reconciler_pods(key)
         namespace = self.reconciler_namespace
         try:
@@ -166,7 +168,7 @@ class KubePort:
         except kubeapi.ApiError as error:
             raise read_error(error, f"listing the reconciler pod of {key}") from error
         pods: list[Pod] = page.get("items") or []
-        return newest_live(pods)
+        return pods
 
     def _others(self, key: RSyncKey, pod: Pod | None) -> tuple[int, int] | None:
         """CPU (millicores) and memory (MiB) requested by the reconciler pod's other containers, as they

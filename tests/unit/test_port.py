@@ -20,7 +20,7 @@ from autoscaler.core.annotations import (
     RECOMMENDED_ANNOTATION,
 )
 from autoscaler.core.hysteresis import Hysteresis
-from autoscaler.core.observation import Reading, RSyncView
+from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
@@ -155,6 +155,25 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
     node_lists += api.calls["list nodes"]
     assert node_lists == (0 if platform.has_pod_rules else 1), "the Nodes once per interval, not on Autopilot"
+
+
+@pytest.mark.parametrize(
+    ("pods", "going"),
+    [
+        ([{**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-11-26T00:01:00Z"}}], True),
+        ([], False),  # no Pod at all (an API server without nodes): nothing says a rollout is under way
+        ([POD], False),
+    ],
+    ids=["every pod deleting", "no pod", "a live pod"],
+)
+def test_a_reading_says_when_every_reconciler_pod_is_being_deleted(
+    pods: list[dict[str, Any]], going: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(LISTED, kubeapi.POD, pods)
+    api = cast(kubeapi.KubeApi, CountingApi())
+    port = KubePort(api, TARGETS["in-place"].build(api, TargetOptions(NAMESPACE)), NAMESPACE)
+    reading = port.read(KEY, RSyncView.of(RSYNC), Needs(others=True))
+    assert (reading.pods_going, reading.pod is None) == (going, not pods or going)
 
 
 def test_a_read_that_keeps_failing_is_told_once_and_tried_again_each_interval() -> None:

@@ -80,6 +80,7 @@ class FakePort:
     fell_back: str | None = None  # what an apply reports: why it went through the fallback
     node_room: NodeRoom | None = None  # the cluster's largest node
     pod: Pod | None = None  # the reconciler Pod as listed
+    pods_going: bool = False  # every reconciler Pod is being deleted
     resizes_running: bool = False  # a size written reaches the running reconciler (in place)
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
@@ -108,6 +109,7 @@ class FakePort:
             deferred=self.deferred,
             node_room=self.node_room if needs.nodes else None,
             pod=self.pod,
+            pods_going=self.pods_going,
             resizes_running=self.resizes_running,
         )
 
@@ -270,21 +272,23 @@ def test_a_sidecar_whose_pod_is_being_deleted_sizes_nothing() -> None:
     """Seen on the real node: a sidecar wrote its size (the rsync-override target, a rollout), its own
     Pod was deleted by the rollout, and its next reconcile read the other containers from the Deployment's
     template, which lacks the sidecar our webhook adds: a larger size, written 160 ms later, and the next
-    Pod's sidecar wrote the first again: a rollout every 3 s. A sidecar that finds no live reconciler Pod
-    sizes nothing; with its Pod listed it sizes as before (the others as Autopilot's platform assumes them,
-    git-sync 20m/32Mi and the otel-agent 10m/64Mi: the pod raised to 250m/512Mi, 220m/416Mi)."""
+    Pod's sidecar wrote the first again: a rollout every 3 s. A sidecar that finds every reconciler Pod
+    being deleted sizes nothing; with its Pod listed, or no Pod at all (an API server without nodes), it
+    sizes as before (the others as Autopilot's platform assumes them, git-sync 20m/32Mi and the otel-agent
+    10m/64Mi: the pod raised to 250m/512Mi, 220m/416Mi)."""
     config = StepConfig(
         Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True, reads_source=True
     )
     body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
-    going = FakePort(size=None)
+    going = FakePort(size=None, pods_going=True)
     outcome = Executor(going, config, Clock(), lambda key, delay: None).reconcile(
         KEY, body, ObjectCounts(100, 100)
     )
     assert (outcome, going.applied) == (Outcome.POSTPONED, [])
     listed = FakePort(size=None, pod=cast(Pod, {"metadata": {"name": "root-reconciler-x"}}))
-    Executor(listed, config, Clock(), lambda key, delay: None).reconcile(KEY, body, ObjectCounts(100, 100))
-    assert listed.applied == [Resources(220, 416, 220, 416)]
+    for port in (listed, FakePort(size=None)):
+        Executor(port, config, Clock(), lambda key, delay: None).reconcile(KEY, body, ObjectCounts(100, 100))
+        assert port.applied == [Resources(220, 416, 220, 416)]
 
 
 def test_prune_pending_is_said_in_the_decision() -> None:
