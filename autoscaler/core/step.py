@@ -202,8 +202,8 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     )
     covered = _covered(view, counts, synced)
     load = Load.of(covered, seen.reading.api_resources)
-    peak = _held(seen, state.peak, covered, load, profile)  # against the model as measured
-    model = None if load is None else profile.sizing.raw_mib(load)
+    model = None if load is None else profile.sizing.raw_mib(load)  # the model as measured
+    peak = _held(seen, state.peak, covered, load, model)
     known = state.calibration or view.calibration
     calibration = _calibration(seen, peak, covered, known, margin=config.margin)
     applies = calibration is not None and not _lowers_a_prune(calibration, counts, covered, view, model)
@@ -240,23 +240,22 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
 
 
 def _held(
-    seen: Observation, peak: Peak | None, covered: ObjectCounts, load: Load | None, profile: Profile
+    seen: Observation, peak: Peak | None, covered: ObjectCounts, load: Load | None, model: Fraction | None
 ) -> Peak | None:
     """The window's peak with the model's prediction for the counts the reconciler holds now (both
     commits' during a transition) folded in, and whether it is in its steady state: resized without a
     restart (a rollout restarts the reconciler into a whole sync again), the window's container still the
     one that runs, the reconciler reports the window's commit finished, and no newer commit of the source
     seen."""
-    if peak is None or load is None:
+    if peak is None or load is None or model is None:
         return peak
-    predicted = profile.sizing.raw_mib(load)
     window = peak.window
     newer = _moved_on(seen, covered, window)
     finished = finished_in(window, seen.view.finished_commit, seen.view.written_at) and not newer
     current = seen.reading.resizes_running and running(seen.reading.pod) == (window.pod, window.started)
     steady = finished and current and seen.view.progress.pending is None
     # Counts of a commit newer than the window's are not what its reconciler held: not its prediction.
-    return held(peak, Fraction(0) if newer else predicted, load.objects, finished=finished, steady=steady)
+    return held(peak, Fraction(0) if newer else model, load.objects, finished=finished, steady=steady)
 
 
 def _moved_on(seen: Observation, covered: ObjectCounts, window: Window) -> bool:

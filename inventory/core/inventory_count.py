@@ -143,24 +143,23 @@ def quick_entries_check(raw: bytes, count: int) -> bool | None:
     pattern and no empty values mean each object has its kind and name. Counted in place, no copy.
     """
     span = resources_span(raw)
-    if span is None:
-        return None
+    return True if span is not None and _vouched(raw, span, count) else None
+
+
+def _vouched(raw: bytes, span: tuple[int, int], count: int) -> bool:
     start, end = span
     for pattern in (b"{", b"}", b'"kind":"', b'"name":"'):
         if raw.count(pattern, start, end) != count:
-            return None
-    if raw.find(b'"kind":""', start, end) >= 0 or raw.find(b'"name":""', start, end) >= 0:
-        return None
-    return True
+            return False
+    return raw.find(b'"kind":""', start, end) < 0 and raw.find(b'"name":""', start, end) < 0
 
 
 def quick_kinds(raw: bytes, count: int) -> Counter[str] | None:
     """How many entries of each kind, when `quick_entries_check` vouches for the `count` entries and each
     kind reads plainly; None when the exact check must decide."""
-    if not quick_entries_check(raw, count):
-        return None
     span = resources_span(raw)
-    assert span is not None  # the check found it
+    if span is None or not _vouched(raw, span, count):
+        return None
     kinds = Counter(_KIND.findall(raw, *span))
     if kinds.total() != count:
         return None
