@@ -7,7 +7,7 @@ that hold the size: ReadError, reason `unreadable`), so "unreadable" is never ta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from autoscaler.core import quantity
@@ -93,12 +93,15 @@ def resources_of_override(entry: object) -> Resources | None:
 
 # ----- the reconciler's size in the objects that hold it: strict reads (ReadError, never "unset") --------
 def readable(block: object, where: str) -> Resources | None:
+    return _strictly(resources_of, block, f"{where}: the reconciler's resources are")
+
+
+def _strictly(read: Callable[[object], Resources | None], block: object, what: str) -> Resources | None:
+    """What `read` makes of `block`, where a quantity it cannot read is a ReadError saying `what`."""
     try:
-        return resources_of(block)
+        return read(block)
     except quantity.QuantityError as error:
-        raise ReadError(
-            Reason.UNREADABLE, f"{where}: the reconciler's resources are unreadable: {error}"
-        ) from error
+        raise ReadError(Reason.UNREADABLE, f"{what} unreadable: {error}") from error
 
 
 def container_resources(containers: object, where: str) -> Resources | None:
@@ -134,12 +137,7 @@ def is_reconciler_entry(entry: object) -> bool:
 def reconciler_override(rsync: Mapping[str, object]) -> Resources | None:
     """The size the RSync's `spec.override.resources` gives the reconciler (None: no entry)."""
     entry = next((e for e in override_entries(rsync) if is_reconciler_entry(e)), None)
-    try:
-        return resources_of_override(entry)
-    except quantity.QuantityError as error:
-        raise ReadError(
-            Reason.UNREADABLE, f"the reconciler's override entry is unreadable: {error}"
-        ) from error
+    return _strictly(resources_of_override, entry, "the reconciler's override entry is")
 
 
 def newest_live(pods: Iterable[P]) -> P | None:
