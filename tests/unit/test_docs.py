@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 
+import pytest
 from prometheus_client import REGISTRY
 
 import autoscaler.service.main
@@ -16,7 +18,7 @@ import inventory.metrics
 from autoscaler.cli import COMMANDS
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
-from autoscaler.service.settings import Settings, markdown_table
+from autoscaler.service.settings import Settings, SettingsError, load_settings, markdown_table
 from controlplane.seed import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
@@ -33,6 +35,21 @@ def _between(marker: str) -> str:
 
 def test_settings_table_is_generated_from_the_settings_object() -> None:
     assert _between("settings-table") == markdown_table(), "run: python -m autoscaler.service.settings"
+
+
+def test_the_sample_of_invalid_settings_is_what_the_service_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/settings.md shows `objcount run` refusing invalid settings: its variables give that message."""
+    sample = re.search(
+        r"```\n\$ ((?:OBJCOUNT_\w+=\S+ )+)objcount run\n(.*?)```", PAGES["settings-table"].read_text(), re.S
+    )
+    assert sample, "docs/settings.md has no sample of invalid settings"
+    for name in [name for name in os.environ if name.startswith("OBJCOUNT_")]:
+        monkeypatch.delenv(name)
+    for assignment in sample.group(1).split():
+        monkeypatch.setenv(*assignment.split("=", 1))
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert f"objcount run: {refused.value}\n" == sample.group(2)
 
 
 def test_every_metric_is_in_the_readme_table() -> None:
