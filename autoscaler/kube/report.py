@@ -154,26 +154,29 @@ def _cell(value: object) -> str:
     return UNKNOWN if value is None else str(value)
 
 
+# The columns of `objcount status`' table (README and docs/ list them; a test holds them equal).
+COLUMNS = (
+    "KIND",
+    "NAMESPACE",
+    "NAME",
+    "SOURCE OBJECTS",
+    "SYNCED OBJECTS",
+    "STORED IN",
+    "RECOMMENDED",
+    "APPLIED",
+    "CALIBRATED",
+    "TARGET",
+    "VPA APPLIED",
+    "HELD BY OWNER",
+)
+
+
 def render(records: list[RSyncRecord], output: Output = "table") -> str:
     if output == "json":
         return orjson.dumps([asdict(r) for r in records], option=orjson.OPT_INDENT_2).decode() + "\n"
     if output == "yaml":
         return yaml.safe_dump([asdict(r) for r in records], sort_keys=False)
-    header = [
-        "KIND",
-        "NAMESPACE",
-        "NAME",
-        "SOURCE OBJECTS",
-        "SYNCED OBJECTS",
-        "STORED IN",
-        "RECOMMENDED",
-        "APPLIED",
-        "CALIBRATED",
-        "TARGET",
-        "VPA APPLIED",
-        "HELD BY OWNER",
-    ]
-    rows = [header] + [
+    rows = [list(COLUMNS)] + [
         [
             r.kind,
             r.namespace,
@@ -192,7 +195,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
     ]
     if not records:
         return "No RootSyncs or RepoSyncs found.\n"
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return "".join(
         "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in rows
     )

@@ -18,6 +18,7 @@ import inventory.metrics
 from autoscaler.cli import COMMANDS
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason
+from autoscaler.kube.report import COLUMNS
 from autoscaler.service.settings import Settings, SettingsError, load_settings, markdown_table
 from controlplane.seed import REPO_ROOT
 
@@ -50,6 +51,12 @@ def test_the_sample_of_invalid_settings_is_what_the_service_says(monkeypatch: py
     with pytest.raises(SettingsError) as refused:
         load_settings()
     assert f"objcount run: {refused.value}\n" == sample.group(2)
+
+
+def test_the_status_columns_the_docs_list_are_the_ones_it_prints() -> None:
+    for page in [REPO_ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for listed in re.findall(r"objcount status -A +# (.*)", page.read_text()):
+            assert tuple(listed.split(", ")) == COLUMNS, page.name
 
 
 def test_every_metric_is_in_the_readme_table() -> None:
