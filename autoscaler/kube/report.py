@@ -176,6 +176,8 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         return orjson.dumps([asdict(r) for r in records], option=orjson.OPT_INDENT_2).decode() + "\n"
     if output == "yaml":
         return yaml.safe_dump([asdict(r) for r in records], sort_keys=False)
+    if not records:
+        return "No RootSyncs or RepoSyncs found.\n"
     rows = [list(COLUMNS)] + [
         [
             r.kind,
@@ -193,8 +195,6 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
         ]
         for r in records
     ]
-    if not records:
-        return "No RootSyncs or RepoSyncs found.\n"
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return "".join(
         "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in rows
