@@ -570,16 +570,18 @@ def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
         api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
         rsyncs.append(key)
         wait_for(lambda: snapshot(cs, key).target_mib == SMALL_MIB, timeout=300, what="our target of 32 MiB")
-        # The running Pod keeps the 300Mi the kubelet will not lower below its usage; the next Pod (as
-        # after a node drain or a rollout) is given the target by VPA's admission-controller.
+        # The running Pod keeps the 300Mi the kubelet will not lower below its usage (VPA's updater may
+        # already have asked for 32Mi in its spec: what the kubelet reports running decides); the next Pod
+        # (as after a node drain or a rollout) is given the target by VPA's admission-controller.
         pod = cast(JSON, cs.reconciler_pod(key))
-        requests = container(pod, RECONCILER)["resources"].get("requests") or {}
-        if mib(requests.get("memory")) != SMALL_MIB:
+        running = (container_status(pod, RECONCILER).get("resources") or {}).get("limits") or {}
+        if mib(running.get("memory")) != SMALL_MIB:
             api.delete(kubeapi.POD, NAMESPACE, pod["metadata"]["name"])
         wait_for(
             lambda: history.find(killed_under_32mi),
             timeout=300,
             what="the reconciler OOM-killed under the 32Mi VPA gave it",
+            explain=lambda: history.states(RECONCILER),
         )
     # The target (on the VPA) and the floor (on the RootSync) are two writes, and a snapshot reads the
     # RootSync first: one snapshot can hold the new target beside the RootSync read before its floor.
