@@ -24,12 +24,13 @@ PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 node-packages:
 	@bash controlplane/node-packages.sh
 
-## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy), etcd,
-## Config Sync (every release the suite tests: configsync-pins), client-go's informers (the API-fault
+## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy) and etcd of
+## every release the suite runs (kubernetes-pins), Config Sync (every release the suite tests: configsync-pins), client-go's informers (the API-fault
 ## tests' yardstick), git-sync, the OpenTelemetry Collector, metrics-server, VPA and cert-manager,
 ## built once and cached; promtool (it tests the alert rules) from Debian's package
 binaries: node-packages
-	@bash controlplane/build.sh >/dev/null
+	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/kubernetes-pins); do \
+	  bash controlplane/build.sh $$version >/dev/null || exit 1; done
 	@for version in $$(awk '!/^#/ && NF && $$7 != "none" { print $$1 }' controlplane/configsync-pins); do \
 	  bash controlplane/build_configsync.sh $$version >/dev/null || exit 1; done
 	@bash controlplane/build_reflectors.sh >/dev/null

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from controlplane.configsync_install import NAMESPACE
-from controlplane.launcher import build_binaries
+from controlplane.kubernetes_build import build_binaries
 from controlplane.resources import RESOURCES, create_or_replace
 from controlplane.seed import JSON, REPO_ROOT, manifests_in
 from inventory.kube import kubeapi

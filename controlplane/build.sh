@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build (or reuse) the pinned Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kube-proxy, kubectl) and etcd.
+# Build (or reuse) the Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubelet, kube-proxy, kubectl) and etcd of one pinned release: `build.sh [VERSION]`, VERSION a line of
+# kubernetes-pins (default: its first, or OBJCOUNT_KUBERNETES_VERSION), built from go/VERSION/go.mod.
 #
 # The binaries are cached outside the repository, keyed by a hash of the wrapper module's go.mod and
 # go.sum, so they are rebuilt only when the pin changes. Prints the directory holding the binaries
@@ -10,7 +11,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mod="$here/go"
+pins="$here/kubernetes-pins"
+default=$(awk '!/^#/ && NF { print $1; exit }' "$pins")
+k8s_version=${1:-${OBJCOUNT_KUBERNETES_VERSION:-$default}}
+if ! awk -v v="$k8s_version" '!/^#/ && $1 == v { found = 1 } END { exit !found }' "$pins"; then
+  echo "build.sh: Kubernetes $k8s_version is not pinned in $pins" >&2
+  exit 2
+fi
+mod="$here/go/$k8s_version"
 cache_root=${OBJCOUNT_CP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/controlplane}
 
 if ! command -v go >/dev/null 2>&1; then
@@ -19,8 +27,11 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 version_of() { awk -v m="$1" '$1 == m { print $2; exit }' "$mod/go.mod"; }
-k8s_version=$(version_of k8s.io/kubernetes)
 etcd_version=$(version_of go.etcd.io/etcd/server/v3)
+if [[ $(version_of k8s.io/kubernetes) != "$k8s_version" ]]; then
+  echo "build.sh: $mod/go.mod does not require k8s.io/kubernetes $k8s_version" >&2
+  exit 2
+fi
 source "$here/cache_entry.sh"
 pin_hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/k8s-$k8s_version-etcd-$etcd_version-$pin_hash"
@@ -44,7 +55,7 @@ tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 start=$(date +%s)
-echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 5-10 minutes on 2 cores)" >&2
+echo "building ${components[*]} $k8s_version and etcd $etcd_version into $out (cold build: 10-20 minutes on 2 cores)" >&2
 cd "$mod"
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
 # One `go build` for every Kubernetes main: one load of the package graph, the links in parallel.

@@ -31,6 +31,7 @@ from controlplane.errors import ControlPlaneError
 from controlplane.fault_proxy import FaultProxy
 from controlplane.git_server import GitServer
 from controlplane.images import configsync_node_images
+from controlplane.kubernetes_build import VERSION as KUBERNETES_VERSION
 from controlplane.rsyncs import rsync_object
 from controlplane.sandbox import NODE_IP
 from controlplane.seed import JSON
@@ -212,11 +213,13 @@ class NodeConfigSync:
 
 
 @contextlib.contextmanager
-def running_config_sync_on_node(version: str = VERSION) -> Iterator[NodeConfigSync]:
-    """Build what is missing, start the stack with a real node and Config Sync `version` on it (its
-    reconciler-manager running), stop and remove it all on exit."""
+def running_config_sync_on_node(
+    version: str = VERSION, kubernetes: str = KUBERNETES_VERSION
+) -> Iterator[NodeConfigSync]:
+    """Build what is missing, start the stack of Kubernetes `kubernetes` with a real node and Config Sync
+    `version` on it (its reconciler-manager running), stop and remove it all on exit."""
     build = build_configsync(version)
-    with running_node_stack(configsync_node_images(build)) as stack:
+    with running_node_stack(configsync_node_images(build), kubernetes) as stack:
         config_sync = NodeConfigSync(stack, build).start()
         try:
             deadline = time.monotonic() + RECONCILER_MANAGER_TIMEOUT

@@ -50,7 +50,7 @@ from controlplane.configsync_build import VERSION, build_configsync
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.images import configsync_node_images
-from controlplane.launcher import build_binaries
+from controlplane.kubernetes_build import build_binaries
 from controlplane.seed import JSON, configmaps_yaml
 from controlplane.stack import NodeStack, node_images
 from controlplane.status_checks import synced

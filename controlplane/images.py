@@ -47,6 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlplane import kubernetes_build
 from controlplane.configsync_build import ConfigSyncBuild, build_configsync, build_git_sync, build_otelcol
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,8 @@ CACHE = Path(
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "objcount-autoscaler" / "images"
 )
 OBJCOUNT_IMAGE = "objcount-autoscaler:0.1.0"  # the name the shipped manifests use
-PAUSE_IMAGE = "localhost/objcount/pause:v1.34.4"
+# Built from the default Kubernetes release's pause.c; every pinned release's node runs it.
+PAUSE_IMAGE = f"localhost/objcount/pause:{kubernetes_build.DEFAULT_VERSION}"
 BASE_IMAGE = "localhost/objcount-standin/python:3.11-slim-bookworm"
 DISTROLESS_UID = 65532
 CONFIGSYNC_REGISTRY = "gcr.io/config-management-release"
@@ -174,16 +176,12 @@ def _from_rootfs(name: str, rootfs_tar: Path, *config: str) -> None:
 
 
 # ----- the Pod sandbox ------------------------------------------------------------------------------------
-def kubernetes_module_dir() -> Path:
+def kubernetes_module_dir(version: str = kubernetes_build.DEFAULT_VERSION) -> Path:
     """The pinned k8s.io/kubernetes module in Go's module cache (the control plane's build fetched it)."""
-    go_mod = (HERE / "go" / "go.mod").read_text()
-    version = next(
-        line.split()[1] for line in go_mod.splitlines() if line.strip().startswith("k8s.io/kubernetes ")
-    )
     cache = _run(["go", "env", "GOMODCACHE"]).strip()
     path = Path(cache) / f"k8s.io/kubernetes@{version}"
     if not path.is_dir():
-        _run(["go", "mod", "download", f"k8s.io/kubernetes@{version}"], cwd=str(HERE / "go"))
+        _run(["go", "mod", "download", f"k8s.io/kubernetes@{version}"], cwd=str(HERE / "go" / version))
     return path
 
 
@@ -195,7 +193,8 @@ def pause_image() -> Image:
             _require("gcc", "buildah")
             with tempfile.TemporaryDirectory(prefix="objcount-pause-") as tmp:
                 binary = Path(tmp) / "pause"
-                _run(["gcc", "-Os", "-static", "-DVERSION=v1.34.4", "-o", str(binary), str(source)])
+                version = f"-DVERSION={kubernetes_build.DEFAULT_VERSION}"
+                _run(["gcc", "-Os", "-static", version, "-o", str(binary), str(source)])
                 tar = Path(tmp) / "rootfs.tar"
                 _run(["tar", "-C", tmp, "-cf", str(tar), "pause"])
                 _from_rootfs(PAUSE_IMAGE, tar, "--entrypoint", '["/pause"]', "--user", "65535:65535")

@@ -14,7 +14,8 @@ What is set for these machines, and why:
   imported); one attempted anyway meets `HTTPS_PROXY` on a closed loopback port and the sandbox's
   resolv.conf naming 127.0.0.1, and fails at once.
 - the kubelet runs with `cgroupRoot` of its own (`CGROUP_PREFIX`-<id>, removed when the sandbox ends),
-  `failCgroupV1: false` (these hosts mount cgroup v1), `oomScoreAdj: 0`, image garbage collection off
+  the settings the host's cgroups need (`controlplane.cgroups`: on these v1 hosts `failCgroupV1: false`,
+  said once on standard error as the node starts), `oomScoreAdj: 0`, image garbage collection off
   (imported images are never removed), eviction thresholds a busy development disk does not cross, and
   its own root and log directories under the node's directory.
 """
@@ -27,6 +28,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,11 +36,12 @@ from pathlib import Path
 
 import yaml
 
+from controlplane.cgroups import Cgroups, Layout, host_note, kubelet_settings
 from controlplane.errors import ControlPlaneError
 from controlplane.images import PAUSE_IMAGE, Image
 from controlplane.launcher import LocalControlPlane
 from controlplane.process import Process
-from controlplane.sandbox import BRIDGE, NODE_IP, POD_CIDR, Sandbox, create_cgroup
+from controlplane.sandbox import BRIDGE, NODE_IP, POD_CIDR, Sandbox
 
 NODE_NAME = "objcount-node"
 CGROUP_PREFIX = "objcount-kubelet-"
@@ -130,9 +133,10 @@ def cni_config() -> str:
 
 
 def kubelet_config(
-    directory: Path, cgroup_root: str, resolv_conf: Path, client_ca: Path
+    directory: Path, cgroup_root: str, resolv_conf: Path, client_ca: Path, layout: Layout
 ) -> dict[str, object]:
     return {
+        **kubelet_settings(layout),
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "address": NODE_IP,
@@ -150,7 +154,6 @@ def kubelet_config(
         "cgroupRoot": f"/{cgroup_root}",
         "cgroupsPerQOS": True,
         "enforceNodeAllocatable": ["pods"],
-        "failCgroupV1": False,
         "failSwapOn": False,
         "oomScoreAdj": 0,
         "containerRuntimeEndpoint": f"unix://{directory.parent / 'containerd' / 'containerd.sock'}",
@@ -205,6 +208,7 @@ class RealNode:
     sandbox: Sandbox
     images: Sequence[Image]
     cgroup_root: str
+    cgroups: Cgroups
     ready_timeout: float = 120.0
     startup_seconds: float | None = None
     _containerd: Process | None = None
@@ -349,7 +353,8 @@ class RealNode:
     def _start_kubelet(self) -> None:
         kubelet_dir = self.directory / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
-        create_cgroup(self.cgroup_root)
+        self.cgroups.create(self.cgroup_root)
+        print(f"the real node: {host_note(self.cgroups.layout)}", file=sys.stderr)
         config = kubelet_dir / "config.yaml"
         config.write_text(
             yaml.safe_dump(
@@ -358,6 +363,7 @@ class RealNode:
                     self.cgroup_root,
                     self.sandbox.work_dir / "resolv.conf",
                     self.plane.client_ca_file,
+                    self.cgroups.layout,
                 )
             )
         )

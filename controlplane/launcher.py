@@ -31,13 +31,12 @@ from pathlib import Path
 
 import yaml
 
-from controlplane.builds import given_or_built
 from controlplane.errors import ControlPlaneError
+from controlplane.kubernetes_build import build_binaries
 from controlplane.ports import free_port
 from controlplane.process import Process
 from controlplane.sandbox import NODE_IP, Sandbox
 
-BUILD_SCRIPT = Path(__file__).with_name("build.sh")
 # A documentation-range address (RFC 5737): kube-apiserver refuses to start without a default route
 # unless it is told what to advertise, and nothing ever connects to this address.
 ADVERTISE_ADDRESS = "192.0.2.1"
@@ -47,12 +46,6 @@ SERVICE_CIDR = "10.96.0.0/20"
 # collide with another stack's.
 SANDBOX_APISERVER_PORT = 6443
 SANDBOX_ETCD_PORTS = (2379, 2380)
-
-
-def build_binaries() -> Path:
-    """Build or reuse the pinned binaries; return the directory holding `etcd`, `kube-apiserver` and
-    `kube-controller-manager`."""
-    return given_or_built("OBJCOUNT_CP_BIN_DIR", BUILD_SCRIPT, "the control plane")
 
 
 def _openssl(*args: str | Path) -> None:

@@ -44,10 +44,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controlplane.cgroups import CgroupError, Cgroups
+
 BRIDGE = "objcount0"
 NODE_IP = "10.88.0.1"
 POD_CIDR = "10.88.0.0/16"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE = 10.0
@@ -73,22 +74,12 @@ def _kill_with_parent() -> None:
 
 
 def cgroup_dirs(name: str) -> list[Path]:
-    """`name` (a path relative to each hierarchy's root) in every mounted cgroup hierarchy."""
-    hierarchies = [p for p in CGROUP_ROOT.iterdir() if p.is_dir()] if CGROUP_ROOT.is_dir() else []
-    return [h / name.strip("/") for h in hierarchies if (h / name.strip("/")).is_dir()]
-
-
-def create_cgroup(name: str) -> None:
-    """Make `name` at the root of every mounted cgroup hierarchy (the kubelet requires its cgroupRoot in
-    each). A new cgroup v1 cpuset has no CPUs or memory nodes until given its parent's."""
-    if not CGROUP_ROOT.is_dir():
-        raise SandboxError(f"no cgroup file system at {CGROUP_ROOT}")
-    for hierarchy in (p for p in CGROUP_ROOT.iterdir() if p.is_dir()):
-        path = hierarchy / name.strip("/")
-        path.mkdir(exist_ok=True)
-        for knob in ("cpuset.cpus", "cpuset.mems"):
-            if (hierarchy / knob).exists():
-                (path / knob).write_text((hierarchy / knob).read_text())
+    """`name` (a path relative to each hierarchy's root) in every cgroup hierarchy of the host ([] where the
+    host has no cgroup file system)."""
+    try:
+        return Cgroups.of_host().dirs(name)
+    except CgroupError:
+        return []
 
 
 def remove_cgroup_tree(path: Path) -> None:
@@ -127,9 +118,11 @@ def owner_alive(name: str, prefix: str) -> bool:
 def remove_stale_cgroups(prefix: str) -> None:
     """Remove top-level cgroups named `prefix*` whose owner has ended and that no process uses (left by a
     sandbox that was killed before it could clean up after itself)."""
-    if not CGROUP_ROOT.is_dir():
+    try:
+        hierarchies = Cgroups.of_host().hierarchies()
+    except CgroupError:
         return
-    for hierarchy in CGROUP_ROOT.iterdir():
+    for hierarchy in hierarchies:
         with contextlib.suppress(OSError):
             for path in hierarchy.glob(f"{prefix}*"):
                 if path.is_dir() and not owner_alive(path.name, prefix) and not _tasks(path):

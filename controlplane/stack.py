@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane import images
+from controlplane.cgroups import Cgroups, ContainerMemory
 from controlplane.kubelet import CGROUP_PREFIX, RealNode, cgroup_root_name
-from controlplane.launcher import LocalControlPlane, build_binaries
-from controlplane.sandbox import CGROUP_ROOT, Sandbox, remove_stale_cgroups, remove_stale_sandboxes
+from controlplane.kubernetes_build import VERSION as KUBERNETES_VERSION
+from controlplane.kubernetes_build import build_binaries
+from controlplane.launcher import LocalControlPlane
+from controlplane.sandbox import Sandbox, remove_stale_cgroups, remove_stale_sandboxes
 from controlplane.seed import JSON
 
 
@@ -39,6 +42,7 @@ class NodeStack:
     plane: LocalControlPlane = field(init=False)
     node: RealNode = field(init=False)
     startup_seconds: float | None = None
+    cgroups: Cgroups = field(default_factory=Cgroups.of_host)
 
     def start(self) -> NodeStack:
         began = time.monotonic()
@@ -52,7 +56,7 @@ class NodeStack:
             )
             self.plane.work_dir.mkdir()
             self.plane.start()
-            self.node = RealNode(self.plane, self.sandbox, self.images, cgroup_root).start()
+            self.node = RealNode(self.plane, self.sandbox, self.images, cgroup_root, self.cgroups).start()
         except BaseException:
             self.sandbox.stop()
             raise
@@ -87,46 +91,31 @@ class NodeStack:
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def container_cgroup(self, container_id: str, controller: str = "memory") -> Path:
-        """The cgroup the kubelet made for a container (cgroupfs driver: under its cgroupRoot's kubepods)."""
+        """The cgroup the kubelet made for a container (cgroupfs driver: under its cgroupRoot's kubepods),
+        in `controller`'s hierarchy (cgroup v2: the one hierarchy)."""
         bare = container_id.removeprefix("containerd://")
-        root = CGROUP_ROOT / controller / self.node.cgroup_root
+        root = self.cgroups.hierarchy(controller) / self.node.cgroup_root
         found = [p for p in root.rglob(bare) if p.is_dir()]
         if len(found) != 1:
             raise LookupError(f"no single cgroup for container {bare} under {root}: {found}")
         return found[0]
 
     def container_cpu_seconds(self, container_id: str) -> float:
-        """The CPU time a container's processes have used since its cgroup was made (cgroup v1's
-        `cpuacct.usage`, nanoseconds); OSError once it is gone."""
-        cgroup = self.container_cgroup(container_id, "cpuacct")
-        return int((cgroup / "cpuacct.usage").read_text()) / 1e9
+        """The CPU time a container's processes have used since its cgroup was made; OSError once it is
+        gone."""
+        return self.cgroups.cpu_seconds(self.container_cgroup(container_id, self.cgroups.cpu_controller))
 
     def container_memory(self, container_id: str) -> ContainerMemory:
         """A container's memory as its cgroup (made by the kubelet) holds it; OSError once it is gone."""
-        cgroup = self.container_cgroup(container_id)
-        limit = int((cgroup / "memory.limit_in_bytes").read_text())
-        usage = int((cgroup / "memory.usage_in_bytes").read_text())
-        stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
-        return ContainerMemory(
-            limit=None if limit >= 1 << 62 else limit,
-            working_set=max(0, usage - int(stat.get("total_inactive_file", 0))),
-            peak=int((cgroup / "memory.max_usage_in_bytes").read_text()),
-        )
-
-
-@dataclass(frozen=True)
-class ContainerMemory:
-    """Bytes. `working_set` is what the kubelet reports (usage less inactive file pages, as cAdvisor
-    computes it); `peak` the cgroup's largest usage since it was made; `limit` None: unlimited."""
-
-    limit: int | None
-    working_set: int
-    peak: int
+        return self.cgroups.memory(self.container_cgroup(container_id))
 
 
 @contextlib.contextmanager
-def running_node_stack(extra_images: Sequence[images.Image] = ()) -> Iterator[NodeStack]:
-    stack = NodeStack(build_binaries(), [*node_images(), *extra_images])
+def running_node_stack(
+    extra_images: Sequence[images.Image] = (), kubernetes: str = KUBERNETES_VERSION
+) -> Iterator[NodeStack]:
+    """The control plane and a real node of Kubernetes `kubernetes` (a pinned release: kubernetes-pins)."""
+    stack = NodeStack(build_binaries(kubernetes), [*node_images(), *extra_images])
     stack.start()
     try:
         yield stack

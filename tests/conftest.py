@@ -1,10 +1,13 @@
 """Shared pytest configuration: markers by folder, the suite spread over workers, the figures printed at
-the end, and Config Sync on the real node, one stack per Config Sync version for a worker's (or a
-one-process session's) integration and e2e tests.
+the end, and Config Sync on the real node, one stack per pair of versions (Kubernetes, Config Sync) for a
+worker's (or a one-process session's) integration and e2e tests.
 
-Every test on Config Sync runs on the default version (the newest release pinned); the tests marked
-`both_versions` (the named subset) run on every pinned version too, each test id naming its version.
-Each version's stack is started when its first test needs it and stopped before the next version's.
+Every test on the real node runs on the default versions (the first pin of controlplane/kubernetes-pins
+and of controlplane/configsync-pins). The tests marked `both_versions` run on every other tested Config
+Sync release too (on the default Kubernetes), and the tests marked `kubernetes_floor` on every floor
+Kubernetes release (with the default Config Sync), each test id naming the stack it ran on: `v1.24.3`
+(Config Sync), `k8s-v1.34.4` (Kubernetes). Each stack is started when its first test needs it and stopped
+before the next one's.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from controlplane import kubernetes_build
 from controlplane.autoscaler_install import uninstall_webhook
 from controlplane.configsync_build import TESTED, VERSION
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
@@ -51,16 +57,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # ----- the suite over several workers (`make test`: pytest-xdist) ---------------------------------------------
-_OTHER_VERSION = re.compile(r"[\[-](v\d+\.\d+\.\d+)[\]-]")
+_STACK_ID = re.compile(r"[\[-]((?:k8s-)?v\d+\.\d+\.\d+)[\]-]")
 
 
 def worker_group(nodeid: str) -> str:
     """What runs in one worker, in collection order: a whole module, so its fixtures are set up once; but a
-    test on a Config Sync version other than the default (its id names the version) joins that version's
-    group, so one worker starts that version's stack, once."""
-    version = _OTHER_VERSION.search(nodeid)
-    if version and version.group(1) != VERSION:
-        return f"configsync-{version.group(1)}"
+    test on a stack other than the default (its id names a Config Sync or a Kubernetes release) joins that
+    stack's group, so one worker starts that stack, once."""
+    stack = _STACK_ID.search(nodeid)
+    if stack and stack.group(1) != VERSION:
+        return f"stack-{stack.group(1)}"
     return nodeid.split("::", 1)[0]
 
 
@@ -75,9 +81,9 @@ OWN_STACKS = (
 
 
 def first_handed_out(group: str) -> bool:
-    """The other versions' groups (pytest collects them last: one of the longest units each, a stack of its
+    """The other stacks' groups (pytest collects them last: one of the longest units each, a stack of its
     own and its tests) and the modules of OWN_STACKS."""
-    return group.startswith("configsync-") or group in OWN_STACKS
+    return group.startswith("stack-") or group in OWN_STACKS
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -148,27 +154,77 @@ def ci_budget(terminalreporter: pytest.TerminalReporter, config: pytest.Config) 
 
 
 # ----- real Config Sync on the real node ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class StackVersions:
+    """The releases one stack runs: Kubernetes (its control plane and node) and Config Sync."""
+
+    kubernetes: str
+    configsync: str
+
+    def __str__(self) -> str:
+        """The test id's part: the default stack is named by its Config Sync release (as before a second
+        Kubernetes was pinned), another by the release that differs from the default."""
+        if self.kubernetes != kubernetes_build.VERSION:
+            return f"k8s-{self.kubernetes}"
+        return self.configsync
+
+
+def stacks_for(
+    *, both_versions: bool, kubernetes_floor: bool, floor_only: bool = False
+) -> list[StackVersions]:
+    """The stacks a test runs on: the default; every other tested Config Sync release for both_versions;
+    every floor Kubernetes release for kubernetes_floor; those alone for kubernetes_floor(only=True) (what
+    the default release can no longer do, such as a kubelet with in-place resize off: GA and locked on
+    from 1.35)."""
+    default_k8s = kubernetes_build.VERSION
+    if floor_only:
+        return [StackVersions(k, VERSION) for k in kubernetes_build.FLOORS if k != default_k8s]
+    stacks = [StackVersions(default_k8s, VERSION)]
+    if both_versions:
+        stacks += [StackVersions(default_k8s, v) for v in TESTED if v != VERSION]
+    if kubernetes_floor:
+        stacks += [StackVersions(k, VERSION) for k in kubernetes_build.FLOORS if k != default_k8s]
+    return stacks
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Each test on Config Sync gets its version as a session-scoped parameter: the default one (or the
-    one OBJCOUNT_CONFIGSYNC_VERSION names), and every other tested one (configsync-pins) for the
-    `both_versions` subset."""
-    if "config_sync_on_node" not in metafunc.fixturenames:
-        return
+    """Each test on the real node gets its stack as a session-scoped parameter: the default (or what
+    OBJCOUNT_CONFIGSYNC_VERSION and OBJCOUNT_KUBERNETES_VERSION name), and the others its markers ask for."""
+
+    floor = metafunc.definition.get_closest_marker("kubernetes_floor")
     both = metafunc.definition.get_closest_marker("both_versions") is not None
-    versions = [VERSION, *(v for v in TESTED if v != VERSION)] if both else [VERSION]
-    metafunc.parametrize("configsync_version", versions, indirect=True, scope="session")
+    only = floor is not None and bool(floor.kwargs.get("only"))
+    if "config_sync_on_node" in metafunc.fixturenames:
+        stacks = stacks_for(both_versions=both, kubernetes_floor=floor is not None, floor_only=only)
+        metafunc.parametrize("stack_versions", stacks, indirect=True, scope="session", ids=str)
+    elif "kubernetes_version" in metafunc.fixturenames:
+        stacks = stacks_for(both_versions=False, kubernetes_floor=floor is not None, floor_only=only)
+        versions = [s.kubernetes for s in stacks]
+        ids = [str(s) for s in stacks]
+        metafunc.parametrize("kubernetes_version", versions, indirect=True, scope="session", ids=ids)
 
 
 @pytest.fixture(scope="session")
-def configsync_version(request: pytest.FixtureRequest) -> str:
+def stack_versions(request: pytest.FixtureRequest) -> StackVersions:
+    return cast(StackVersions, request.param)
+
+
+@pytest.fixture(scope="session")
+def kubernetes_version(request: pytest.FixtureRequest) -> str:
+    """The Kubernetes release of a test's own real node (default, or a floor for kubernetes_floor)."""
     return str(request.param)
 
 
 @pytest.fixture(scope="session")
-def config_sync_on_node(configsync_version: str) -> Iterator[NodeConfigSync]:
-    """Config Sync on the real node (kubelet, containerd, runc), shared by the tests of its version that
+def configsync_version(stack_versions: StackVersions) -> str:
+    return stack_versions.configsync
+
+
+@pytest.fixture(scope="session")
+def config_sync_on_node(stack_versions: StackVersions) -> Iterator[NodeConfigSync]:
+    """Config Sync on the real node (kubelet, containerd, runc), shared by the tests of its stack that
     run in this process (a worker of `make test`)."""
-    with running_config_sync_on_node(configsync_version) as config_sync:
+    with running_config_sync_on_node(stack_versions.configsync, stack_versions.kubernetes) as config_sync:
         FIGURES.append((NODE_STARTUP, config_sync.stack.startup_seconds or 0.0))
         yield config_sync
 

@@ -148,6 +148,7 @@ def webhook_sized(cs: NodeConfigSync, api: kubeapi.KubeApi, key: RSyncKey) -> No
 
 
 @pytest.mark.both_versions
+@pytest.mark.kubernetes_floor
 def test_the_readmes_cluster_install_sizes_in_place_hands_over_and_uninstalls(
     config_sync_on_node: NodeConfigSync,
     rsyncs: list[RSyncKey],
@@ -244,6 +245,7 @@ def reconciler_uid(cs: NodeConfigSync, key: RSyncKey) -> str:
 
 
 @pytest.mark.both_versions
+@pytest.mark.kubernetes_floor
 def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     config_sync_on_node: NodeConfigSync,
     rsyncs: list[RSyncKey],

@@ -226,6 +226,7 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
 
 # ----- sizes reach the process ---------------------------------------------------------------------------
 @pytest.mark.both_versions
+@pytest.mark.kubernetes_floor
 def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the_next_pod(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
@@ -348,6 +349,7 @@ def assert_runs_on_unchanged(
     assert cs.stack.container_memory(container).limit == limit
 
 
+@pytest.mark.kubernetes_floor
 def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey]
 ) -> None:
@@ -369,6 +371,7 @@ def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
     assert_runs_on_unchanged(cs, key, pod, container, 300 * MiB)
 
 
+@pytest.mark.kubernetes_floor
 def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
@@ -427,6 +430,7 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
     wait_for(lambda: resized(cast(JSON, second)["metadata"]["uid"]), timeout=120, what="the new Pod resized")
 
 
+@pytest.mark.kubernetes_floor
 def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_runs_on(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:

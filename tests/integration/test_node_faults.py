@@ -393,10 +393,12 @@ def resize_condition(pod: JSON) -> str | None:
     return next((c.get("reason") for c in conditions if c.get("type") == "PodResizePending"), None)
 
 
+@pytest.mark.kubernetes_floor(only=True)
 def test_a_kubelet_without_in_place_resize_gets_the_fallback_said(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
-    """The kubelet restarted with InPlacePodVerticalScaling off (the API server still serves
+    """On the floor release only (from 1.35 the gate is GA and locked on: a kubelet refuses to start with
+    it off). The kubelet restarted with InPlacePodVerticalScaling off (the API server still serves
     `pods/resize`): it reports no resources of running containers and would leave a resize in the spec.
     A new commit's size goes through the fallback (the RSync override: Config Sync rolls the reconciler
     out), said on the RSync (its annotation, an Event); the new Pod runs the size in its cgroup."""

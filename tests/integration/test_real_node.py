@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from controlplane import kubernetes_build
+from controlplane.cgroups import Cgroups
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.kubelet import CGROUP_PREFIX, NODE_NAME, cgroup_root_name
 from controlplane.sandbox import (
-    CGROUP_ROOT,
     LOCK,
     Sandbox,
     cgroup_dirs,
@@ -106,15 +107,16 @@ def sandbox_pid(host_pid: int) -> int:
     return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[2])
 
 
-def memory_limit(cgroup: Path) -> int:
-    return int((cgroup / "memory.limit_in_bytes").read_text())
+def memory_limit(cgroup: Path) -> int | None:
+    """The memory limit the kernel holds the cgroup to (either cgroup layout: controlplane.cgroups)."""
+    return Cgroups.of_host().memory_limit(cgroup)
 
 
 def test_the_kubelet_registers_the_node_and_the_scheduler_binds_pods(node: NodeStack, ns: str) -> None:
     nodes = json.loads(node.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
     assert nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6")
-    assert nodes[0]["status"]["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+    assert nodes[0]["status"]["nodeInfo"]["kubeletVersion"] == kubernetes_build.VERSION
     create(node, ns, python_pod("bound", "import os; print(os.getuid(), os.getgid())", restart="Never"))
     pod = wait_for(
         lambda: (p := get(node, ns, "bound"))["status"].get("phase") == "Succeeded" and p,
@@ -293,7 +295,7 @@ def test_a_killed_parent_leaves_nothing_of_the_stack_behind(tmp_path: Path) -> N
         """
         import json, os, signal
         from controlplane.stack import NodeStack, node_images
-        from controlplane.launcher import build_binaries
+        from controlplane.kubernetes_build import build_binaries
         stack = NodeStack(build_binaries(), node_images()).start()
         stack.kubectl("run", "held", "--image=objcount-autoscaler:0.1.0", "--command", "--", "sleep", "3600")
         print(json.dumps({
@@ -414,7 +416,7 @@ def test_a_cgroup_another_worker_just_made_is_not_removed_as_stale() -> None:
     child = subprocess.Popen(["true"])
     child.wait()
     ours, orphan = cgroup_root_name(), f"{CGROUP_PREFIX}{child.pid}-0a1b2c3d"
-    memory = CGROUP_ROOT / "memory"
+    memory = Cgroups.of_host().hierarchy("memory")
     for name in (ours, orphan):
         (memory / name).mkdir()
     try:

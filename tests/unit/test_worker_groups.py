@@ -1,12 +1,15 @@
 """How `make test` spreads the suite over its workers (tests/conftest.py): a module whole in one worker,
-the other Config Sync versions' tests in one group of their own, handed out first."""
+each other stack's tests (another Config Sync release, the floor Kubernetes release) in one group of its
+own, handed out first."""
 
 from __future__ import annotations
 
+from controlplane import kubernetes_build
 from controlplane.configsync_build import VERSION, VERSIONS
-from tests.conftest import first_handed_out, worker_group
+from tests.conftest import StackVersions, first_handed_out, stacks_for, worker_group
 
 OTHER = next(v for v in VERSIONS if v != VERSION)
+FLOOR = kubernetes_build.FLOORS[0]
 
 
 def test_a_test_runs_in_its_modules_group_on_the_default_version() -> None:
@@ -22,11 +25,34 @@ def test_a_test_on_another_version_joins_that_versions_group_whatever_its_module
         f"tests/e2e/test_readme_install.py::test_y[{OTHER}-sidecar]",
         f"tests/integration/test_guard.py::test_z[cluster-{OTHER}]",
     ):
-        assert worker_group(nodeid) == f"configsync-{OTHER}"
+        assert worker_group(nodeid) == f"stack-{OTHER}"
+
+
+def test_a_test_on_the_floor_kubernetes_joins_that_stacks_group() -> None:
+    for nodeid in (
+        f"tests/integration/test_targets.py::test_x[k8s-{FLOOR}]",
+        f"tests/e2e/test_readme_install.py::test_y[k8s-{FLOOR}-sidecar]",
+    ):
+        assert worker_group(nodeid) == f"stack-k8s-{FLOOR}"
+
+
+def test_each_marker_adds_its_stacks_and_no_cross_product() -> None:
+    default = StackVersions(kubernetes_build.VERSION, VERSION)
+    assert stacks_for(both_versions=False, kubernetes_floor=False) == [default]
+    both = stacks_for(both_versions=True, kubernetes_floor=True)
+    assert both == [
+        default,
+        StackVersions(kubernetes_build.VERSION, "v1.24.3"),
+        StackVersions(FLOOR, VERSION),
+    ]
+    assert [str(s) for s in both] == [VERSION, "v1.24.3", f"k8s-{FLOOR}"]
+    only = stacks_for(both_versions=False, kubernetes_floor=True, floor_only=True)
+    assert only == [StackVersions(FLOOR, VERSION)]
 
 
 def test_the_other_versions_and_the_modules_with_stacks_of_their_own_are_handed_out_first() -> None:
-    assert first_handed_out(f"configsync-{OTHER}")
+    assert first_handed_out(f"stack-{OTHER}")
+    assert first_handed_out(f"stack-k8s-{FLOOR}")
     assert first_handed_out("tests/integration/test_reconciler_memory.py")
     assert not first_handed_out("tests/integration/test_configsync.py")
     assert not first_handed_out("tests/unit/test_ids.py")
