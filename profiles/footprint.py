@@ -9,9 +9,10 @@ containerd, ours from the image built from this checkout; PLAYED BY US: the imag
 base, see controlplane.images). Every 2 s the kubelet's summary API
 (`/api/v1/nodes/NODE/proxy/stats/summary`, through the API server) gives each of our containers' working
 set and CPU; at the end of each phase the peak is read from the memory cgroup the kubelet made for the
-container (`max_usage_in_bytes`: its largest usage since it started, page cache included, so the peak
-of a later phase covers the earlier ones too; the summary API has no peak). The controller's two
-replicas are reported apart: the one holding the Lease does the work. **start** is from the install
+container (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`: its largest usage since it started, page cache
+included, so the peak of a later phase covers the earlier ones too; the summary API has no peak). The
+controller's two replicas are reported apart: the one holding the Lease does the work. **start** is from the
+install
 to the first full count (the sidecar's first sync, the controller's first reconcile of every RSync).
 
 1. Sidecar install, as the README says, with the shipped settings; one RootSync whose git source has

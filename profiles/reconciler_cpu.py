@@ -1,7 +1,7 @@
-"""The reconciler's CPU, as `profiles.reconciler_memory` and `profiles.real_repositories` measure it
-(the container's cgroup, `cpuacct.usage`): per point, its mean rate over the apply (CPU seconds from the
-RootSync's creation to synced, over those seconds), over the prune, and after the apply (the rate over
-the window after the apply synced: the objects held, their watches, the status written, the source
+"""The reconciler's CPU, as `profiles.reconciler_memory` and `profiles.real_repositories` measure it (the
+container's cgroup: v1 `cpuacct.usage`, v2 `cpu.stat`): per point, its mean rate over the apply (CPU seconds
+from the RootSync's creation to synced, over those seconds), over the prune, and after the apply (the rate
+over the window after the apply synced: the objects held, their watches, the status written, the source
 polled); then the CPU request the size-aware preset takes from them.
 
     python -m profiles.reconciler_cpu CSV [CSV ...] [--safety 0.10]

@@ -15,9 +15,9 @@ process's peak resident memory (`VmHWM`, read through the container's cgroup, as
 before the real node were), the seconds from the RootSync's creation to synced, and the counts (source,
 inventory). Then a commit of one object of the shape makes the same reconciler prune the rest, and the
 peak is read again when that commit is synced (the peak over the apply and the prune: the prune can cost
-more than the apply), with the peak of the container's memory cgroup (`max_usage_in_bytes`, cgroup v1:
-the pages charged to it, page cache included; the reconciler binary's file pages may be charged to
-whoever read them first, so it can be below `VmHWM`). `VmHWM` is the kernel's high-water mark, updated
+more than the apply), with the peak of the container's memory cgroup (v1 `memory.max_usage_in_bytes`, v2
+`memory.peak`: the pages charged to it, page cache included; the reconciler binary's file pages may be charged
+to whoever read them first, so it can be below `VmHWM`). `VmHWM` is the kernel's high-water mark, updated
 lazily (memory the Go runtime returns with `madvise` can leave it a little below the true peak: the
 reading after the prune was seen 0.2 to 0.3 MiB below the one after the apply), so the fit takes the larger
 of the two. The RootSync is then deleted with Config Sync's
@@ -312,7 +312,7 @@ class Point:
     run: int = 1  # the same point measured again (a fresh RootSync and reconciler each time)
     kinds: str = ""  # a repository's objects by kind, JSON (a shape's follow from the shape)
     crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
-    # The reconciler container's CPU (cgroup `cpuacct.usage`; None where it cannot be read): seconds used
+    # The reconciler container's CPU (its cgroup's CPU time; None where it cannot be read): seconds used
     # from the RootSync's creation to synced and over the prune, and its rate in the IDLE_S seconds after
     # the apply synced (millicores), when it holds the objects and has nothing to apply.
     cpu_seconds_to_synced: float | None = None
@@ -356,7 +356,7 @@ class Where(Protocol):
 class LocalStack:
     """The local stack with a real node: commits through git and git-sync (v4.4.2, see
     controlplane.images); the peak is the reconciler process's `VmHWM` (as before the real node), and
-    its container cgroup's peak (`max_usage_in_bytes`: page cache included) is recorded beside it."""
+    its container cgroup's peak (page cache included) is recorded beside it."""
 
     config_sync: NodeConfigSync
     measured: str = "VmHWM"

@@ -291,6 +291,14 @@ class RSyncOverrideTarget:
 
 # ----- in-place pod resize -------------------------------------------------------------------------------
 NO_RESIZE = "the API server serves no pods/resize (Kubernetes before 1.32, or InPlacePodVerticalScaling off)"
+# The cause the API server gives from Kubernetes 1.36 (its PodResizeValidator admission plugin, on by
+# default) when a resize asks more than the node's allocatable: refused at once with a 403, where 1.34's
+# kubelet accepted it and reported it Infeasible.
+NODE_CAPACITY = "NodeCapacity"
+
+
+class BeyondTheNode(Exception):
+    """The API server refused a resize larger than the Pod's node can ever hold (`NODE_CAPACITY`)."""
 
 
 @dataclass
@@ -309,8 +317,9 @@ class InPlaceTarget(_NothingInTheRSync):
     published on the RSync and the next Pod is given it at admission. Where a resize cannot happen at
     all, the size goes to `fallback` (for Config Sync: the RSync override, a rollout), and `Applied`
     says why: the API server serves no `pods/resize` (checked once), the Pod's kubelet does not resize
-    (it reports no resources of the running container: InPlacePodVerticalScaling off there), or the kubelet
-    reports the resize infeasible (`PodResizePending`, reason `Infeasible`: more than the node can ever hold).
+    (it reports no resources of the running container: InPlacePodVerticalScaling off there), or the resize
+    is more than the node can ever hold: reported `Infeasible` by the kubelet (`PodResizePending`; up to
+    1.35) or refused by the API server (403, cause `NodeCapacity`; from 1.36).
     """
 
     api: kubeapi.KubeApi
@@ -337,10 +346,13 @@ class InPlaceTarget(_NothingInTheRSync):
         if pod is None:
             return Applied(resources, restarted=False)  # the next Pod gets it at admission
         why = self._impossible(pod)
-        if why is not None:
-            applied = self.fallback.apply(key, resources, None)
-            return replace(applied, fell_back=f"{why}; applied through {self.fallback.name}")
-        return self._resize(pod, resources)
+        if why is None:
+            try:
+                return self._resize(pod, resources)
+            except BeyondTheNode as refused:
+                why = str(refused)
+        applied = self.fallback.apply(key, resources, None)
+        return replace(applied, fell_back=f"{why}; applied through {self.fallback.name}")
 
     def _impossible(self, pod: Pod) -> str | None:
         """Why no resize of this Pod can happen (None: it can be asked for)."""
@@ -380,6 +392,13 @@ class InPlaceTarget(_NothingInTheRSync):
             written = self.api.patch(
                 kubeapi.POD, namespace, name, patch, patch_type="strategic", subresource="resize"
             )
+        except kubeapi.Forbidden as error:
+            if NODE_CAPACITY in error.causes:
+                raise BeyondTheNode(
+                    f"the API server refuses the resize of pod {name}: more than its node's allocatable"
+                    f" ({error})"
+                ) from error
+            raise write_error(error, f"resizing pod {namespace}/{name}") from error
         except kubeapi.ApiError as error:
             raise write_error(error, f"resizing pod {namespace}/{name}") from error
         stored = accepted(PodView.of(written).containers, resources, f"pod {name}")

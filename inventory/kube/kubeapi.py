@@ -72,15 +72,24 @@ _AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroup
 
 class ApiError(Exception):
     """An API call failed; `reason` is the server's reason or the transport error; `retry_after` the
-    seconds the server asked to wait (`Retry-After` of a 429 or 503), None when it said nothing."""
+    seconds the server asked to wait (`Retry-After` of a 429 or 503), None when it said nothing; `causes`
+    the types of the Status's `details.causes` (for example `NodeCapacity`: Kubernetes 1.36+'s
+    PodResizeValidator refusing a resize larger than the node's allocatable)."""
 
     def __init__(
-        self, message: str, *, status: int = 0, reason: str = "", retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        status: int = 0,
+        reason: str = "",
+        retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.retry_after = retry_after
+        self.causes = causes
 
 
 class NotFound(ApiError):
@@ -133,14 +142,24 @@ PATCH_TYPES = {
 
 def error_from_status(status: int, body: bytes, what: str, retry_after: str | None = None) -> ApiError:
     reason, message = "", body[:300].decode(errors="replace")
+    causes: tuple[str, ...] = ()
     try:
         decoded = orjson.loads(body)
         reason, message = decoded.get("reason", ""), decoded.get("message", message)
+        causes = _cause_types(decoded.get("details"))
     except (orjson.JSONDecodeError, AttributeError):
         pass
     kind = _BY_STATUS.get(status, Transient)
     text = f"{what}: HTTP {status} {reason}: {message}"
-    return kind(text, status=status, reason=reason, retry_after=_seconds(retry_after))
+    return kind(text, status=status, reason=reason, retry_after=_seconds(retry_after), causes=causes)
+
+
+def _cause_types(details: object) -> tuple[str, ...]:
+    """The `type` of each cause a Status's `details` lists (none where it lists none, or not as a list)."""
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return ()
+    return tuple(str(c["type"]) for c in causes if isinstance(c, dict) and isinstance(c.get("type"), str))
 
 
 def _seconds(retry_after: str | None) -> float | None:

@@ -397,7 +397,7 @@ def root_and_repo_by_hand(
 
 
 class ReconcilerPeaks:
-    """The kernel's peak memory (the cgroup's `memory.max_usage_in_bytes`, as the kubelet made it) of every
+    """The kernel's peak memory (the cgroup's peak, as the kubelet made it) of every
     reconciler container of an RSync while it is open, read in a thread every 0.2 s: the peak of a container
     the sidecar replaces is kept from its last read. The test's own reader, not the code under test."""
 

@@ -473,6 +473,41 @@ def test_in_place_falls_back_to_the_template_when_the_resize_is_infeasible(rig: 
     assert rig.template_resources() == at(5000)
 
 
+def test_in_place_falls_back_when_the_api_server_refuses_a_resize_beyond_the_node(rig: Rig) -> None:
+    """From Kubernetes 1.36 the API server itself refuses a resize larger than the Pod's node's allocatable
+    (its PodResizeValidator admission plugin: 403, cause NodeCapacity), where the kubelet of 1.34 accepted
+    it and reported it Infeasible. The Node and the kubelet's status are played by us (a Node object with
+    512Mi allocatable, the Pod bound to it, its reconciler reported running): the refusal is the real API
+    server's. The size goes through the fallback, said, and the Pod keeps the size it had."""
+    node_name = f"small-{rig.namespace}"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}}
+    rig.api.create(kubeapi.NODE, None, node)
+    try:
+        allocatable = {"cpu": "1", "memory": "512Mi", "pods": "10"}
+        status = {"capacity": allocatable, "allocatable": allocatable}
+        rig.api.patch(kubeapi.NODE, None, node_name, {"status": status}, subresource="status")
+        pod = reconciler_pod(rig.key, rig.namespace)
+        pod["spec"]["nodeName"] = node_name
+        name = rig.api.create(kubeapi.POD, rig.namespace, pod)["metadata"]["name"]
+        running = _status("reconciler", resources_json(at(100)))
+        statuses = {"phase": "Running", "containerStatuses": [running]}
+        rig.api.patch(kubeapi.POD, rig.namespace, name, {"status": statuses}, subresource="status")
+        spec_before = rig.api.get(kubeapi.POD, rig.namespace, name)["spec"]
+        target = InPlaceTarget(
+            rig.api, DeploymentTarget(rig.api, namespace=rig.namespace), namespace=rig.namespace
+        )
+        assert at(5000).memory_request_mib > 512, "the test's size must not fit the node"
+        applied = target.apply(rig.key, at(5000), rig.pod())
+        assert (applied.resources, applied.restarted) == (at(5000), True)
+        assert applied.fell_back is not None
+        assert "more than its node's allocatable" in applied.fell_back
+        assert "node didn't have enough allocatable resources" in applied.fell_back, "the server's words"
+        assert rig.template_resources() == at(5000)
+        assert rig.api.get(kubeapi.POD, rig.namespace, name)["spec"] == spec_before, "no resize"
+    finally:
+        rig.api.delete(kubeapi.NODE, None, node_name)
+
+
 def test_in_place_falls_back_where_the_kubelet_reports_no_resources_of_the_running_container(
     rig: Rig,
 ) -> None:
