@@ -73,8 +73,8 @@ _AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroup
 class ApiError(Exception):
     """An API call failed; `reason` is the server's reason or the transport error; `retry_after` the
     seconds the server asked to wait (`Retry-After` of a 429 or 503), None when it said nothing; `causes`
-    the types of the Status's `details.causes` (each cause's `reason`; for example `NodeCapacity`: Kubernetes 1.36+'s
-    PodResizeValidator refusing a resize larger than the node's allocatable)."""
+    the types of the Status's `details.causes` (each cause's `reason`; for example `NodeCapacity`:
+    Kubernetes 1.36+'s PodResizeValidator refusing a resize larger than the node's allocatable)."""
 
     def __init__(
         self,
@@ -160,9 +160,7 @@ def _cause_types(details: object) -> tuple[str, ...]:
     causes = details.get("causes") if isinstance(details, dict) else None
     if not isinstance(causes, list):
         return ()
-    return tuple(
-        str(c["reason"]) for c in causes if isinstance(c, dict) and isinstance(c.get("reason"), str)
-    )
+    return tuple(str(c["reason"]) for c in causes if isinstance(c, dict) and isinstance(c.get("reason"), str))
 
 
 def _seconds(retry_after: str | None) -> float | None:

@@ -34,7 +34,11 @@ def test_a_refused_resize_keeps_its_cause() -> None:
 def test_a_refusal_without_causes_or_with_odd_ones_has_none() -> None:
     rbac = {"kind": "Status", "reason": "Forbidden", "message": "cannot patch pods/resize", "code": 403}
     assert kubeapi.error_from_status(403, orjson.dumps(rbac), "x").causes == ()
-    for details in ({"causes": "NodeCapacity"}, {"causes": [{"reason": 7}, "x", {"type": "NodeCapacity"}]}, []):
+    for details in (
+        {"causes": "NodeCapacity"},
+        {"causes": [{"reason": 7}, "x", {"type": "NodeCapacity"}]},
+        [],
+    ):
         odd = {**rbac, "details": details}
         assert kubeapi.error_from_status(403, orjson.dumps(odd), "x").causes == ()
     assert kubeapi.error_from_status(403, b"<html>forbidden</html>", "x").causes == ()
