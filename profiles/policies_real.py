@@ -5,7 +5,8 @@ at the same time, so they share one timeline and one machine.
                                      [--out profiles/out/policies-real] [--phase-timeout 1200]
                                      [--phases "grow 1,grow 2,big commit,prune"]
 
-On the local stack with a real node: Config Sync (v1.25.0, the default release) built from its pinned
+On the local stack with a real node (Kubernetes v1.37.2, the default release; `OBJCOUNT_KUBERNETES_VERSION`
+names another pinned one): Config Sync (v1.25.0, the default release) built from its pinned
 source, every container of its reconciler Pods real (the reconciler, git-sync v4.4.2, the otel-agent), run
 by the kubelet with containerd; the real metrics-server; the real VPA v1.8.1 (`controlplane.vpa`). Each
 policy gets a RootSync of its own repository; the same commits go to each at the same moment (each
@@ -81,7 +82,7 @@ from typing import Any
 import orjson
 
 from autoscaler.core import quantity
-from controlplane import vpa
+from controlplane import kubernetes_build, vpa
 from controlplane.autoscaler_install import (
     CLUSTER_MANIFESTS,
     SIDECAR_CONTAINER,
@@ -412,8 +413,8 @@ def _mib(value: object) -> float | None:
 
 
 def resize_state(pod: JSON) -> str:
-    """The Pod's resize condition as the kubelet reports it (v1.34: PodResizePending with reason Deferred
-    or Infeasible, PodResizeInProgress); "" when there is none."""
+    """The Pod's resize condition as the kubelet reports it (PodResizePending with reason Deferred or
+    Infeasible, PodResizeInProgress: the same on 1.34 and 1.37); "" when there is none."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("status") != "True":
             continue
@@ -775,6 +776,7 @@ def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
         "started": now(),
         "commit": commit.stdout.strip(),
         "machine": f"{os.uname().machine}, {os.cpu_count()} cores",
+        "kubernetes": kubernetes_build.VERSION,
         "config_sync": VERSION,
         "vpa": vpa.VERSION,
         "scale": args.scale,
