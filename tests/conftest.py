@@ -190,29 +190,17 @@ def stacks_for(
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each test on the real node gets its stack as a session-scoped parameter: the default (or what
     OBJCOUNT_CONFIGSYNC_VERSION and OBJCOUNT_KUBERNETES_VERSION name), and the others its markers ask for."""
-
     floor = metafunc.definition.get_closest_marker("kubernetes_floor")
     both = metafunc.definition.get_closest_marker("both_versions") is not None
     only = floor is not None and bool(floor.kwargs.get("only"))
     if "config_sync_on_node" in metafunc.fixturenames:
         stacks = stacks_for(both_versions=both, kubernetes_floor=floor is not None, floor_only=only)
         metafunc.parametrize("stack_versions", stacks, indirect=True, scope="session", ids=str)
-    elif "kubernetes_version" in metafunc.fixturenames:
-        stacks = stacks_for(both_versions=False, kubernetes_floor=floor is not None, floor_only=only)
-        versions = [s.kubernetes for s in stacks]
-        ids = [str(s) for s in stacks]
-        metafunc.parametrize("kubernetes_version", versions, indirect=True, scope="session", ids=ids)
 
 
 @pytest.fixture(scope="session")
 def stack_versions(request: pytest.FixtureRequest) -> StackVersions:
     return cast(StackVersions, request.param)
-
-
-@pytest.fixture(scope="session")
-def kubernetes_version(request: pytest.FixtureRequest) -> str:
-    """The Kubernetes release of a test's own real node (default, or a floor for kubernetes_floor)."""
-    return str(request.param)
 
 
 @pytest.fixture(scope="session")
