@@ -525,12 +525,14 @@ def ours_in(policies: Sequence[str]) -> bool:
     return any(p.startswith("ours") or POLICIES[p].vpa_recommender == OURS_AS_RECOMMENDER for p in policies)
 
 
-def install_ours(cs: NodeConfigSync, out: Path) -> None:
+def install_ours(cs: NodeConfigSync) -> None:
     """Ours as the README installs each form (see the module's docstring): the sidecar install, the
-    cluster install (its webhook under names of its own), the controller writing VPA's recommendation."""
+    cluster install (its webhook under names of its own), the controller writing VPA's recommendation.
+    The webhook's certificates (a private key among them) go in the stack's sandbox, removed with it, not
+    in the run's output."""
     api = cs.api
     assert api is not None
-    certs = out / "certs"
+    certs = cs.stack.sandbox.work_dir / "certs"
     service = f"objcount-injector{CLUSTER_WEBHOOK}.{NAMESPACE}.svc"  # the cluster install's webhook here
     cs.install_sidecar(certs, extra_names=[f"DNS:{service}"])
     narrow_webhook(api, WEBHOOK_CONFIGURATION, POLICIES["ours, sidecar"])
@@ -708,7 +710,7 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
             if tuned:
                 vpa.add_recommender(cs.stack, TUNED, TUNED_RECOMMENDER)
         if ours_in(policies):
-            install_ours(cs, out)
+            install_ours(cs)
         first = start_rsyncs(cs, policies)
         sampler = Sampler(cs, samples={name: [] for name in policies})
         thread = threading.Thread(target=sampler.run, daemon=True)
