@@ -25,9 +25,10 @@ node-packages:
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy) and etcd of
-## every release the suite runs (kubernetes-pins), Config Sync (every release the suite tests: configsync-pins), client-go's informers (the API-fault
-## tests' yardstick), git-sync, the OpenTelemetry Collector, metrics-server, VPA and cert-manager,
-## built once and cached; promtool (it tests the alert rules) from Debian's package
+## every release the suite runs (kubernetes-pins), Config Sync (every release the suite tests:
+## configsync-pins), client-go's informers (the API-fault tests' yardstick), git-sync, the OpenTelemetry
+## Collector, metrics-server, VPA and cert-manager, built once and cached; promtool (it tests the alert
+## rules) from Debian's package
 binaries: node-packages
 	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/kubernetes-pins); do \
 	  bash controlplane/build.sh $$version >/dev/null || exit 1; done

@@ -116,7 +116,7 @@ class Cgroups:
     # ----- what -------------------------------------------------------------------------------------------
     def memory(self, cgroup: Path) -> ContainerMemory:
         """A cgroup's memory (its directory in the memory hierarchy); OSError once it is gone."""
-        stat = memory_stat(cgroup)
+        stat = keyed_integers(cgroup / "memory.stat")
         if self.layout is Layout.V2:
             raw_limit = (cgroup / "memory.max").read_text().strip()
             usage = int((cgroup / "memory.current").read_text())
@@ -133,15 +133,11 @@ class Cgroups:
             peak=int((cgroup / "memory.max_usage_in_bytes").read_text()),
         )
 
-    def memory_limit(self, cgroup: Path) -> int | None:
-        """A cgroup's memory limit in bytes (None: none)."""
-        return self.memory(cgroup).limit
-
     def cpu_seconds(self, cgroup: Path) -> float:
         """The CPU time a cgroup's processes have used since it was made (its directory in the CPU
         accounting hierarchy: v1's `cpuacct`); OSError once it is gone."""
         if self.layout is Layout.V2:
-            return memory_stat(cgroup, "cpu.stat")["usage_usec"] / 1e6
+            return keyed_integers(cgroup / "cpu.stat")["usage_usec"] / 1e6
         return int((cgroup / "cpuacct.usage").read_text()) / 1e9
 
     @property
@@ -150,7 +146,7 @@ class Cgroups:
         return "cpuacct" if self.layout is Layout.V1 else "cpu"
 
 
-def memory_stat(cgroup: Path, file: str = "memory.stat") -> dict[str, int]:
-    """A flat keyed file of the cgroup (`memory.stat`, `cpu.stat`): each line a name and an integer."""
-    pairs = (line.split() for line in (cgroup / file).read_text().splitlines())
+def keyed_integers(file: Path) -> dict[str, int]:
+    """A cgroup's flat keyed file (`memory.stat`, `cpu.stat`): each line a name and an integer."""
+    pairs = (line.split() for line in file.read_text().splitlines())
     return {p[0]: int(p[1]) for p in pairs if len(p) == 2}

@@ -176,8 +176,9 @@ def _from_rootfs(name: str, rootfs_tar: Path, *config: str) -> None:
 
 
 # ----- the Pod sandbox ------------------------------------------------------------------------------------
-def kubernetes_module_dir(version: str = kubernetes_build.DEFAULT_VERSION) -> Path:
-    """The pinned k8s.io/kubernetes module in Go's module cache (the control plane's build fetched it)."""
+def kubernetes_module_dir() -> Path:
+    """The default release's k8s.io/kubernetes module in Go's module cache (its build fetched it)."""
+    version = kubernetes_build.DEFAULT_VERSION
     cache = _run(["go", "env", "GOMODCACHE"]).strip()
     path = Path(cache) / f"k8s.io/kubernetes@{version}"
     if not path.is_dir():

@@ -109,7 +109,7 @@ def sandbox_pid(host_pid: int) -> int:
 
 def memory_limit(cgroup: Path) -> int | None:
     """The memory limit the kernel holds the cgroup to (either cgroup layout: controlplane.cgroups)."""
-    return Cgroups.of_host().memory_limit(cgroup)
+    return Cgroups.of_host().memory(cgroup).limit
 
 
 def test_the_kubelet_registers_the_node_and_the_scheduler_binds_pods(node: NodeStack, ns: str) -> None:

@@ -95,8 +95,8 @@ def test_no_limit_reads_as_none_on_both(tmp_path: Path) -> None:
     v1_group = v1.hierarchy("memory") / "node" / CONTAINER
     (v1_group / "memory.limit_in_bytes").write_text("9223372036854771712\n")
     (tmp_path / "b" / "node" / CONTAINER / "memory.max").write_text("max\n")
-    assert v1.memory_limit(v1_group) is None
-    assert v2.memory_limit(tmp_path / "b" / "node" / CONTAINER) is None
+    assert v1.memory(v1_group).limit is None
+    assert v2.memory(tmp_path / "b" / "node" / CONTAINER).limit is None
 
 
 def test_v1_makes_the_node_cgroup_in_every_hierarchy_with_the_parents_cpuset(tmp_path: Path) -> None:
