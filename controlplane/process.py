@@ -1,29 +1,20 @@
 """One process of the stack, on the host or inside the sandbox (the real node's namespaces): started
 with its output in a log file, stopped (SIGTERM, then SIGKILL after a grace period), its log's tail read.
 
-A process started on the host gets the kernel's parent-death signal (SIGTERM) so it never outlives the
+A process started on the host gets the kernel's parent-death signal (SIGKILL) so it never outlives the
 Python process that started it, even one killed by SIGKILL; one started inside the sandbox is the
-sandbox's to stop (`Sandbox.popen`).
+sandbox's to stop (`Sandbox.popen`). SIGKILL, not SIGTERM: a dead parent cannot stop them in order, and
+v1.37.2's API server, sent SIGTERM as its etcd went, waited in its graceful shutdown for over 90 s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane.sandbox import Sandbox, SandboxProcess
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: ask the kernel to SIGTERM it when the parent dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+from controlplane.sandbox import Sandbox, SandboxProcess, die_with_parent
 
 
 @dataclass
@@ -53,7 +44,7 @@ class Process:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the owning thread only
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - started from the owning thread only
             )
         finally:
             log.close()

@@ -64,13 +64,9 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6", use_errno=True)
 
 
-def _die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Runs in a child between fork and exec: the kernel signals it when its parent thread dies."""
-    _libc().prctl(_PR_SET_PDEATHSIG, sig)
-
-
-def _kill_with_parent() -> None:
-    _die_with_parent(signal.SIGKILL)
+def die_with_parent() -> None:
+    """Runs in a child between fork and exec: the kernel SIGKILLs it when its parent thread dies."""
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def cgroup_dirs(name: str) -> list[Path]:
@@ -286,7 +282,7 @@ class Sandbox:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_kill_with_parent,  # noqa: PLW1509 - started from the owning thread only
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - started from the owning thread only
                 cwd=str(Path(__file__).resolve().parent.parent),
                 pass_fds=(self._lock,),  # init holds the lock too, until it has removed the directory
             )
@@ -333,7 +329,7 @@ class Sandbox:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the owning thread only
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - started from the owning thread only
             )
         finally:
             log.close()
