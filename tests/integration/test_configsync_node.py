@@ -242,7 +242,10 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
             wait_for(
                 lambda k=key, e=entries: counts(api, k) == (None, str(e)),
                 timeout=60,
-                what=f"{key}'s inventory counted; the leader's log:\n" + leader_log(cs, ours),
+                what=f"{key}'s inventory counted",
+                explain=lambda k=key: (
+                    f"its counts: {counts(api, k)}; our Pods' logs:\n{leader_log(cs, ours)}"
+                ),
             )
             wait_for(
                 lambda k=key, z=size: runs_at(cs, k, z),
