@@ -27,20 +27,10 @@ node-packages:
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy) and etcd of
 ## every release the suite runs (kubernetes-pins), Config Sync (every release the suite tests:
 ## configsync-pins), client-go's informers (the API-fault tests' yardstick), git-sync, the OpenTelemetry
-## Collector, metrics-server, VPA and cert-manager, built once and cached; promtool (it tests the alert
-## rules) from Debian's package
+## Collector, metrics-server, VPA and cert-manager, built once and cached, two at a time
+## (controlplane/build_all.sh); promtool (it tests the alert rules) from Debian's package
 binaries: node-packages
-	@for version in $$(awk '!/^#/ && NF { print $$1 }' controlplane/kubernetes-pins); do \
-	  bash controlplane/build.sh $$version >/dev/null || exit 1; done
-	@for version in $$(awk '!/^#/ && NF && $$7 != "none" { print $$1 }' controlplane/configsync-pins); do \
-	  bash controlplane/build_configsync.sh $$version >/dev/null || exit 1; done
-	@bash controlplane/build_reflectors.sh >/dev/null
-	@bash controlplane/build_gitsync.sh >/dev/null
-	@bash controlplane/build_otelcol.sh >/dev/null
-	@bash controlplane/build_metrics_server.sh >/dev/null
-	@bash controlplane/build_vpa.sh >/dev/null
-	@bash controlplane/build_certmanager.sh >/dev/null
-	@bash controlplane/build_promtool.sh >/dev/null
+	@bash controlplane/build_all.sh
 
 ## images: every image the suite's real nodes run (ours, Config Sync's, VPA's, ...), each cached, built before the
 ## tests so no test waits on a build (controlplane/suite_images.py)
