@@ -299,19 +299,5 @@ def rsyncs(config_sync_on_node: NodeConfigSync) -> Iterator[list[RSyncKey]]:
     for key in created:
         with contextlib.suppress(kubeapi.NotFound):
             api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
-    import sys as _s, time as _t, json as _j
-    _t0 = _t.monotonic()
-    _seen = {}
-    def _dbg(k):
-        pods = _j.loads(api.list_page(kubeapi.POD, "config-management-system"))["items"]
-        for p in pods:
-            if "reconciler-manager" in p['metadata']['name'] or "webhook" in p['metadata']['name']: continue
-            sts = [(c["name"], {kk: (vv.get("exitCode"), vv.get("reason"), vv.get("finishedAt")) for kk, vv in (c.get("state") or {}).items() if kk == "terminated"} or list((c.get("state") or {}).keys())) for c in (p.get("status") or {}).get("containerStatuses") or []]
-            line = f"{p['metadata']['name']} del={p['metadata'].get('deletionTimestamp')} {sts}"
-            if _seen.get(p['metadata']['name']) != line:
-                _seen[p['metadata']['name']] = line
-                print(f"DBG {_t.monotonic()-_t0:.1f} {line}", file=_s.stderr)
-        return rsync_gone(api, k)
     for key in created:
-        wait_for(lambda k=key: _dbg(k), timeout=120, interval=0.5, what=f"{key} deleted by Config Sync")
-    print(f"DBG gone after {_t.monotonic()-_t0:.1f}", file=_s.stderr)
+        wait_for(lambda k=key: rsync_gone(api, k), timeout=120, what=f"{key} deleted by Config Sync")
