@@ -8,7 +8,9 @@ the stress test `python -m profiles.stress`.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING, TypeVar
@@ -128,6 +130,13 @@ def _on_cluster(args: argparse.Namespace, command: str, work: Callable[[KubeApi,
 
 
 def run_service(args: argparse.Namespace) -> int:
+    # Caught before the service's imports (a second or more on a busy node): a container's PID 1 gets
+    # only the signals it handles, so a SIGTERM then (a Pod deleted as it starts) was lost, and the
+    # kubelet killed the Pod's sidecar at the end of its grace period, 30 s later. The service takes
+    # the handlers over and finds the stop already asked.
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     from autoscaler.service import main as service
     from autoscaler.service.settings import SettingsError, load_settings
 
@@ -136,7 +145,7 @@ def run_service(args: argparse.Namespace) -> int:
     except SettingsError as error:
         print(f"objcount run: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    return service.run(settings)
+    return service.run(settings, stop)
 
 
 def run_recommend(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -147,7 +147,9 @@ def run_module(
 
 
 class Service:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    """`objcount run` in a subprocess (under `wrapper`, a command it is an argument of, if given)."""
+
+    def __init__(self, env: dict[str, str], log: Path, wrapper: Sequence[str] = ()) -> None:
         self.metrics_port, self.health_port = free_port(), free_port()
         self.log = log
         full_env = {
@@ -160,7 +162,7 @@ class Service:
         }
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "autoscaler.cli", "run"],
+                [*wrapper, sys.executable, "-m", "autoscaler.cli", "run"],
                 cwd=REPO,
                 env=full_env,
                 stdout=out,

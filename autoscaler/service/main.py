@@ -372,6 +372,9 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    if stop.is_set():  # a SIGTERM as the process started (`objcount run` caught it): nothing to stop
+        log.info("asked to stop as it started: stopped")
+        return EXIT_OK
     if settings.mode == "webhook":
         # Loaded only here: its metrics (and TLS server) are nothing a sidecar or controller exposes.
         from autoscaler.service import webhook  # noqa: PLC0415

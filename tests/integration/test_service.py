@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from autoscaler.core.codecs import resources_of
@@ -15,6 +16,16 @@ from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegr
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from tests.helpers import REPO, Service, wait_for
+
+# A RepoSync's sidecar not granted yet: in a Pod, but without the token file.
+NO_CREDENTIALS = {
+    "OBJCOUNT_MODE": "sidecar",
+    "OBJCOUNT_RSYNC_KIND": "RepoSync",
+    "OBJCOUNT_RSYNC_NAME": "repo-sync",
+    "OBJCOUNT_RSYNC_NAMESPACE": "team-a",
+    "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+    "KUBERNETES_SERVICE_PORT": "6443",
+}
 
 
 def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
@@ -99,15 +110,7 @@ def test_a_sidecar_without_credentials_stays_alive_and_says_so(
 ) -> None:
     """A RepoSync not granted yet: its sidecar finds no token at the in-cluster path. It must not exit
     (a restart loop would keep Config Sync's reconciler Pod from being ready): it waits, alive."""
-    env = {
-        "OBJCOUNT_MODE": "sidecar",
-        "OBJCOUNT_RSYNC_KIND": "RepoSync",
-        "OBJCOUNT_RSYNC_NAME": "repo-sync",
-        "OBJCOUNT_RSYNC_NAMESPACE": "team-a",
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",  # in a Pod, but without the token file
-        "KUBERNETES_SERVICE_PORT": "6443",
-    }
-    service = Service(env, tmp_path / "service.log")
+    service = Service(NO_CREDENTIALS, tmp_path / "service.log")
     services.append(service)
     wait_for(lambda: service.get("/healthz")[0] == 200, timeout=60, what="/healthz")
     assert "waiting for credentials" in service.get("/healthz")[1]
@@ -116,6 +119,52 @@ def test_a_sidecar_without_credentials_stays_alive_and_says_so(
     assert service.process.poll() is None, "still running"
     assert "objcount grant-reposync" in service.log.read_text()
     assert service.stop() == 0
+
+
+def test_a_sigterm_as_it_starts_stops_it_even_as_a_containers_first_process(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    """The kubelet may delete a Pod a second after creating it, and a container's first process (PID 1
+    of its PID namespace) is sent only the signals it handles: one sent before the handler is set is
+    lost, and the kubelet kills the container 30 s later (seen: our sidecar, exit 137, in a Pod deleted
+    as it started). `objcount run` handles SIGTERM before the service's imports (a second or more), and
+    as PID 1 of a PID namespace of its own, sent SIGTERM as soon as it handles it, exits 0."""
+    watch = textwrap.dedent(
+        """
+        import signal, sys
+        class Watch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "autoscaler.service.main":
+                    print(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, flush=True)
+                    raise SystemExit(0)
+        sys.meta_path.insert(0, Watch())
+        from autoscaler.cli import main
+        main(["run"])
+        """
+    )
+    as_it_imports = subprocess.run(
+        [sys.executable, "-c", watch], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert as_it_imports.stdout == "True\n", "SIGTERM handled when the service's modules start loading"
+
+    env = {**NO_CREDENTIALS, "OBJCOUNT_LOG_LEVEL": "DEBUG"}
+    service = Service(env, tmp_path / "service.log", ["unshare", "--pid", "--fork", "--kill-child"])
+    services.append(service)
+    first = wait_for(lambda: children(service.process.pid), what="the namespace's first process")[0]
+    wait_for(lambda: handles(first, signal.SIGTERM), what="its SIGTERM handler")
+    os.kill(first, signal.SIGTERM)
+    assert service.process.wait(60) == 0, service.log.read_text()
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def handles(pid: int, signum: int) -> bool:
+    """The process has a handler for `signum` (its SigCgt mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught >> (signum - 1) & 1)
 
 
 def test_invalid_settings_list_every_problem_and_exit_2(tmp_path: Path) -> None:
