@@ -468,27 +468,27 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
 def test_size_comes_down_after_a_real_prune(
     cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
-    """1,000 -> 100 objects, applied and pruned by the real reconciler. The inventory keeps the implicit
+    """500 -> 50 objects, applied and pruned by the real reconciler. The inventory keeps the implicit
     Namespace the source does not name, so it never equals the source: the scale-down waits for the
     reconciler's report that the prune has finished, and never comes before it."""
     install_sidecar(fitted("rsync-override"))
     apps = f"apps-{suffix()}"
     key = RSyncKey("RootSync", NAMESPACE, f"prune-{suffix()}")
-    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(1000, namespace=apps)})
+    commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(500, namespace=apps)})
     create(cs, rsyncs, cs.rsync(key))
     wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the real sync")
 
-    # 1,000 objects: n = 1,001; 198 + 0.174 x 1001 = 372.2 MiB -> 384 MiB.
+    # 500 objects: n = 501; 198 + 0.174 x 501 = 285.2 MiB -> 288 MiB.
     wait_for(
-        lambda: override(api, key).get("memoryLimit") == "384Mi",
+        lambda: override(api, key).get("memoryLimit") == "288Mi",
         timeout=120,
-        what="the size for 1,000 objects",
+        what="the size for 500 objects",
         explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, key),
     )
     # The size rolled the reconciler out; the prune starts once the new Pod's reconciler has synced.
-    wait_for(lambda: reconciler_memory_limit(cs, key) == 384 * MiB, timeout=SYNC_TIMEOUT, what="384 MiB")
+    wait_for(lambda: reconciler_memory_limit(cs, key) == 288 * MiB, timeout=SYNC_TIMEOUT, what="288 MiB")
     wait_for(lambda: sync_completed(api, key, commit), timeout=SYNC_TIMEOUT, what="the sync in the new Pod")
-    pruned = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=apps)})
+    pruned = cs.commit(key, {"configmaps.yaml": configmaps_yaml(50, namespace=apps)})
     seen: list[JSON] = []
 
     def prune_finished() -> bool:
@@ -496,7 +496,7 @@ def test_size_comes_down_after_a_real_prune(
         return finished(seen[-1], pruned)
 
     wait_for(prune_finished, timeout=SYNC_TIMEOUT, interval=0.2, what="the real prune")
-    assert len(inventory_entries(api, key)) == 101
+    assert len(inventory_entries(api, key)) == 51
     assert not finished(seen[0], pruned), "the prune was seen running"
     # The prune is done once the reconciler names the commit its last synced one (it writes that only at
     # the end of a sync without errors, and never takes it back). Polls can miss the moment itself: the
@@ -504,11 +504,11 @@ def test_size_comes_down_after_a_real_prune(
     early = [
         (override_of(rsync).get("memoryLimit"), status_summary(rsync))
         for rsync in seen
-        if override_of(rsync).get("memoryLimit") != "384Mi"
+        if override_of(rsync).get("memoryLimit") != "288Mi"
         and (rsync.get("status") or {}).get("lastSyncedCommit") != pruned
     ]
     assert not early, f"the size came down before the reconciler finished the prune: {early}"
-    # 100 objects: n = 101 (the Namespace stays); 198 + 0.174 x 101 = 215.6 MiB -> 224 MiB.
+    # 50 objects: n = 51 (the Namespace stays); 198 + 0.174 x 51 = 206.9 MiB -> 224 MiB.
     wait_for(
         lambda: override(api, key).get("memoryLimit") == "224Mi", timeout=120, what="the size after the prune"
     )
