@@ -8,6 +8,7 @@ Played by us: the faults; every other answer is the real API server's."""
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import socket
 import ssl
@@ -76,7 +77,7 @@ class FaultProxy:
         self.ca_file = ca_file
         self._pool = urllib3.PoolManager(ca_certs=str(ca_file), cert_reqs="CERT_REQUIRED", maxsize=32)
         self._lock = threading.Lock()
-        self._faults: list[Fault] = []
+        self._faults: list[tuple[Fault, float]] = []  # each with when it ends (monotonic seconds)
         self._open: set[socket.socket] = set()
         self.seen: list[tuple[float, str]] = []  # (time.monotonic(), "METHOD /path?query")
         handler = type("Handler", (_Handler,), {"proxy": self})
@@ -95,12 +96,13 @@ class FaultProxy:
         threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
 
     # ----- what the test drives -------------------------------------------------------------------------
-    def begin(self, *faults: Fault) -> float:
+    def begin(self, *faults: Fault, until: float = math.inf) -> float:
         """Answer with these faults from now on, every open stream cut (each client must ask again); when
-        they began (monotonic seconds)."""
+        they began (monotonic seconds). `until` (monotonic seconds): the faults meet only the requests that
+        arrive before it, as `requests` times them (by default, every request until `clear()`)."""
         began = time.monotonic()
         with self._lock:
-            self._faults.extend(faults)
+            self._faults.extend((fault, until) for fault in faults)
         self.cut_streams()
         return began
 
@@ -169,8 +171,10 @@ class FaultProxy:
     # ----- the handler's side ---------------------------------------------------------------------------
     def _seen(self, request: str) -> Fault | None:
         with self._lock:
-            self.seen.append((time.monotonic(), request))
-            return next((f for f in self._faults if re.search(f.pattern, request)), None)
+            at = time.monotonic()
+            self.seen.append((at, request))
+            faults = (fault for fault, until in self._faults if at < until)
+            return next((f for f in faults if re.search(f.pattern, request)), None)
 
     def _hold(self, connection: socket.socket, held: bool) -> None:
         with self._lock:

@@ -3,15 +3,23 @@ fault proxy of the test stack (controlplane/fault_proxy.py; the faults are playe
 answer is the real API server's) answers chosen paths with a fault and counts what the service asks for
 meanwhile. Beside it, through a second proxy under the same faults at the same time, client-go's informers
 with their defaults (controlplane/reflectors) watch the same objects: the yardstick. The service stays up,
-asks no more often than client-go does, and once the fault clears its counts catch up."""
+asks no more often than client-go does, and once the fault clears its counts catch up.
+
+A test here is mostly waiting (for the fault's 20 s to pass, then for each client's backoff to let it ask
+again), so the faults of the parametrized test run at once, each on a stack of its own (the `met`
+fixture); the Retry-After test, whose gaps the proxy's clock measures to 0.1 s, runs after them, away from
+their request storms."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,13 +29,31 @@ import pytest
 from autoscaler.core.annotations import RECOMMENDED_ANNOTATION, annotation_counts, parse_resources_annotation
 from controlplane import LocalControlPlane
 from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault, FaultProxy, reads_of
-from controlplane.seed import reconciler_deployment, resourcegroup, rsync
+from controlplane.seed import ensure_namespace, reconciler_deployment, resourcegroup, rsync
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 from tests.helpers import OBSERVED, Sampler, Service, never_lowered, wait_for
 
 FAULT_S = 20.0  # how long each fault lasts
 RESOURCES = ("rootsyncs", "reposyncs", "resourcegroups")
+LISTS = CONFIG_SYNC_READS + r"(?!.*watch=true)"
+WATCHES = CONFIG_SYNC_READS + r".*watch=true"
+
+# The faults of test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm, by test id.
+FAULTS: dict[str, tuple[Fault, ...]] = {
+    "504 Timeout": (Fault(CONFIG_SYNC_READS, 504, "Timeout"),),
+    "500": (Fault(CONFIG_SYNC_READS, 500, "InternalError"),),
+    "503 Retry-After 1": (Fault(CONFIG_SYNC_READS, 503, "ServiceUnavailable", retry_after=1),),
+    # Without Retry-After: our own backoff.
+    "429 no Retry-After": (Fault(CONFIG_SYNC_READS, 429, "TooManyRequests"),),
+    "403 for a while": (Fault(CONFIG_SYNC_READS, 403, "Forbidden"),),  # a permission taken away for a while
+    # Every watch expired at once: a re-list each time.
+    "410 on every watch": (Fault(WATCHES, 410, "Expired"),),
+    # Every answer reset in the middle of its body.
+    "reset mid-body": (Fault(CONFIG_SYNC_READS, cut_after=100),),
+    # Every watch expired, every list slower than our 30-s request timeout.
+    "slow lists": (Fault(WATCHES, 410, "Expired"), Fault(LISTS, delay_s=35.0)),
+}
 
 
 @dataclass
@@ -41,14 +67,12 @@ class Faulted:
     client_go: Path  # what client-go's informers saw, a JSON line per object added or changed
 
     def inject(self, *faults: Fault) -> float:
-        """The faults on both proxies, every open watch cut; when they began."""
-        began = self.ours.begin(*faults)
-        self.theirs.begin(*faults)
+        """The faults on both proxies for FAULT_S seconds (they meet the requests that arrive in them, then
+        end by themselves), every open watch cut; when they began (monotonic seconds)."""
+        began = time.monotonic()
+        self.ours.begin(*faults, until=began + FAULT_S)
+        self.theirs.begin(*faults, until=began + FAULT_S)
         return began
-
-    def clear(self) -> None:
-        self.ours.clear()
-        self.theirs.clear()
 
     def client_go_saw(self, resource: str, resource_version: str) -> float | None:
         """When (wall clock) client-go's informers first had this version of the object; None: not yet."""
@@ -63,16 +87,15 @@ class Faulted:
         )
 
 
-@pytest.fixture
-def faulted(
-    api: kubeapi.KubeApi,
-    namespace: str,
-    control_plane: LocalControlPlane,
-    reflectors: Path,
-    tmp_path: Path,
+@contextlib.contextmanager
+def faulted_stack(
+    api: kubeapi.KubeApi, control_plane: LocalControlPlane, reflectors: Path, folder: Path
 ) -> Iterator[Faulted]:
-    """A RootSync of 100 objects, our service in cluster mode (one replica, no leader election) and
-    client-go's informers, each through a fault proxy, both caught up."""
+    """A RootSync of 100 objects in a namespace of its own (named as the `namespace` fixture names them),
+    our service in cluster mode (one replica, no leader election) and client-go's informers, each through
+    a fault proxy, both caught up; their files in `folder`."""
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    ensure_namespace(api, namespace)
     key = RSyncKey("RootSync", namespace, "root-sync")
     api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
     made = api.create(kubeapi.RESOURCEGROUP, namespace, resourcegroup(key, 100))
@@ -83,19 +106,19 @@ def faulted(
     service = Service(
         {
             "OBJCOUNT_MODE": "cluster",
-            "OBJCOUNT_KUBECONFIG": str(ours.kubeconfig(token, tmp_path / "ours")),
+            "OBJCOUNT_KUBECONFIG": str(ours.kubeconfig(token, folder / "ours")),
             "OBJCOUNT_LEADER_ELECTION": "false",
             "OBJCOUNT_WATCH_NAMESPACE": namespace,  # other tests' RSyncs share this API server
             "OBJCOUNT_RECONCILER_NAMESPACE": namespace,
             "OBJCOUNT_PLATFORM": "standard",
             "OBJCOUNT_TARGET": "recommend",
         },
-        tmp_path / "service.log",
+        folder / "service.log",
     )
-    seen = tmp_path / "client-go.jsonl"
-    kubeconfig = theirs.kubeconfig(token, tmp_path / "theirs")
+    seen = folder / "client-go.jsonl"
+    kubeconfig = theirs.kubeconfig(token, folder / "theirs")
     # Its log (klog, a line per failure: thousands under a 410 storm) kept beside, out of the test's output.
-    with seen.open("wb") as out, (tmp_path / "client-go.log").open("wb") as log:
+    with seen.open("wb") as out, (folder / "client-go.log").open("wb") as log:
         client_go = subprocess.Popen(
             [str(reflectors), "-kubeconfig", str(kubeconfig), "-namespace", namespace], stdout=out, stderr=log
         )
@@ -112,6 +135,54 @@ def faulted(
         client_go.wait(30)
         ours.close()
         theirs.close()
+
+
+@pytest.fixture(scope="module")
+def met(
+    admin_api: kubeapi.KubeApi,
+    control_plane: LocalControlPlane,
+    reflectors: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[dict[str, Future[None]]]:
+    """Each fault of FAULTS whose test is selected, all at once, each run by `met_with_backoff` in a thread
+    of its own, on a stack of its own (its namespace, its two proxies, its service, its client-go, its
+    connection to the API server): they share nothing but the API server (Config Sync's CRDs installed by
+    `admin_api`), which the faults never reach. Each fault's test takes its run's outcome."""
+    selected = [
+        str(item.callspec.params["fault"])
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and item.originalname == test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm.__name__
+    ]
+    with ThreadPoolExecutor(max_workers=max(len(selected), 1), thread_name_prefix="api-fault") as pool:
+        yield {
+            fault: pool.submit(
+                met_with_backoff,
+                control_plane,
+                reflectors,
+                tmp_path_factory.mktemp("api-fault"),
+                fault,
+            )
+            for fault in selected
+        }
+
+
+@pytest.fixture
+def faulted(
+    api: kubeapi.KubeApi,
+    control_plane: LocalControlPlane,
+    reflectors: Path,
+    met: dict[str, Future[None]],
+    tmp_path: Path,
+) -> Iterator[Faulted]:
+    """`faulted_stack`, set up once every run of `met` is over: under their request storms (client-go's,
+    under a 410 on every watch) this process's proxies could time a request late, and the Retry-After
+    test measures its gaps to 0.1 s."""
+    wait(met.values())
+    with faulted_stack(api, control_plane, reflectors, tmp_path) as both:
+        yield both
 
 
 def recorded(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[int | None, int | None]:
@@ -148,40 +219,19 @@ def per_path(proxy: FaultProxy, began: float) -> dict[str, int]:
 
 def past_the_fault(faulted: Faulted, began: float) -> bool:
     """Whether either client asked again after the fault's FAULT_S seconds: the window is over, every
-    request in it recorded (each is, as it arrives). The fault is then cleared before our next attempt."""
+    request in it recorded (each is, as it arrives). The fault ended with the window: a request after it
+    gets the API server's answer."""
     return faulted.ours.read_since(began + FAULT_S) or faulted.theirs.read_since(began + FAULT_S)
 
 
-LISTS = CONFIG_SYNC_READS + r"(?!.*watch=true)"
-WATCHES = CONFIG_SYNC_READS + r".*watch=true"
+def wall_clock(monotonic: float) -> float:
+    """A time.monotonic() instant on the wall clock (client-go's informers say when on the wall clock)."""
+    return time.time() - (time.monotonic() - monotonic)
 
 
-@pytest.mark.parametrize(
-    "faults",
-    [
-        (Fault(CONFIG_SYNC_READS, 504, "Timeout"),),
-        (Fault(CONFIG_SYNC_READS, 500, "InternalError"),),
-        (Fault(CONFIG_SYNC_READS, 503, "ServiceUnavailable", retry_after=1),),
-        (Fault(CONFIG_SYNC_READS, 429, "TooManyRequests"),),  # without Retry-After: our own backoff
-        (Fault(CONFIG_SYNC_READS, 403, "Forbidden"),),  # a permission taken away for a while
-        (Fault(WATCHES, 410, "Expired"),),  # every watch expired at once: a re-list each time
-        (Fault(CONFIG_SYNC_READS, cut_after=100),),  # every answer reset in the middle of its body
-        # Every watch expired, every list slower than our 30-s request timeout.
-        (Fault(WATCHES, 410, "Expired"), Fault(LISTS, delay_s=35.0)),
-    ],
-    ids=[
-        "504 Timeout",
-        "500",
-        "503 Retry-After 1",
-        "429 no Retry-After",
-        "403 for a while",
-        "410 on every watch",
-        "reset mid-body",
-        "slow lists",
-    ],
-)
+@pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
-    api: kubeapi.KubeApi, faulted: Faulted, faults: tuple[Fault, ...], request: pytest.FixtureRequest
+    fault: str, met: dict[str, Future[None]]
 ) -> None:
     """Every list and watch of Config Sync's objects (or every watch, for the 410) answered with the fault
     for 20 s, the open watches cut, for our service and client-go's informers alike: our service asks no
@@ -192,52 +242,69 @@ def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
     10. Before this policy a 504 drew 14,000 to 40,000 lists).
     It stays up and never logs a traceback, an inventory change made during the fault is counted once it
     clears, and every count recorded meanwhile is a real one, the recommendation never lowered.
-    Reported: both clients' requests and the time each took to see the change once the fault cleared."""
-    key, service, ours = faulted.key, faulted.service, faulted.ours
-    history = Sampler(lambda: recorded(api, key), interval=0.05)
-    began = faulted.inject(*faults)
-    changed = api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 250))
-    wait_for(
-        lambda: past_the_fault(faulted, began),
-        timeout=FAULT_S * 4,
-        what="20 s of faults, then a request",
-    )
-    asked, yardstick = per_path(ours, began), per_path(faulted.theirs, began)
-    fault = request.node.callspec.id
-    OBSERVED.append(
-        f"API faults, {fault}: requests in {FAULT_S:.0f} s: ours {asked}, client-go's {yardstick}"
-    )
-    bound = 10 if any(fault.status == 410 for fault in faults) else 5
-    assert all(1 <= n <= bound for n in asked.values()), asked
-    assert sum(asked.values()) <= sum(yardstick.values()), (asked, yardstick)
-    assert service.get("/healthz")[0] == 200, "alive through the fault"
-    assert service.process.poll() is None
-    if any(fault.status == 403 for fault in faults):  # no passing fault: said once, shown on /readyz
-        status, why = service.get("/readyz")
-        assert status == 503
-        assert "grant the rules in manifests/rbac" in why
-        said = [line for line in service.logs() if "cannot list or watch" in str(line["message"])]
-        assert len(said) == 3, "once per resource while it lasts"
-    cleared = time.time()
-    faulted.clear()
-    wait_for(
-        lambda: latest(history) == 250,
-        timeout=90,
-        what="the change made during the fault counted",
-        explain=lambda: tail(service, ours),
-    )
-    counted_after = time.time() - cleared
-    nothing_lost(history.stop(), (100, 250))
-    assert "Traceback" not in service.log.read_text()
-    version = changed["metadata"]["resourceVersion"]
-    client_go_saw = wait_for(
-        lambda: faulted.client_go_saw("resourcegroups", version), timeout=90, what="client-go"
-    )
-    assert client_go_saw is not None
-    OBSERVED.append(
-        f"API faults, {fault}: the change seen after the fault cleared: counted by ours in "
-        f"{counted_after:.1f} s, in client-go's informer in {max(0.0, client_go_saw - cleared):.1f} s"
-    )
+    Reported: both clients' requests and the time each took to see the change once the fault cleared.
+    Asserted by `met_with_backoff`, each fault on a stack of its own beside the others (`met`)."""
+    met[fault].result()
+
+
+def met_with_backoff(control_plane: LocalControlPlane, reflectors: Path, folder: Path, fault: str) -> None:
+    """One fault of FAULTS from its start to the change counted after it, on a stack of its own: what
+    test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm says."""
+    faults = FAULTS[fault]
+    with (
+        contextlib.closing(kubeapi.KubeApi.connect(str(control_plane.kubeconfig))) as api,
+        faulted_stack(api, control_plane, reflectors, folder) as faulted,
+    ):
+        key, service, ours = faulted.key, faulted.service, faulted.ours
+        history = Sampler(lambda: recorded(api, key), interval=0.05)
+        forbidden = any(f.status == 403 for f in faults)
+        # For a 403, /readyz through the fault, each answer timed once it came (one timed in the fault was
+        # given in it).
+        readiness = (
+            Sampler(lambda: (service.get("/readyz"), time.monotonic()), interval=0.05) if forbidden else None
+        )
+        began = faulted.inject(*faults)
+        ended = wall_clock(began + FAULT_S)
+        changed = api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 250))
+        wait_for(
+            lambda: past_the_fault(faulted, began),
+            timeout=FAULT_S * 4,
+            what="20 s of faults, then a request",
+        )
+        asked, yardstick = per_path(ours, began), per_path(faulted.theirs, began)
+        OBSERVED.append(
+            f"API faults, {fault}: requests in {FAULT_S:.0f} s: ours {asked}, client-go's {yardstick}"
+        )
+        bound = 10 if any(f.status == 410 for f in faults) else 5
+        assert all(1 <= n <= bound for n in asked.values()), asked
+        assert sum(asked.values()) <= sum(yardstick.values()), (asked, yardstick)
+        assert service.get("/healthz")[0] == 200, "alive through the fault"
+        assert service.process.poll() is None
+        if readiness is not None:  # no passing fault: said once, shown on /readyz
+            in_the_fault = [answer for answer, at in readiness.stop() if at < began + FAULT_S]
+            status, why = in_the_fault[-1]  # its last answer in the fault
+            assert status == 503
+            assert "grant the rules in manifests/rbac" in why
+            said = [line for line in service.logs() if "cannot list or watch" in str(line["message"])]
+            assert len(said) == 3, "once per resource while it lasts"
+        wait_for(
+            lambda: latest(history) == 250,
+            timeout=90,
+            what="the change made during the fault counted",
+            explain=lambda: tail(service, ours),
+        )
+        counted_after = max(0.0, time.time() - ended)  # a 410 lets lists through: counted in the fault
+        nothing_lost(history.stop(), (100, 250))
+        assert "Traceback" not in service.log.read_text()
+        version = changed["metadata"]["resourceVersion"]
+        client_go_saw = wait_for(
+            lambda: faulted.client_go_saw("resourcegroups", version), timeout=90, what="client-go"
+        )
+        assert client_go_saw is not None
+        OBSERVED.append(
+            f"API faults, {fault}: the change seen after the fault cleared: counted by ours in "
+            f"{counted_after:.1f} s, in client-go's informer in {max(0.0, client_go_saw - ended):.1f} s"
+        )
 
 
 def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeApi, faulted: Faulted) -> None:
@@ -258,7 +325,6 @@ def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeApi, fau
     asked, yardstick = per_path(ours, began), per_path(faulted.theirs, began)
     OBSERVED.append(f"API faults, 429 Retry-After 5 (RootSyncs): ours {asked}, client-go's {yardstick}")
     assert asked["rootsyncs"] <= yardstick["rootsyncs"], (asked, yardstick)
-    faulted.clear()
     assert service.get("/healthz")[0] == 200
     api.patch(kubeapi.RESOURCEGROUP, key.namespace, key.name, resourcegroup(key, 150))
     wait_for(
