@@ -18,6 +18,9 @@ With no kubeconfig:
 
 Each phase lasts until the reconciler reports its commit synced, the sidecar has counted it and applied
 the size it recommends, and that size runs, all of it for `HOLD` seconds. Ctrl-C stops everything.
+git-sync fetches each commit on its next poll, every 15 s (Config Sync's default; `--git-period` sets the
+RootSync's `spec.git.period`); the sidecar scales down after `SCALE_DOWN_DELAY` seconds
+(`--scale-down-delay`).
 With a kubeconfig (`$KUBECONFIG` or `--kubeconfig`), the service runs against that cluster instead,
 with the settings from the environment.
 """
@@ -177,10 +180,10 @@ def _memory(shown: str) -> Fraction | None:
         return None
 
 
-def table(rows: list[Row], last: int = 18) -> Table:
+def table(rows: list[Row], last: int = 18, scale_down_delay: float = SCALE_DOWN_DELAY) -> Table:
     view = Table(
         title=f"{SAMPLE} on Config Sync {VERSION}: object counts and the reconciler's size "
-        f"(scale-down delay {SCALE_DOWN_DELAY} s)",
+        f"(scale-down delay {scale_down_delay:g} s)",
         caption="source, inventory, recommended: what our sidecar recorded on the RootSync; running: the "
         "requests the kubelet reports the reconciler runs with (resized in place); limit and working set "
         "(peak): the running reconciler container's memory cgroup, made by the kubelet",
@@ -251,7 +254,25 @@ def _rows(demo: Demo, stop: threading.Event, rows: list[Row]) -> Iterator[list[R
         stop.wait(0.5)
 
 
-def run_local(once: bool = False, live: bool = True) -> int:
+def start_sample(config_sync: NodeConfigSync, api: kubeapi.KubeApi, git_period: float | None) -> None:
+    """The sample repository's first commit, and its RootSync, fetching every `git_period` seconds (None:
+    Config Sync's default)."""
+    config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
+    body = config_sync.rsync(SAMPLE)
+    if git_period is not None:
+        body["spec"]["git"]["period"] = f"{round(git_period * 1000)}ms"
+    api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, body)
+
+
+def run_local(
+    once: bool = False,
+    live: bool = True,
+    *,
+    git_period: float | None = None,
+    scale_down_delay: float = SCALE_DOWN_DELAY,
+) -> int:
+    """The demo on the local stack: the RootSync fetching every `git_period` seconds (None: Config Sync's
+    default), the sidecar scaling down after `scale_down_delay` seconds."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -284,31 +305,32 @@ def run_local(once: bool = False, live: bool = True) -> int:
         api = config_sync.api
         assert api is not None
         config_sync.install_sidecar(
-            stack.sandbox.work_dir / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(SCALE_DOWN_DELAY)}
+            stack.sandbox.work_dir / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": f"{scale_down_delay:g}"}
         )
         console.print(f"Config Sync {VERSION} installed; our webhook's Pods add the sidecar")
         console.print(f"  export KUBECONFIG={stack.plane.kubeconfig}   # to look; Ctrl-C stops")
         console.print(f"  {stack.bin_dir / 'kubectl'} get pods -A   # kubectl, built with the stack")
         surface = api.api_resource_types()
         console.print(f"  the API server serves {surface} resource types (the default sizing counts them)")
-        config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
-        api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, config_sync.rsync(SAMPLE))
+        start_sample(config_sync, api, git_period)
         demo = Demo(config_sync, api)
         rows: list[Row] = []
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         threading.Thread(target=drive, args=(demo, rows, stop, once, failed), daemon=True).start()
         if live:
-            with Live(table(rows), console=console, refresh_per_second=4) as view:
+            with Live(
+                table(rows, scale_down_delay=scale_down_delay), console=console, refresh_per_second=4
+            ) as view:
                 for shown in _rows(demo, stop, rows):
-                    view.update(table(shown))
+                    view.update(table(shown, scale_down_delay=scale_down_delay))
         else:
             printed = 0
             for shown in _rows(demo, stop, rows):
                 for row in shown[printed:]:
                     console.print(row_line(row), highlight=False)
                 printed = len(shown)
-            console.print(table(rows, last=len(rows)))
+            console.print(table(rows, last=len(rows), scale_down_delay=scale_down_delay))
         outcome = "failed: " + "; ".join(failed) if failed else "done"
         console.print(
             f"cycle {outcome}: {time.monotonic() - demo.started:.0f} s from the RootSync's creation, "
@@ -322,10 +344,17 @@ def run_local(once: bool = False, live: bool = True) -> int:
     return 1 if failed else 0
 
 
-def run_demo(kubeconfig: str | None = None, once: bool = False, live: bool = True) -> int:
+def run_demo(
+    kubeconfig: str | None = None,
+    once: bool = False,
+    live: bool = True,
+    *,
+    git_period: float | None = None,
+    scale_down_delay: float = SCALE_DOWN_DELAY,
+) -> int:
     kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
     if not kubeconfig:
-        return run_local(once=once, live=live)
+        return run_local(once=once, live=live, git_period=git_period, scale_down_delay=scale_down_delay)
     os.environ.setdefault("OBJCOUNT_KUBECONFIG", kubeconfig)
     try:
         settings = load_settings()
@@ -345,8 +374,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--once", action="store_true", help="stop after one grow-and-prune cycle")
     parser.add_argument("--no-live", action="store_true", help="print the table at the end instead of live")
+    local = parser.add_argument_group("on the local stack (without a kubeconfig)")
+    local.add_argument(
+        "--git-period",
+        type=float,
+        metavar="SECONDS",
+        help="seconds between git-sync's fetches of the sample repository (the RootSync's spec.git.period; "
+        "default: Config Sync's 15): each commit waits for the next fetch",
+    )
+    local.add_argument(
+        "--scale-down-delay",
+        type=float,
+        default=SCALE_DOWN_DELAY,
+        metavar="SECONDS",
+        help="seconds a lower size must hold before the sidecar scales down (default: "
+        f"{SCALE_DOWN_DELAY:g}; the service's own default is 600)",
+    )
     args = parser.parse_args(argv)
-    return run_demo(args.kubeconfig, once=args.once, live=not args.no_live)
+    if args.git_period is not None and args.git_period <= 0:
+        parser.error("--git-period must be positive")
+    if args.scale_down_delay < 0:
+        parser.error("--scale-down-delay must not be negative")
+    return run_demo(
+        args.kubeconfig,
+        once=args.once,
+        live=not args.no_live,
+        git_period=args.git_period,
+        scale_down_delay=args.scale_down_delay,
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ at the same time, so they share one timeline and one machine.
 
     python -m profiles.policies_real [--policies ours-sidecar,...] [--scale 1] [--hold-scale 1]
                                      [--out profiles/out/policies-real] [--phase-timeout 1200]
-                                     [--phases "grow 1,grow 2,big commit,prune"]
+                                     [--phases "grow 1,grow 2,big commit,prune"] [--git-period SECONDS]
 
 On the local stack with a real node (Kubernetes v1.37.2, the default release; `OBJCOUNT_KUBERNETES_VERSION`
 names another pinned one): Config Sync (v1.25.0, the default release) built from its pinned
@@ -17,7 +17,9 @@ ConfigMaps), and a growth (1,000 ConfigMaps, 500 Deployments) on a busy node: a 
 pause image requests all the node's CPU but 300m for that phase (`controlplane.filler`); each followed
 by a hold long enough for VPA's recommender and updater (each loops every minute) to learn and act.
 `--scale` multiplies the counts, `--hold-scale` the holds. Each phase's commit time is kept in
-`run.json` (`committed_at_s`, seconds of the traces' clock).
+`run.json` (`committed_at_s`, seconds of the traces' clock). git-sync fetches each commit on its next
+poll, every 15 s (Config Sync's default), or every `--git-period` seconds (each RootSync's
+`spec.git.period`): a phase's seconds to synced include that wait.
 
 Policies (`POLICIES`), each installed as a user would:
 - ours, sidecar: the README's sidecar install (our webhook adds the sidecar to the reconciler Pod and
@@ -601,9 +603,12 @@ def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str 
     return made
 
 
-def start_rsyncs(cs: NodeConfigSync, policies: Sequence[str]) -> dict[str, str]:
+def start_rsyncs(
+    cs: NodeConfigSync, policies: Sequence[str], git_period_s: float | None = None
+) -> dict[str, str]:
     """Each policy's RootSync on an empty first commit (so every reconciler starts before the timeline),
-    with its override or its VPA object; the commit of each."""
+    with its override or its VPA object, fetching every `git_period_s` (None: Config Sync's default); the
+    commit of each."""
     api = cs.api
     assert api is not None
     commits = {}
@@ -612,6 +617,8 @@ def start_rsyncs(cs: NodeConfigSync, policies: Sequence[str]) -> dict[str, str]:
         key = key_of(policy)
         commits[name] = cs.commit(key, {"start.yaml": ""})
         body = cs.rsync(key)
+        if git_period_s is not None:
+            body["spec"]["git"]["period"] = f"{round(git_period_s * 1000)}ms"
         if policy.override is not None:
             body["spec"]["override"] = policy.override
         api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
@@ -711,7 +718,7 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
                 vpa.add_recommender(cs.stack, TUNED, TUNED_RECOMMENDER)
         if ours_in(policies):
             install_ours(cs)
-        first = start_rsyncs(cs, policies)
+        first = start_rsyncs(cs, policies, args.git_period)
         sampler = Sampler(cs, samples={name: [] for name in policies})
         thread = threading.Thread(target=sampler.run, daemon=True)
         thread.start()
@@ -783,6 +790,7 @@ def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
         "vpa": vpa.VERSION,
         "scale": args.scale,
         "hold_scale": args.hold_scale,
+        "git_period_s": args.git_period,
         "phases": [asdict(p) for p in (PHASES[0], *args.phases)],
         "policies": {name: asdict(POLICIES[name]) for name in policies},
         "tuned_recommender": TUNED_RECOMMENDER,
@@ -907,6 +915,11 @@ def main() -> None:
     parser.add_argument(
         "--phase-timeout", type=float, default=1200.0, help="seconds a commit may take to sync"
     )
+    period = (
+        "seconds between git-sync's fetches of each policy's repository (its RootSync's spec.git.period; "
+        "default: Config Sync's 15): each phase's commit waits for the next fetch"
+    )
+    parser.add_argument("--git-period", type=float, metavar="SECONDS", help=period)
     names = [phase.name for phase in PHASES[1:]]
     parser.add_argument(
         "--phases",
@@ -914,6 +927,8 @@ def main() -> None:
         help="comma-separated, in order, of the phases after the start: " + ", ".join(names),
     )
     args = parser.parse_args()
+    if args.git_period is not None and args.git_period <= 0:
+        parser.error("--git-period must be positive")
     by_name = {phase.name: phase for phase in PHASES[1:]}
     if unknown_phases := sorted(set(args.phases.split(",")) - set(by_name)):
         parser.error(f"unknown phases: {unknown_phases}")

@@ -2,7 +2,8 @@
 
     python -m profiles.reconciler_memory [--shapes configmaps,deployments,small-crs,large-crs,mix,...]
                                          [--counts 250,1000,2000] [--out profiles/out/reconciler-memory]
-                                         [--extra-crds 0] [--namespaces 1] [--resume]
+                                         [--extra-crds 0[,100,...]] [--namespaces 1[,10,...]]
+                                         [--git-period SECONDS] [--resume]
 
 On the local stack with a real node (Config Sync built from the pinned source: v1.25.0, or another
 pinned release named by OBJCOUNT_CONFIGSYNC_VERSION; its Pods run by
@@ -37,7 +38,10 @@ time includes). `--namespaces N` spreads a namespaced shape's objects over N nam
 about 15 KiB like a typical operator's CRD, never used by a source), to
 measure how the reconciler's memory grows with the API surface it discovers; `crds` in the results is
 the number of CRDs the cluster serves at that point, `api_resources` the resource types its discovery
-serves (the API surface the service reads).
+serves (the API surface the service reads). Both take a comma-separated list: every shape and count is
+measured at each, in one run (the extra CRDs in increasing order: those installed are not removed).
+`--git-period SECONDS` sets each RootSync's `spec.git.period` (Config Sync's default: 15 s): the prune's
+commit is fetched on git-sync's next poll, so `to pruned` includes up to one period of waiting.
 
 Results: `<out>/reconciler-memory.csv`, `.md` and `.png`; `--resume` skips the points the CSV has.
 
@@ -64,7 +68,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -513,24 +517,41 @@ class Source:
 
 
 def measure(
-    where: Where, shape: str, count: int, extra_crds: int, namespaces: int = 1, *, idle_s: float = IDLE_S
+    where: Where,
+    shape: str,
+    count: int,
+    extra_crds: int,
+    namespaces: int = 1,
+    *,
+    idle_s: float = IDLE_S,
+    git_period_s: float | None = None,
 ) -> Point:
     spread = f"-ns{namespaces}" if namespaces > 1 else ""
     name = f"mem-{shape}-{count}-{extra_crds}{spread}"
     source = Source.of_shape(shape, count, name, namespaces)
-    return measure_source(where, source, name, extra_crds, idle_s=idle_s)
+    return measure_source(where, source, name, extra_crds, idle_s=idle_s, git_period_s=git_period_s)
 
 
 def measure_source(
-    where: Where, source: Source, name: str, extra_crds: int = 0, run: int = 1, *, idle_s: float = IDLE_S
+    where: Where,
+    source: Source,
+    name: str,
+    extra_crds: int = 0,
+    run: int = 1,
+    *,
+    idle_s: float = IDLE_S,
+    git_period_s: float | None = None,
 ) -> Point:
     """One point: a fresh RootSync `name` syncs `source`, then prunes all but one object; the peaks of
-    its reconciler over both, and their times."""
+    its reconciler over both, and their times. `git_period_s`: its `spec.git.period` (None: Config Sync's
+    default, 15 s)."""
     api = where.api
     key = RSyncKey("RootSync", NAMESPACE, name)
     commit = where.commit(key, source.files)
     body = where.rootsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
+    if git_period_s is not None:
+        body["spec"]["git"]["period"] = f"{round(git_period_s * 1000)}ms"
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": LIMIT, "memoryLimit": LIMIT}]
     }
@@ -695,24 +716,38 @@ def run(
     counts: list[int],
     out: Path,
     resume: bool,
-    extra_crds: int = 0,
+    extra_crds: Sequence[int] = (0,),
     *,
-    namespaces: int = 1,
+    namespaces: Sequence[int] = (1,),
     cluster: Cluster | None = None,
     idle_s: float = IDLE_S,
+    git_period_s: float | None = None,
 ) -> list[Point]:
-    """Measure on the local stack, or on `cluster` when given."""
+    """Measure on the local stack, or on `cluster` when given: every shape and count at each number of
+    extra CRDs (in increasing order: those installed stay) and each spread over namespaces."""
     out.mkdir(parents=True, exist_ok=True)
     table = out / "reconciler-memory.csv"
     if not resume:
         table.unlink(missing_ok=True)
     done = {(p.shape, p.objects, p.extra_crds, p.namespaces) for p in read_points(table)}
-    todo = [(s, n) for s in shapes for n in counts if (s, n, extra_crds, namespaces) not in done]
+    todo = [
+        (s, n, crds, spread)
+        for crds in sorted(set(extra_crds))
+        for spread in dict.fromkeys(namespaces)
+        for s in shapes
+        for n in counts
+        if (s, n, crds, spread) not in done
+    ]
 
     def measure_all(where: Where) -> None:
-        install_crds(where.api, [WIDGET_CRD, *(surface_crd(k) for k in range(extra_crds))])
-        for shape, count in tqdm(todo, desc="points", unit="point"):
-            append(table, measure(where, shape, count, extra_crds, namespaces, idle_s=idle_s))
+        install_crds(where.api, [WIDGET_CRD])
+        installed = 0
+        for shape, count, crds, spread in tqdm(todo, desc="points", unit="point"):
+            if crds > installed:
+                install_crds(where.api, [surface_crd(k) for k in range(installed, crds)])
+                installed = crds
+            point = measure(where, shape, count, crds, spread, idle_s=idle_s, git_period_s=git_period_s)
+            append(table, point)
 
     if cluster is not None:
         measure_all(cluster)
@@ -742,6 +777,11 @@ def _cluster(args: argparse.Namespace) -> Cluster | None:
     )
 
 
+def _numbers(text: str) -> list[int]:
+    """A comma-separated list of whole numbers, as --counts, --extra-crds and --namespaces take them."""
+    return [int(n) for n in text.split(",") if n]
+
+
 def main() -> None:
     # SIGTERM unwinds like Ctrl-C, so the local stack is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -753,12 +793,24 @@ def main() -> None:
     )
     parser.add_argument("--counts", default="250,1000,2000", help="comma-separated object counts")
     parser.add_argument("--out", type=Path, default=Path("profiles/out/reconciler-memory"))
-    parser.add_argument("--extra-crds", type=int, default=0, help="more CRDs to install first (API surface)")
-    spreads = "spread the objects over N namespaces (shapes " + ", ".join(SPREADS) + ")"
-    parser.add_argument("--namespaces", type=int, default=1, help=spreads)
+    surface = (
+        "more CRDs to install first (API surface); comma-separated: each point at each, in increasing order"
+    )
+    parser.add_argument("--extra-crds", default="0", metavar="N[,N...]", help=surface)
+    spreads = (
+        "spread the objects over N namespaces (shapes "
+        + ", ".join(SPREADS)
+        + "); comma-separated: each point at each"
+    )
+    parser.add_argument("--namespaces", default="1", metavar="N[,N...]", help=spreads)
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
     idle = "seconds the idle CPU rate is measured over, after each apply synced"
     parser.add_argument("--idle-seconds", type=float, default=IDLE_S, help=idle)
+    period = (
+        "seconds between git-sync's fetches of each point's repository (its RootSync's spec.git.period; "
+        "default: Config Sync's 15): the prune's commit waits for the next fetch"
+    )
+    parser.add_argument("--git-period", type=float, metavar="SECONDS", help=period)
     other = parser.add_argument_group("another cluster where Config Sync runs (default: the local stack)")
     other.add_argument("--kubeconfig", help="its kubeconfig")
     other.add_argument("--clone", type=Path, help="a clone of the repository its Config Sync reads")
@@ -771,18 +823,23 @@ def main() -> None:
     unknown = sorted(set(shapes) - set(SHAPES))
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
-    if args.namespaces > 1 and set(shapes) - set(SPREADS):
+    extra_crds, namespaces = _numbers(args.extra_crds), _numbers(args.namespaces)
+    if not extra_crds or not namespaces or min(extra_crds) < 0 or min(namespaces) < 1:
+        parser.error("--extra-crds takes numbers from 0, --namespaces from 1")
+    if max(namespaces) > 1 and set(shapes) - set(SPREADS):
         parser.error(f"--namespaces spreads only {', '.join(SPREADS)}")
-    counts = [int(n) for n in args.counts.split(",")]
+    if args.git_period is not None and args.git_period <= 0:
+        parser.error("--git-period must be positive")
     points = run(
         shapes,
-        counts,
+        _numbers(args.counts),
         args.out,
         args.resume,
-        args.extra_crds,
-        namespaces=args.namespaces,
+        extra_crds,
+        namespaces=namespaces,
         cluster=_cluster(args),
         idle_s=args.idle_seconds,
+        git_period_s=args.git_period,
     )
     print(markdown(points))
 

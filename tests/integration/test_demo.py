@@ -40,6 +40,10 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
         "controlplane.demo",
         "--once",
         "--no-live",
+        # git-sync fetches every second (Config Sync's default: 15 s), so no commit waits for its poll; the
+        # sidecar scales down 2 s after a lower size, not 10 (what holds 800's size through the prune,
+        # asserted below, is the sidecar's rule for a prune, not the delay).
+        *("--git-period", "1", "--scale-down-delay", "2"),
         bin_dir=control_plane_bin_dir,
         env={"COLUMNS": "200"},
         timeout=840,
