@@ -7,7 +7,8 @@
 # Two at a time because one cold Go build leaves a core idle for much of its run (module downloads, the
 # links, the package graph's narrow places); the longest builds start first so none runs alone at the end.
 # Each build's progress goes to standard error with its name in front; the first failure is reported and
-# the script fails once every started build has ended.
+# the script fails once every started build has ended. `build_all.sh --list`: the builds, a line each
+# (name, script, arguments), nothing built.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 jobs=${OBJCOUNT_BUILD_JOBS:-2}
@@ -28,6 +29,11 @@ builds+=(
   "git-sync build_gitsync.sh"
   "promtool build_promtool.sh"
 )
+
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${builds[@]}"
+  exit 0
+fi
 
 # One build: NAME SCRIPT [ARGS...]; its directory (the script's standard output) is not needed here.
 build_one() {

@@ -299,3 +299,15 @@ def decisions(controller: Controller) -> dict[RSyncKey, Decision]:
     """The last decision the controller's executor keeps per RSync."""
     states = dict(controller.executor.states)
     return {key: state.decision for key, state in states.items() if state.decision is not None}
+
+
+def built_by_make() -> list[list[str]]:
+    """What `make binaries` builds: build_all.sh's list, a build a line (name, script, arguments)."""
+    listed = subprocess.run(
+        ["bash", str(REPO / "controlplane" / "build_all.sh"), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return [line.split() for line in listed.stdout.splitlines()]

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from controlplane.kubernetes_build import BUILD_SCRIPT, DEFAULT_VERSION, FLOORS, PINS, VERSIONS
+from tests.helpers import built_by_make
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,12 @@ def test_each_pin_has_its_wrapper_module_requiring_that_release_and_the_etcd_it_
 
 
 def test_make_builds_every_pinned_release() -> None:
-    assert "controlplane/kubernetes-pins); do" in (REPO / "Makefile").read_text()
+    assert "bash controlplane/build_all.sh" in (REPO / "Makefile").read_text()
+    builds = built_by_make()
+    assert [b for b in builds if b[1] == "build.sh"] == [
+        ["kubernetes-v1.37.2", "build.sh", "v1.37.2"],
+        ["kubernetes-v1.34.4", "build.sh", "v1.34.4"],
+    ]
 
 
 def test_the_build_refuses_a_version_not_pinned_before_building_anything() -> None:
