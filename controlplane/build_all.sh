@@ -4,8 +4,9 @@
 # client-go's informers, git-sync, the OpenTelemetry Collector, metrics-server, VPA, cert-manager and
 # promtool. `make binaries` runs it.
 #
-# Two at a time because one cold Go build leaves a core idle for much of its run (module downloads, the
-# links, the package graph's narrow places); the longest builds start first so none runs alone at the end.
+# Two at a time so that one build's downloads and links overlap another's compiling; in the cold run of
+# 2026-11-29 both cores were busy 98 % of the build phase (BENCHMARKS, "CI time"). The longest builds
+# start first, so none runs alone at the end.
 # Each build's progress goes to standard error with its name in front; the first failure is reported and
 # the script fails once every started build has ended. `build_all.sh --list`: the builds, a line each
 # (name, script, arguments), nothing built.
