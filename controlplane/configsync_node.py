@@ -32,7 +32,7 @@ from controlplane.fault_proxy import FaultProxy
 from controlplane.git_server import GitServer
 from controlplane.images import configsync_node_images
 from controlplane.kubernetes_build import VERSION as KUBERNETES_VERSION
-from controlplane.rsyncs import rsync_object
+from controlplane.rsyncs import rsync_object, with_git_period
 from controlplane.sandbox import NODE_IP
 from controlplane.seed import JSON
 from controlplane.stack import NodeStack, running_node_stack
@@ -55,6 +55,8 @@ class NodeConfigSync:
     stack: NodeStack
     build: ConfigSyncBuild
     polling_period: str = "2s"
+    # Each RSync's spec.git.period (rsync()); None: Config Sync's default, 15 s.
+    git_period_s: float | None = None
     api: kubeapi.KubeApi | None = None
     git: GitServer | None = None
 
@@ -83,15 +85,15 @@ class NodeConfigSync:
     def repository(self, key: RSyncKey) -> str:
         return f"{key.kind.lower()}-{key.namespace}-{key.name}"
 
-    def rsync(self, key: RSyncKey, *, sync_dir: str = "config") -> JSON:
+    def rsync(self, key: RSyncKey, *, sync_dir: str = "config", git_period_s: float | None = None) -> JSON:
         """A RootSync or RepoSync of its own repository on the node's git server (unstructured for a
-        RootSync, as the tests' objects are)."""
+        RootSync, as the tests' objects are), fetched every `git_period_s` (else `self.git_period_s`)."""
         assert self.git is not None
         body = rsync_object(key.kind, key.namespace, key.name, sync_dir)
         body["spec"]["git"]["repo"] = self.git.url(self.repository(key))
         if key.kind == "RootSync":
             body["spec"]["sourceFormat"] = "unstructured"
-        return body
+        return with_git_period(body, git_period_s if git_period_s is not None else self.git_period_s)
 
     def commit(self, key: RSyncKey, files: Mapping[str, str | None], *, sync_dir: str = "config") -> str:
         """Commit `files` (names relative to the sync directory; None removes one) with git; its hash."""

@@ -258,10 +258,7 @@ def start_sample(config_sync: NodeConfigSync, api: kubeapi.KubeApi, git_period: 
     """The sample repository's first commit, and its RootSync, fetching every `git_period` seconds (None:
     Config Sync's default)."""
     config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})
-    body = config_sync.rsync(SAMPLE)
-    if git_period is not None:
-        body["spec"]["git"]["period"] = f"{round(git_period * 1000)}ms"
-    api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, body)
+    api.create(kubeapi.ROOTSYNC, SAMPLE.namespace, config_sync.rsync(SAMPLE, git_period_s=git_period))
 
 
 def run_local(

@@ -32,6 +32,14 @@ def rsync_object(kind: str, namespace: str, name: str, sync_dir: str) -> JSON:
     }
 
 
+def with_git_period(body: JSON, seconds: float | None) -> JSON:
+    """`body` (an RSync of a git source) fetching every `seconds` (its `spec.git.period`); None leaves it
+    to Config Sync's default, every 15 s."""
+    if seconds is not None:
+        body["spec"]["git"]["period"] = f"{round(seconds * 1000)}ms"
+    return body
+
+
 def rootsync(name: str, *, sync_dir: str = "config") -> JSON:
     """A RootSync of an unreachable git repository in unstructured format, for an API server where no
     reconciler runs (on the real node, NodeConfigSync.rsync names its git server)."""

@@ -80,7 +80,7 @@ from tqdm import tqdm
 from controlplane.configsync_build import VERSION
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
-from controlplane.rsyncs import rootsync
+from controlplane.rsyncs import rootsync, with_git_period
 from controlplane.seed import install_crds
 from controlplane.status_checks import rsync_gone, synced
 from inventory.core.ids import RSyncKey
@@ -550,8 +550,7 @@ def measure_source(
     commit = where.commit(key, source.files)
     body = where.rootsync(key)
     body["metadata"]["annotations"] = {"configsync.gke.io/deletion-propagation-policy": "Foreground"}
-    if git_period_s is not None:
-        body["spec"]["git"]["period"] = f"{round(git_period_s * 1000)}ms"
+    with_git_period(body, git_period_s)
     body["spec"]["override"] = {
         "resources": [{"containerName": "reconciler", "memoryRequest": LIMIT, "memoryLimit": LIMIT}]
     }
