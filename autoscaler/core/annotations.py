@@ -57,6 +57,8 @@ APPLIED_ANNOTATION = "objcount.dev/applied-resources"
 # In place: the size a new reconciler Pod starts at (our webhook): a whole sync's, not the steady state's.
 START_ANNOTATION = "objcount.dev/start-resources"
 HELD_ANNOTATION = "objcount.dev/held-by-owner"
+# In place: the size the kubelet defers (no room on the node now) while it does; removed once it is not.
+WAITING_ANNOTATION = "objcount.dev/waiting-for-room"
 TARGET_ANNOTATION = "objcount.dev/target"  # the target the applied size went through
 FALLBACK_ANNOTATION = "objcount.dev/fallback"  # why it went through the target's fallback instead
 OVERRIDE_WRITTEN_ANNOTATION = "objcount.dev/override-written"

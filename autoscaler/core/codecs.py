@@ -216,6 +216,32 @@ def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
     return None
 
 
+def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> tuple[tuple[str, str, str], ...]:
+    """The reconciler Pods whose resize the kubelet defers, as (node, Pod, what it asks): those being
+    deleted, or not yet on a node, are not waiting for room there."""
+    waiting = []
+    for pod in pods:
+        view = PodView.of(pod)
+        if view.meta.deleting or not view.node:
+            continue
+        deferred = resize_deferred(pod)
+        if deferred is not None:
+            waiting.append((view.node, view.meta.name, str(deferred[0])))
+    return tuple(waiting)
+
+
+def room_wanted(pod: Mapping[str, object] | None, waiting: Iterable[tuple[str, str, str]]) -> str | None:
+    """Which other reconciler on this reconciler Pod's node waits for room (its resize deferred), said
+    with what it asks; None when none does, or this Pod's node is not known."""
+    view = PodView.of(pod)
+    if pod is None or not view.node:
+        return None
+    for node, name, asked in waiting:
+        if node == view.node and name != view.meta.name:
+            return f"Pod {name} waits for room on node {node} (asks {asked})"
+    return None
+
+
 def kubelet_without_resize(pod: Mapping[str, object]) -> str | None:
     """The node of a Pod whose kubelet does not resize in place (None: it does, or it cannot be told yet).
     A kubelet with InPlacePodVerticalScaling on reports the resources of every running container it

@@ -72,10 +72,13 @@ def decide(
     hysteresis: Hysteresis = Hysteresis(),
     progress: SyncProgress = UNREPORTED,
     api_resources: int | None = None,
+    room_wanted: str | None = None,
 ) -> Decision:
     """The next decision. `last.resources` is what the reconciler has (None when not known). A change
     restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
-    restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here."""
+    restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here.
+    `room_wanted`: another reconciler on this one's node waits for room (why, said): a reconciler in its
+    steady state gives back what it holds above its need at once, without the delay."""
     restarts = tuple(t for t in last.restarts if now - t < 3600)
     keep = replace(last, restarts=restarts, recommended=last.recommended)
     load = Load.of(counts, api_resources)
@@ -97,7 +100,16 @@ def decide(
         resources = recommended if current is None else recommended.at_least(current)
         return replace(base, outcome=Outcome.SCALED_UP, resources=resources, reason=need)
     steady = profile.sizing.steady_mib is not None
-    return _scale_down(base, counts, last, now=now, hysteresis=hysteresis, progress=progress, steady=steady)
+    return _scale_down(
+        base,
+        counts,
+        last,
+        now=now,
+        hysteresis=hysteresis,
+        progress=progress,
+        steady=steady,
+        room_wanted=room_wanted,
+    )
 
 
 def _source_not_trusted(counts: ObjectCounts) -> str | None:
@@ -147,6 +159,7 @@ def _scale_down(
     hysteresis: Hysteresis,
     progress: SyncProgress,
     steady: bool,
+    room_wanted: str | None,
 ) -> Decision:
     assert base.recommended is not None
     distrust = _source_not_trusted(counts)
@@ -169,7 +182,11 @@ def _scale_down(
         lower_steady=steady,
     )
     held = now - since
-    if held < hysteresis.scale_down_delay_s:
+    # The delay waits out a lower count seen for a moment and memory the Go runtime has yet to return; in
+    # the steady state the target follows the working set already, and a neighbour that must parse a
+    # commit needs that room more (docs/sizing.md, "Room on the node").
+    gives_room = room_wanted is not None and steady
+    if held < hysteresis.scale_down_delay_s and not gives_room:
         return replace(
             waiting, reason=f"lower target held {held:.0f}s of {hysteresis.scale_down_delay_s:.0f}s"
         )
@@ -177,9 +194,7 @@ def _scale_down(
     # never reach the cap.
     if len(base.restarts) >= hysteresis.max_restarts_per_hour:
         return replace(waiting, reason=f"restart cap reached ({len(base.restarts)} in the last hour)")
-    return replace(
-        base,
-        outcome=Outcome.SCALED_DOWN,
-        resources=peak,
-        reason=f"{base.target_objects} objects for {held:.0f}s: down to {peak}",
-    )
+    reason = f"{base.target_objects} objects for {held:.0f}s: down to {peak}"
+    if held < hysteresis.scale_down_delay_s:
+        reason = f"{base.target_objects} objects, synced: down to {peak} now, its room wanted: {room_wanted}"
+    return replace(base, outcome=Outcome.SCALED_DOWN, resources=peak, reason=reason)

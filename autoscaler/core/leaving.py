@@ -34,6 +34,7 @@ from autoscaler.core.annotations import (
     SYNC_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
     TARGET_ANNOTATION,
+    WAITING_ANNOTATION,
     parse_resources_annotation,
 )
 from autoscaler.core.codecs import is_reconciler_entry, override_entries, resources_of_override
@@ -54,6 +55,7 @@ OURS = (
     APPLIED_ANNOTATION,
     START_ANNOTATION,
     HELD_ANNOTATION,
+    WAITING_ANNOTATION,
     TARGET_ANNOTATION,
     FALLBACK_ANNOTATION,
     OVERRIDE_WRITTEN_ANNOTATION,

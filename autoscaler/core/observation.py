@@ -139,6 +139,9 @@ class Reading:
     # A resize of the running Pod the kubelet defers (the size asked, the kubelet's message): asked for
     # already, so it is not asked again; the running container keeps its size meanwhile.
     deferred: tuple[Resources, str] | None = None
+    # Another reconciler on this one's node whose resize the kubelet defers (who, and what it asks):
+    # room this one holds above its steady need is given back at once (in place only).
+    room_wanted: str | None = None
     # A size written now reaches the running reconciler without restarting it (our in-place target; a
     # VPA whose updater resizes in place): only then is its steady state sized (a restart re-syncs).
     resizes_running: bool = False

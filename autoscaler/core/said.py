@@ -28,6 +28,7 @@ class Counted(StrEnum):
     CALIBRATIONS = "objcount_calibrations_total"  # label: direction
     CAPPED = "objcount_capped_total"  # label: target
     FALLBACKS = "objcount_fallbacks_total"  # label: target
+    RESIZES_DEFERRED = "objcount_resizes_deferred_total"
     STATUS_WRITES = "objcount_status_writes_total"  # label: destination
     STATUS_WRITE_ERRORS = "objcount_status_write_errors_total"  # label: reason
     PRUNED_STATUS_FALLBACKS = "objcount_pruned_status_fallbacks_total"
@@ -74,6 +75,8 @@ def of_plan(plan: Plan, target: str, hysteresis: Hysteresis, unread: tuple[Unrea
         )
     if plan.counts.source_rejected is not None:
         said.append(Said(event="SourceRejected", note=plan.counts.source_rejected))
+    if plan.waiting_for_room is not None and plan.log_level > logging.DEBUG:  # the wait begins
+        said.append(Said(event="ResizeDeferred", note=plan.reason, counted=(Counted.RESIZES_DEFERRED, ())))
     if plan.calibrated is not None:
         said += _calibrated(*plan.calibrated)
     if plan.reverted_to is not None:

@@ -25,6 +25,7 @@ from autoscaler.core.annotations import (
     SOURCE_REJECTED_ANNOTATION,
     START_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
+    WAITING_ANNOTATION,
     calibration_annotation,
     oom_floor_annotation,
     parse_resources_annotation,
@@ -57,6 +58,9 @@ HOUR = 3600.0
 DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again
 # How soon the kubelet's answer to a resize in place is looked at (applied, Deferred, Infeasible).
 RESIZE_ANSWER_S = 10.0
+# How soon a held scale-down in the steady state is looked at again in place: a neighbour on its node may
+# wait for the room it holds (docs/sizing.md, "Room on the node").
+ROOM_RECHECK_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ class Plan:
     log_level: int = logging.DEBUG  # said once when a postponement or an error starts
     oom_raised: tuple[OomKill, OomFloor] | None = None  # a new OOM kill, and the floor it raised
     calibrated: tuple[Calibration | None, Calibration] | None = None  # learned now: before, after
+    waiting_for_room: Resources | None = None  # the size the kubelet defers, while it does
 
 
 def profile_for(view: RSyncView, profile: Profile) -> Profile | str:
@@ -229,6 +234,8 @@ def _step(seen: Observation, state: RSyncState, config: StepConfig) -> Plan:
     }
     if synced is not None:
         wanted[SYNCED_SOURCE_ANNOTATION] = synced_source_annotation(synced)
+    waiting = plan.waiting_for_room
+    wanted[WAITING_ANNOTATION] = None if waiting is None else resources_annotation(waiting)
     return replace(
         plan,
         publish={**plan.publish, **view.lacks(wanted)},
@@ -457,11 +464,14 @@ def _decided(
         hysteresis=hysteresis,
         progress=seen.view.progress,
         api_resources=seen.reading.api_resources,
+        room_wanted=seen.reading.room_wanted,
     )
     recheck = None
     if decision.lower_since is not None:
         remaining = decision.lower_since + hysteresis.scale_down_delay_s - seen.now
         recheck = max(remaining, 0.0) + 0.01
+        if config.in_place and decision.lower_steady:  # its room may be wanted before the delay ends
+            recheck = min(recheck, ROOM_RECHECK_S)
     if decision.changes and seen.reading.held_by_owner is not None:
         return _held_by_owner(seen, state, counts, decision, last)
     deferred = seen.reading.deferred
@@ -508,6 +518,7 @@ def _waiting_for_the_kubelet(
         publish=seen.view.lacks(published(decision.recommended, asked, target=target)),
         recheck_after=DEFERRED_RECHECK_S,
         log_level=logging.INFO if starts else logging.DEBUG,
+        waiting_for_room=asked,
     )
 
 

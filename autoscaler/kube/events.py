@@ -65,6 +65,7 @@ REASONS: dict[str, tuple[EventType, str]] = {
     "CappedToNode": ("Warning", "Scale"),
     "FellBack": ("Warning", "Scale"),
     "SourceRejected": ("Warning", "Hold"),
+    "ResizeDeferred": ("Warning", "Hold"),
 }
 
 

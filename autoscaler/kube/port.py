@@ -25,6 +25,8 @@ from autoscaler.core.codecs import (
     newest_live,
     others_requests,
     resize_deferred,
+    resizes_waiting,
+    room_wanted,
     template_containers,
 )
 from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread, Written
@@ -40,6 +42,10 @@ from inventory.core.objects import Deployment, Pod, PodView
 from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
+# In place: how often the reconciler Pods whose resize the kubelet defers are listed again (one list for
+# every RSync: a neighbour's wait for room is seen within this, and a reconcile costs no list of its own).
+ROOM_TTL_S = 5.0
+Waiting = tuple[tuple[str, str, str], ...]
 T = TypeVar("T")
 
 
@@ -104,11 +110,13 @@ class KubePort:
     writer: CountWriter = field(init=False)
     _surface: Periodic[int] = field(init=False)
     _nodes: Periodic[NodeRoom] = field(init=False)
+    _waiting: Periodic[Waiting] = field(init=False)
 
     def __post_init__(self) -> None:
         self.writer = CountWriter(self.api, in_status=self.counts_in_status)
         self._surface = Periodic(self.api.api_resource_types, self.surface_ttl_s)
         self._nodes = Periodic(self._largest_node, self.surface_ttl_s)
+        self._waiting = Periodic(self._resizes_waiting, ROOM_TTL_S)
 
     # ----- read ---------------------------------------------------------------------------------------
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
@@ -144,6 +152,15 @@ class KubePort:
                 )
             )
         current = self.target.current(key, view, pod) if needs.current else None
+        waiting, waiting_error = self._waiting.get(now) if self.target.in_place and pod else (None, None)
+        if waiting_error is not None:
+            unread.append(
+                Unread(
+                    "room",
+                    f"cannot list the reconciler Pods waiting for room ({waiting_error}); a scale-down "
+                    "waits out its delay",
+                )
+            )
         return Reading(
             current=current,
             resizes_running=self.target.resizes_running(key),  # as `current` found the target
@@ -157,6 +174,7 @@ class KubePort:
             pods_going=pod is None and bool(pods),
             unread=tuple(unread),
             deferred=resize_deferred(pod) if pod is not None and self.target.in_place else None,
+            room_wanted=room_wanted(pod, waiting or ()),
         )
 
     def _reconciler_pods(self, key: RSyncKey) -> list[Pod]:
@@ -185,6 +203,11 @@ class KubePort:
         except kubeapi.ApiError as error:
             raise read_error(error, f"reading Deployment {name}") from error
         return others_requests(template_containers(deployment), "its Deployment")
+
+    def _resizes_waiting(self) -> Waiting:
+        """Every reconciler Pod whose resize the kubelet defers (node, Pod, what it asks), page by page."""
+        pages = self.api.pages(kubeapi.POD, self.reconciler_namespace, reconciler_pods())
+        return tuple(waiting for page in pages for waiting in resizes_waiting(page.get("items") or []))
 
     def _largest_node(self) -> NodeRoom | None:
         """The schedulable node with the most allocatable memory, a page of Nodes at a time (a page's

@@ -21,6 +21,7 @@ from autoscaler.core.annotations import (
     HELD_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     TARGET_ANNOTATION,
+    WAITING_ANNOTATION,
     annotation_counts,
     parse_calibration,
     parse_resources_annotation,
@@ -58,6 +59,7 @@ class RSyncRecord:
     calibrated: str | None = None  # the model's factor learned on this cluster, and the peak it came from
     target: str | None = None  # the target the applied size went through
     vpa_applied: str | None = None  # target vpa: whether VPA applied our last recommendation to the Pod
+    waiting_for_room: str | None = None  # in place: the size the kubelet defers (no room on the node now)
 
 
 def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
@@ -89,6 +91,7 @@ def record_of(kind: str, rsync: RSync) -> RSyncRecord:
         annotations.get(HELD_ANNOTATION) or None,
         _calibration_text(annotations),
         annotations.get(TARGET_ANNOTATION) or None,
+        waiting_for_room=_resources_text(annotations, WAITING_ANNOTATION),
     )
 
 
@@ -164,6 +167,7 @@ COLUMNS = (
     "STORED IN",
     "RECOMMENDED",
     "APPLIED",
+    "WAITING FOR ROOM",
     "CALIBRATED",
     "TARGET",
     "VPA APPLIED",
@@ -188,6 +192,7 @@ def render(records: list[RSyncRecord], output: Output = "table") -> str:
             r.counts_stored_in,
             r.recommended or "-",
             r.applied or "-",
+            r.waiting_for_room or "-",
             r.calibrated or "-",
             r.target or "-",
             r.vpa_applied or "-",

@@ -45,6 +45,7 @@ from autoscaler.service.metrics import (
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
     SOURCE_REJECTED,
+    WAITING_FOR_ROOM,
     WORKING_SET,
 )
 from inventory.core.counts import ObjectCounts
@@ -187,6 +188,7 @@ class Executor:
                 OBJECTS.labels(str(key), name).set(value)
         COUNT_UNKNOWN.labels(str(key)).set(1 if plan.counts.unknown_to(self.config.reads_source) else 0)
         SOURCE_REJECTED.labels(str(key)).set(0 if plan.counts.source_rejected is None else 1)
+        WAITING_FOR_ROOM.labels(str(key)).set(0 if plan.waiting_for_room is None else 1)
         if plan.state.calibration is not None:
             CALIBRATION_FACTOR.labels(str(key)).set(float(plan.state.calibration.factor))
 
@@ -213,7 +215,7 @@ class Executor:
         self.retry_after.pop(key, None)
         with self._samples_lock:
             self._samples.pop(key, None)
-        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED):
+        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED, WAITING_FOR_ROOM):
             with contextlib.suppress(KeyError):
                 gauge.remove(str(key))
         for gauge, labels in (

@@ -39,8 +39,9 @@ APPLIED = Gauge(
 RECONCILE_ERRORS = Counter(
     Counted.RECONCILE_ERRORS,
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
-    "the API surface (discovery) and of the Nodes (nodes), reads of the metrics API that failed or did "
-    "not parse (usage), and attempts to load credentials that failed (credentials).",
+    "the API surface (discovery), of the Nodes (nodes) and of the reconciler Pods waiting for room "
+    "(room), reads of the metrics API that failed or did not parse (usage), and attempts to load "
+    "credentials that failed (credentials).",
     ["stage"],
 )
 OOM_FLOORS = Counter(
@@ -85,6 +86,16 @@ SOURCE_REJECTED = Gauge(
     "nothing is sized for it or lowered.",
     ["rsync"],
 )
+WAITING_FOR_ROOM = Gauge(
+    "objcount_waiting_for_room",
+    "1 while the kubelet defers the reconciler's resize in place (no room on its node now): the running "
+    "container keeps its size (objcount.dev/waiting-for-room; docs/sizing.md, Room on the node).",
+    ["rsync"],
+)
+RESIZES_DEFERRED = Counter(
+    Counted.RESIZES_DEFERRED,
+    "Waits for room on the node begun: resizes in place the kubelet deferred (an Event ResizeDeferred each).",
+)
 
 STATUS_WRITES = Counter(
     Counted.STATUS_WRITES, "Object-count writes to RSyncs, by where they went.", ["destination"]
@@ -105,6 +116,7 @@ COUNTED: dict[Counted, Counter] = {
     Counted.CALIBRATIONS: CALIBRATIONS,
     Counted.CAPPED: CAPPED,
     Counted.FALLBACKS: FALLBACKS,
+    Counted.RESIZES_DEFERRED: RESIZES_DEFERRED,
     Counted.STATUS_WRITES: STATUS_WRITES,
     Counted.STATUS_WRITE_ERRORS: STATUS_WRITE_ERRORS,
     Counted.PRUNED_STATUS_FALLBACKS: PRUNED_STATUS_FALLBACKS,

@@ -335,6 +335,52 @@ def test_once_synced_in_place_the_size_follows_the_steady_working_set_not_the_ap
     }, "a whole sync's size (the model's, then calibrated), or the steady state's where that is more"
 
 
+WAITS = "Pod root-reconciler-other-7d9-abcde waits for room on node node-1 (asks 1125m/1152Mi)"
+
+
+def test_in_place_a_neighbour_waiting_for_room_gets_what_a_synced_reconciler_holds_above_its_need() -> None:
+    """As above, with another reconciler on the node waiting for room all along: nothing is given back
+    while this one applies its commit or before its steady state is seen (the apply's size, then the
+    learned 192 MiB, held); once its steady need is known (120 MiB used: 160 MiB, 157m) it is lowered
+    at once, the in-place delay not waited out. Without the wait, a held scale-down in the steady state is
+    looked at again within 10 s (so a wait that begins is seen soon), not only when the delay ends."""
+    r = rig(FakePort(size=AT_1000, pod=RUNNING, room_wanted=WAITS), in_place=True)
+    r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert r.port.applied == [AT_1000, AT_100]
+    decision = r.executor.states[KEY].decision
+    assert decision is not None
+    assert WAITS in decision.reason
+
+    quiet = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
+    quiet.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    assert quiet.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
+    assert quiet.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    quiet.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    assert quiet.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    assert quiet.rechecks[-1] == 10.0
+    quiet.port.room_wanted = WAITS
+    quiet.clock.now += 10.0
+    assert quiet.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert quiet.port.applied == [AT_1000, AT_100]
+
+
+def test_a_reconciler_applying_a_new_commit_gives_no_room_back() -> None:
+    """Synced and steady, then a new commit fetched and not yet synced: its steady state ends, so a
+    neighbour's wait for room lowers nothing while the apply (or a prune) may run: the model's size for
+    the commit stays."""
+    r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
+    r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
+    assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    r.port.room_wanted = WAITS
+    assert r.reconcile(COUNTS, rsync(commit="c2", syncing=True)) == Outcome.UNCHANGED
+    assert r.port.applied == [AT_1000]
+
+
 def test_in_cluster_mode_the_steady_state_lowers_the_size_though_the_source_is_not_read() -> None:
     """Cluster mode counts the inventory alone (the source count unknown: no scale-down from counts);
     once the reconciler reports its commit synced, its steady working set is what sizes it: 120 MiB

@@ -19,6 +19,7 @@ from autoscaler.core.annotations import (
     OOM_FLOOR_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
+from autoscaler.core.codecs import resizes_waiting, room_wanted
 from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
@@ -31,7 +32,7 @@ from autoscaler.kube.port import KubePort, Periodic
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.executor import Executor
 from inventory.core.counts import ObjectCounts
-from inventory.core.ids import RSyncKey
+from inventory.core.ids import RSyncKey, reconciler_pods
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
 
@@ -73,7 +74,8 @@ class CountingApi:
     calls: Counter[str] = field(default_factory=Counter)
 
     def list_page(self, resource: kubeapi.Resource, namespace: str | None, **kwargs: Any) -> bytes:
-        self.calls[f"list {resource.plural}"] += 1
+        every = resource == kubeapi.POD and kwargs.get("label_selector") == reconciler_pods()
+        self.calls["list every reconciler pod" if every else f"list {resource.plural}"] += 1
         return orjson.dumps({"items": LISTED.get(resource, [])})
 
     def pages(self, resource: kubeapi.Resource, namespace: str | None, label_selector: str = "") -> Any:
@@ -117,7 +119,7 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
 ) -> None:
     api = CountingApi()
     target = TARGETS[target_name].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
-    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
+    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE, clock=lambda: 1000.0)
     config = StepConfig(
         Profile(PROTOTYPE, platform),
         Hysteresis(600, 100),
@@ -138,9 +140,10 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         observation, "sync_progress", lambda rsync: parses.update(["status"]) or read_status(rsync)
     )
 
-    node_lists = 0
+    node_lists = waiting_lists = 0
     for counts in (ObjectCounts(5000, 5000), ObjectCounts(5000, 5000), ObjectCounts(100, 100)):
         node_lists += api.calls["list nodes"]
+        waiting_lists += api.calls["list every reconciler pod"]
         api.calls.clear()
         parses.clear()
         outcome = executor.reconcile(KEY, RSYNC, counts)
@@ -155,6 +158,9 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
     node_lists += api.calls["list nodes"]
     assert node_lists == (0 if platform.has_pod_rules else 1), "the Nodes once per interval, not on Autopilot"
+    waiting_lists += api.calls["list every reconciler pod"]
+    # In place, the Pods waiting for room: one list for every RSync per interval, none for other targets.
+    assert waiting_lists == (1 if target.in_place else 0)
 
 
 @pytest.mark.parametrize(
@@ -280,3 +286,43 @@ def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() ->
     assert api.annotations == [
         {OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}', CALIBRATION_ANNOTATION: '{"factor": "1.2"}'}
     ]
+
+
+def reconciler_pod(name: str, node: str | None, *, deferred: bool, deleting: bool = False) -> dict[str, Any]:
+    """A reconciler Pod on `node` (None: not scheduled) whose resize to 200Mi the kubelet defers, or not."""
+    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-29T14:00:00Z"
+    pending = {"type": "PodResizePending", "status": "True", "reason": "Deferred", "message": "no room"}
+    return {
+        "metadata": metadata,
+        "spec": {"containers": CONTAINERS, **({"nodeName": node} if node else {})},
+        "status": {"conditions": [pending] if deferred else []},
+    }
+
+
+def test_a_reconciler_learns_which_other_reconciler_on_its_node_waits_for_room() -> None:
+    """Waiting: a deferred resize of a live, scheduled Pod. This reconciler's own Pod, other nodes' Pods,
+    Pods being deleted and Pods on no node yet take no room from it."""
+    own = reconciler_pod("root-reconciler-a", "node-1", deferred=False)
+    pods = [
+        own,
+        reconciler_pod("ns-reconciler-far", "node-2", deferred=True),
+        reconciler_pod("ns-reconciler-going", "node-1", deferred=True, deleting=True),
+        reconciler_pod("ns-reconciler-unscheduled", None, deferred=True),
+        reconciler_pod("ns-reconciler-idle", "node-1", deferred=False),
+    ]
+    waiting = resizes_waiting(pods)
+    assert [(node, name) for node, name, _ in waiting] == [("node-2", "ns-reconciler-far")]
+    assert room_wanted(own, waiting) is None
+    pods.append(reconciler_pod("ns-reconciler-near", "node-1", deferred=True))
+    waiting = resizes_waiting(pods)
+    said = room_wanted(own, waiting)
+    assert (
+        said
+        == "Pod ns-reconciler-near waits for room on node node-1 (asks requests 50m/200Mi, limits none/none)"
+    )
+    near = reconciler_pod("ns-reconciler-near", "node-1", deferred=True)
+    assert room_wanted(near, waiting) is None, "its own wait is not a neighbour's"
+    assert room_wanted(None, waiting) is None
+    assert room_wanted(reconciler_pod("root-reconciler-b", None, deferred=False), waiting) is None

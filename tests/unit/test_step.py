@@ -25,6 +25,7 @@ from autoscaler.core.annotations import (
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
+    WAITING_ANNOTATION,
 )
 from autoscaler.core.calibration import Sampled
 from autoscaler.core.hysteresis import Hysteresis
@@ -82,6 +83,7 @@ class FakePort:
     pod: Pod | None = None  # the reconciler Pod as listed
     pods_going: bool = False  # every reconciler Pod is being deleted
     resizes_running: bool = False  # a size written reaches the running reconciler (in place)
+    room_wanted: str | None = None  # another reconciler on its node waits for room
     target_name: str = "fake"
     applied: list[Resources] = field(default_factory=list)
     published: list[dict[str, str | None]] = field(default_factory=list)
@@ -111,6 +113,7 @@ class FakePort:
             pod=self.pod,
             pods_going=self.pods_going,
             resizes_running=self.resizes_running,
+            room_wanted=self.room_wanted,
         )
 
     def write(
@@ -826,6 +829,33 @@ def test_on_autopilot_a_deferred_resize_is_waited_out_whole() -> None:
     test = in_place_rig(port, profile=Profile(PROTOTYPE, AUTOPILOT))
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
     assert port.applied == []
+
+
+def test_a_wait_for_room_is_told_once_by_an_event_and_shown_while_it_lasts() -> None:
+    """The kubelet defers the whole Autopilot size (above): an Event ResizeDeferred and the counter when
+    the wait begins, not again on the next reconcile; the gauge and the annotation (the size deferred)
+    while it lasts; once the kubelet applied it, the gauge is 0 and the annotation removed."""
+    running, asked = Resources(250, 512, 250, 512), Resources(1250, 1280, 1250, 1280)
+    port = FakePort(size=running, deferred=(asked, SHORT_OF_MEMORY))
+    test = in_place_rig(port, profile=Profile(PROTOTYPE, AUTOPILOT))
+    events: list[object] = []
+    test.executor.events = events.append
+    begun = metric("objcount_resizes_deferred_total")
+    rsync: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "uid": "u1", "generation": 1}}
+    assert test.reconcile(ObjectCounts(5000, 5000), rsync) == Outcome.POSTPONED
+    assert test.reconcile(ObjectCounts(5000, 5000), rsync) == Outcome.POSTPONED
+    assert [e.reason for e in events] == ["ResizeDeferred"]  # type: ignore[attr-defined]
+    assert SHORT_OF_MEMORY in events[0].note  # type: ignore[attr-defined]
+    assert metric("objcount_resizes_deferred_total") == begun + 1
+    assert metric("objcount_waiting_for_room", rsync=str(KEY)) == 1
+    shown = '{"requests":{"cpu":"1250m","memory":"1280Mi"},"limits":{"cpu":"1250m","memory":"1280Mi"}}'
+    assert [p[WAITING_ANNOTATION] for p in port.published if WAITING_ANNOTATION in p] == [shown, shown]
+    port.size, port.deferred = asked, None  # the node found room
+    waiting: RSync = {**rsync, "metadata": {**rsync["metadata"], "annotations": {WAITING_ANNOTATION: shown}}}
+    assert test.reconcile(ObjectCounts(5000, 5000), waiting) == Outcome.UNCHANGED
+    assert metric("objcount_waiting_for_room", rsync=str(KEY)) == 0
+    assert port.published[-1][WAITING_ANNOTATION] is None
+    assert [e.reason for e in events] == ["ResizeDeferred"]  # type: ignore[attr-defined]
 
 
 def test_a_new_size_while_a_resize_is_deferred_is_asked_for() -> None:
