@@ -5,6 +5,7 @@
         [--rsyncs 20 | --rootsyncs R --reposyncs P]
         [--shape deployments|configmaps] [--objects 200] [--sources DIR]
         [--out profiles/out/many-rsyncs] [--phase-timeout 900] [--hold 120] [--git-period SECONDS]
+        [--phases "commit all,big commit"] [--big 2000]
 
 On the local stack with a real node, as `profiles.policies_real` runs (Kubernetes v1.37.2, Config Sync
 v1.25.0 built from its pinned source, every container of its reconciler Pods real, run by the kubelet with
@@ -27,6 +28,10 @@ holding `--hold` seconds:
 - one big commit: the first RootSync alone commits five times `--objects` (its directory and four times
   `--objects` added); the others stay idle;
 - a prune of all: a tenth of `--objects`, at least one (with `--sources`: its directory alone again).
+
+`--phases` runs some of them only (in this order); `--big N` makes the big commit N objects (with
+`--sources`: its directory and N added). One RSync's cost beside others (issue 61, item 3) is measured as
+`--rsyncs 1 --phases "commit all,big commit" --big 2000`, then `--rsyncs 30` the same way.
 
 Each RSync first syncs an empty commit, so every reconciler runs before the timeline starts.
 git-sync fetches each commit on its next poll, every 15 s (Config Sync's default) or every `--git-period`
@@ -83,7 +88,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -207,6 +212,20 @@ PHASES = (
     Phase("big commit", synthetic=5.0, added=4.0, first_only=True),
     Phase("prune all", synthetic=0.1, added=0.0),
 )
+
+
+def timeline(names: Sequence[str] | None, objects: int, big: int | None) -> tuple[Phase, ...]:
+    """The phases run, in their order (`names`: those only), the big commit of `big` objects where given
+    (its source directory and `big` added, with --sources)."""
+    known = {phase.name for phase in PHASES}
+    unknown = sorted(set(names or ()) - known)
+    if unknown:
+        raise ValueError(f"unknown phases {unknown} (known: {', '.join(p.name for p in PHASES)})")
+    chosen = [phase for phase in PHASES if names is None or phase.name in names]
+    if big is not None:
+        ratio = big / objects
+        chosen = [replace(p, synthetic=ratio, added=ratio) if p.first_only else p for p in chosen]
+    return tuple(chosen)
 
 
 @dataclass(frozen=True)
@@ -704,7 +723,7 @@ def play(
     """The timeline: each phase's commits at once, the wait for every RSync that committed, the hold."""
     seconds: dict[str, list[float | str]] = {name: [] for name in keys}
     written: dict[str, dict[str, str]] = {name: {} for name in keys}
-    for phase in PHASES:
+    for phase in args.phases:
         began = time.monotonic()
         sampler.committed.append((phase.name, round(sampler.now(), 2)))
         commits = {}
@@ -778,7 +797,7 @@ def run(args: argparse.Namespace) -> tuple[list[RSyncRecord], NodeRecord]:
         own=own_costs(sampler.own),
         allocatable_mib=allocatable,
     )
-    write_results(out, sampler, records, node)
+    write_results(out, sampler, records, node, args.phases)
     details = {
         "policy": args.policy,
         "rsyncs": [asdict(key) for key in keys.values()],
@@ -788,7 +807,7 @@ def run(args: argparse.Namespace) -> tuple[list[RSyncRecord], NodeRecord]:
         "git_period_s": args.git_period,
         "phase_timeout_s": args.phase_timeout,
         "hold_s": args.hold,
-        "phases": [asdict(p) for p in PHASES],
+        "phases": [asdict(p) for p in args.phases],
         "allocatable_mib": allocatable,
         "committed_at_s": dict(sampler.committed),
         "each_committed_at_s": sampler.commit_times,
@@ -797,7 +816,13 @@ def run(args: argparse.Namespace) -> tuple[list[RSyncRecord], NodeRecord]:
     return records, node
 
 
-def write_results(out: Path, sampler: ManySampler, records: Sequence[RSyncRecord], node: NodeRecord) -> None:
+def write_results(
+    out: Path,
+    sampler: ManySampler,
+    records: Sequence[RSyncRecord],
+    node: NodeRecord,
+    phases: Sequence[Phase] = PHASES,
+) -> None:
     for name, samples in sampler.samples.items():
         write_rows(out / "traces" / f"{name}.csv", samples)
     write_rows(out / "own-components.csv", sampler.own)
@@ -805,7 +830,7 @@ def write_results(out: Path, sampler: ManySampler, records: Sequence[RSyncRecord
     write_rows(out / "node-trace.csv", sampler.node)
     write_rows(out / "many-rsyncs.csv", records)
     write_rows(out / "node.csv", [node])
-    (out / "many-rsyncs.md").write_text(node_table(node) + "\n" + rsync_table(records))
+    (out / "many-rsyncs.md").write_text(node_table(node) + "\n" + rsync_table(records, phases))
     plot(out, list(sampler.samples), sampler.node, node.allocatable_mib, sampler.committed)
 
 
@@ -889,6 +914,11 @@ def main() -> None:
         "default: Config Sync's 15): each phase's commit waits for the next fetch"
     )
     parser.add_argument("--git-period", type=float, metavar="SECONDS", help=period)
+    parser.add_argument(
+        "--phases",
+        help=f"the phases to run, comma-separated (default all: {', '.join(p.name for p in PHASES)})",
+    )
+    parser.add_argument("--big", type=int, help="objects of the big commit (default: five times --objects)")
     args = parser.parse_args()
     if args.git_period is not None and args.git_period <= 0:
         parser.error("--git-period must be positive")
@@ -903,9 +933,14 @@ def main() -> None:
         )
     except ValueError as error:
         parser.error(str(error))
+    try:
+        names = None if args.phases is None else [n.strip() for n in args.phases.split(",") if n.strip()]
+        args.phases = timeline(names, args.objects, args.big)
+    except ValueError as error:
+        parser.error(str(error))
     args.policy = POLICY_NAMES[args.policy]
     records, node = run(args)
-    print(node_table(node) + "\n" + rsync_table(records))
+    print(node_table(node) + "\n" + rsync_table(records, args.phases))
 
 
 if __name__ == "__main__":

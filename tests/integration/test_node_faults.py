@@ -44,6 +44,7 @@ from tests.integration.on_node import (
     quantity_millicores,
     reconciler_memory_limit,
     reconciler_resources,
+    resize_condition,
     rsync_of,
     running_container,
     runs_at,
@@ -385,12 +386,6 @@ def test_on_a_node_short_of_cpu_a_scale_up_keeps_the_reconciler_running_and_the_
     finally:
         api.delete(kubeapi.POD, "default", filler)
     wait_for(lambda: runs_at(cs, key, big), timeout=120, what="the CPU for 1,000 objects once there is room")
-
-
-def resize_condition(pod: JSON) -> str | None:
-    """The reason of the Pod's PodResizePending condition, as the kubelet reports it."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return next((c.get("reason") for c in conditions if c.get("type") == "PodResizePending"), None)
 
 
 @pytest.mark.kubernetes_floor(only=True)

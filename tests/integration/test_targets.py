@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from prometheus_client import REGISTRY
 
@@ -52,6 +51,7 @@ from inventory.kube import kubeapi
 from inventory.kube.watch import WatchSettings
 from inventory.source.source_watch import SourceLayout
 from tests.helpers import decisions, wait_for
+from tests.integration.on_node import events_on
 
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 PROFILE = Profile(PROTOTYPE, STANDARD)
@@ -789,18 +789,6 @@ def test_deployment_target_with_a_concurrent_writer_on_the_deployment(rig: Rig) 
 
 
 # ----- Events -----------------------------------------------------------------------------------------------
-def events_on(api: kubeapi.KubeApi, namespace: str, uid: str) -> list[dict[str, Any]]:
-    """Our Events about the object of `uid`, as the API server stores them (read here, not by the code
-    under test)."""
-    page = orjson.loads(api.list_page(kubeapi.EVENT, namespace))
-    return [
-        e
-        for e in page.get("items") or []
-        if (e.get("regarding") or {}).get("uid") == uid
-        and e.get("reportingController") == "objcount.dev/autoscaler"
-    ]
-
-
 def test_decisions_are_events_on_the_rsync_kubectl_describe_shows_and_a_burst_writes_few(
     rig: Rig, control_plane: LocalControlPlane
 ) -> None:

@@ -38,6 +38,7 @@ from profiles.many_rsyncs import (
     sources_by_slug,
     split,
     sync_outcome,
+    timeline,
     with_removals,
 )
 from profiles.real_runs import Sample
@@ -156,6 +157,25 @@ def test_a_source_directory_is_committed_as_it_is_with_the_phases_objects_added(
     big = phase_files(BIG, 0, ROOT, big_work)
     assert big is not None
     assert _documents(big[ADDED_FILE], "ConfigMap") == 40
+
+
+def test_a_timeline_of_some_phases_with_a_big_commit_of_its_own_size() -> None:
+    """One RSync's cost beside others (issue 61, item 3): the first commit, then a big commit of 2,000
+    objects on the first RSync alone (with --sources: its directory and 2,000 added); unknown phases are
+    refused, naming the known ones."""
+    assert timeline(None, 200, None) == PHASES
+    first, big = timeline(["big commit", "commit all"], 200, 2000)
+    assert (first, big.name, big.first_only) == (COMMIT_ALL, "big commit", True)
+    files = phase_files(big, 0, ROOT, Workload("deployments", 200))
+    assert files is not None
+    assert _documents(files["deployments.yaml"], "Deployment") == 2000
+    assert phase_files(big, 1, REPO, Workload("deployments", 200)) is None
+    source = {"a.yaml": "kind: Thing\n"}
+    added = phase_files(big, 0, ROOT, Workload("configmaps", 200, {"many-root-01": source}))
+    assert added is not None
+    assert _documents(added[ADDED_FILE], "ConfigMap") == 2000
+    with pytest.raises(ValueError, match="unknown phases \\['grown'\\].*commit all, grow, big commit"):
+        timeline(["grown"], 200, None)
 
 
 def test_a_commit_removes_what_the_last_had_and_this_one_lacks() -> None:
