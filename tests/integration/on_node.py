@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -353,33 +353,51 @@ def root_and_repo(
     cs: NodeConfigSync, rsyncs: list[RSyncKey], prefix: str, *, grant_sidecar: bool
 ) -> tuple[RSyncKey, RSyncKey, dict[RSyncKey, tuple[str, str]]]:
     """A RootSync of 40 ConfigMaps (in a namespace it creates) and a RepoSync of 25 in a new namespace,
-    created (the RootSync first) with their commits: the keys, and each one's (commit, manifests). The
-    RepoSync has Config Sync's RoleBinding for its reconciler, as Config Sync's documentation asks, and,
-    with `grant_sidecar`, ours for its sidecar (`objcount grant-reposync`, applied)."""
+    created (the RootSync first) with their commits: the keys, and each one's (commit, manifests)."""
+    made = roots_and_repos(cs, rsyncs, prefix, roots=(40,), repos=(25,), grant_sidecar=grant_sidecar)
+    root, repo = list(made)
+    return root, repo, {key: (commit, text) for key, (_, commit, text) in made.items()}
+
+
+def roots_and_repos(
+    cs: NodeConfigSync,
+    rsyncs: list[RSyncKey],
+    prefix: str,
+    *,
+    roots: Sequence[int],
+    repos: Sequence[int],
+    grant_sidecar: bool,
+) -> dict[RSyncKey, tuple[int, str, str]]:
+    """A RootSync of each of `roots` ConfigMaps (each in a namespace it creates) and a RepoSync of each of
+    `repos` in a namespace of its own, committed at once and created (the RootSyncs first): each one's
+    (ConfigMaps, commit, manifests). Each RepoSync has Config Sync's RoleBinding for its reconciler, as
+    Config Sync's documentation asks, and, with `grant_sidecar`, ours for its sidecar (`objcount
+    grant-reposync`, applied)."""
     api = cast(kubeapi.KubeApi, cs.api)
-    team = f"team-{suffix()}"
-    ensure_namespace(api, team)
-    root = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
-    repo = RSyncKey("RepoSync", team, "repo-sync")
-    grant_reposync(api, team, repo.name)
-    if grant_sidecar:
-        granted = subprocess.run(
-            [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, repo.name],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        for item in yaml.safe_load_all(granted.stdout):
-            create_or_replace(api, item)
-    manifests = {
-        root: configmaps_yaml(40, namespace=f"apps-{suffix()}"),
-        repo: configmaps_yaml(25, namespace=team),
-    }
-    synced = {key: (cs.commit(key, {"configmaps.yaml": text}), text) for key, text in manifests.items()}
-    for key in (root, repo):
+    manifests: dict[RSyncKey, tuple[int, str]] = {}
+    for configmaps in roots:
+        key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
+        manifests[key] = (configmaps, configmaps_yaml(configmaps, namespace=f"apps-{suffix()}"))
+    for configmaps in repos:
+        team = f"team-{suffix()}"
+        ensure_namespace(api, team)
+        key = RSyncKey("RepoSync", team, "repo-sync")
+        grant_reposync(api, team, key.name)
+        if grant_sidecar:
+            granted = subprocess.run(
+                [sys.executable, "-m", "autoscaler.cli", "grant-reposync", team, key.name],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            for item in yaml.safe_load_all(granted.stdout):
+                create_or_replace(api, item)
+        manifests[key] = (configmaps, configmaps_yaml(configmaps, namespace=team))
+    made = {key: (n, cs.commit(key, {"configmaps.yaml": text}), text) for key, (n, text) in manifests.items()}
+    for key in made:
         api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
         rsyncs.append(key)
-    return root, repo, synced
+    return made
 
 
 def root_and_repo_by_hand(
@@ -423,3 +441,21 @@ class ReconcilerPeaks:
                 with contextlib.suppress(OSError, LookupError):
                     peak = self._cs.stack.container_memory(container).peak
                     self.peaks[container] = max(peak, self.peaks.get(container, 0))
+
+
+def events_on(api: kubeapi.KubeApi, namespace: str, uid: str) -> list[JSON]:
+    """Our Events about the object of `uid`, as the API server stores them (read here, not by the code
+    under test)."""
+    page = orjson.loads(api.list_page(kubeapi.EVENT, namespace))
+    return [
+        e
+        for e in page.get("items") or []
+        if (e.get("regarding") or {}).get("uid") == uid
+        and e.get("reportingController") == "objcount.dev/autoscaler"
+    ]
+
+
+def resize_condition(pod: JSON) -> str | None:
+    """The reason of the Pod's PodResizePending condition, as the kubelet reports it."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c.get("reason") for c in conditions if c.get("type") == "PodResizePending"), None)

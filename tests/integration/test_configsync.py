@@ -32,6 +32,7 @@ from controlplane.autoscaler_install import (
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault
+from controlplane.filler import fill_the_nodes_memory
 from controlplane.images import OBJCOUNT_IMAGE
 from controlplane.metrics_server import MANIFEST as METRICS_SERVER_MANIFEST
 from controlplane.metrics_server import install_metrics_server
@@ -50,6 +51,7 @@ from tests.integration.on_node import (
     container_log,
     container_status,
     counts,
+    events_on,
     finished,
     inventory_entries,
     json_log,
@@ -63,12 +65,13 @@ from tests.integration.on_node import (
     quantity_bytes,
     reconciler_memory_limit,
     reconciler_resources,
-    root_and_repo,
-    root_and_repo_by_hand,
+    resize_condition,
+    roots_and_repos,
     rsync_of,
     running_container,
     running_size,
     runs_at,
+    size_aware_size,
     suffix,
 )
 
@@ -539,11 +542,17 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
     Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds runs
     our image as uid 10001 with a read-only root, reads the `repo` volume git-sync writes under Config
     Sync's Pod security context, and counts and sizes its own RSync's reconciler in its own Pod with its
-    own account's token; the reconciler-manager keeps working."""
+    own account's token; the reconciler-manager keeps working. Five RSyncs (three RootSyncs, two
+    RepoSyncs of other sizes) commit at once: each is counted and sized from its own counts only, by hand
+    (issue 61: no count of one RSync sizes another)."""
     install_sidecar({})
-    root, repo, synced = root_and_repo(cs, rsyncs, "sidecar", grant_sidecar=True)
-    expected, sizes = root_and_repo_by_hand(api, root, repo, synced)
-    for key in (root, repo):
+    made = roots_and_repos(cs, rsyncs, "sidecar", roots=(40, 150, 300), repos=(25, 90), grant_sidecar=True)
+    synced = {key: (commit, text) for key, (_, commit, text) in made.items()}
+    # The counts by hand: the ConfigMaps in the source; the inventory has a RootSync's implicit Namespace.
+    expected = {k: (str(n), str(n + (k.kind == "RootSync"))) for k, (n, _, _) in made.items()}
+    sizes = {k: size_aware_size(api, text, n, int(k.kind == "RootSync")) for k, (n, _, text) in made.items()}
+    assert len(set(sizes.values())) >= 3, f"sizes that tell the RSyncs apart: {sizes}"
+    for key in made:
         wait_for(lambda k=key: sidecar_pod(cs, k), timeout=SYNC_TIMEOUT, what=f"our sidecar in {key}'s Pod")
         wait_for(
             lambda k=key: counts(api, k) == expected[k],
@@ -551,7 +560,7 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
             what=f"{key}'s counts",
             explain=lambda k=key: "the sidecar's log:\n" + sidecar_log(cs, k),
         )
-    for key in (root, repo):
+    for key in made:
         # Resized in place: the kubelet reports the size and set it on the reconciler's cgroup; nothing
         # is written into the RSync, and the Pod is the one the sidecar runs in.
         pod = wait_for(lambda k=key: sidecar_pod(cs, k), timeout=120, what=f"the sidecar in {key}'s Pod")
@@ -580,7 +589,7 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
         assert_sidecar_has_only_its_own_token(cs, pod, main_pid(cs.stack, status["containerID"]), account)
     webhooks = [p["metadata"]["name"] for p in cs.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}")]
     # One Pod each, the first: resized in place, no rollout made a second one.
-    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= 2
+    assert metric(api, webhooks, 'objcount_webhook_admissions_total{result="injected"}') >= len(made)
 
 
 def test_a_webhook_with_no_pod_never_stops_config_sync(
@@ -826,6 +835,110 @@ def test_in_place_an_overpriced_reconciler_is_lowered_to_its_steady_need_and_a_n
     second = cast(JSON, wait_for(admitted, timeout=SYNC_TIMEOUT, what="a new Pod synced"))
     admitted_at = quantity_bytes(reconciler_resources(second["spec"])["requests"]["memory"])
     assert admitted_at >= whole * MiB, (admitted_at, whole, steady_mib)
+
+
+def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_need_to_one_that_waits(
+    cs: NodeConfigSync,
+    api: kubeapi.KubeApi,
+    rsyncs: list[RSyncKey],
+    install_sidecar: Install,
+    metrics_api: None,
+) -> None:
+    """docs/sizing.md, "Room on the node", on the real node. The model overprices (160 MiB + 0.2 MiB per
+    object: 1,001 objects, 360.2 -> 384 MiB; 11, 162.2 -> 192 MiB), and a lower size waits 600 s.
+    `idle` syncs 1,000 ConfigMaps and, once synced, holds 384 MiB where its steady need (recommended) is
+    less; `busy` syncs 10. A filler Pod then takes all the node's memory but 16 MiB, and `busy` commits
+    1,000 ConfigMaps: its size rises by more than 16 MiB, so the kubelet defers the resize. The wait is
+    said on `busy`; `idle`, in its steady state, gives back what it holds above its need at once (its
+    ScaledDown says the room is wanted: not its 600 s delay); the kubelet then applies `busy`'s size to
+    the same container, which syncs the commit. Neither reconciler restarts."""
+    install_sidecar(
+        fitted(
+            "in-place",
+            base_mib="160",
+            mib_per_object="0.2",
+            min_mib="32",
+            calibration_interval_seconds="2",
+            resync_interval_seconds="5",
+            scale_down_delay_seconds="600",
+            in_place_scale_down_delay_seconds="600",
+        )
+    )
+    idle = RSyncKey("RootSync", NAMESPACE, f"idle-{suffix()}")
+    busy = RSyncKey("RootSync", NAMESPACE, f"busy-{suffix()}")
+    busy_apps = f"apps-{suffix()}"
+    commits = {
+        idle: cs.commit(idle, {"configmaps.yaml": configmaps_yaml(1000, namespace=f"apps-{suffix()}")}),
+        busy: cs.commit(busy, {"configmaps.yaml": configmaps_yaml(10, namespace=busy_apps)}),
+    }
+    for key in commits:
+        create(cs, rsyncs, cs.rsync(key))
+
+    def holding() -> tuple[int, int] | None:
+        """`idle` synced and in its steady state: the size it runs, above the one it recommends."""
+        annotations = rsync_of(api, idle)["metadata"].get("annotations") or {}
+        recommended = json.loads(annotations.get(RECOMMENDED_ANNOTATION) or "{}").get("requests", {})
+        runs = running_size(cs, idle)
+        if runs is None or "memory" not in recommended or not sync_completed(api, idle, commits[idle]):
+            return None
+        memory = quantity_bytes(recommended["memory"])
+        return (runs[1], memory) if memory < runs[1] else None
+
+    wait_for(
+        lambda: all(sync_completed(api, k, c) for k, c in commits.items()),
+        timeout=SYNC_TIMEOUT,
+        what="both synced",
+    )
+    held, steady = cast(
+        tuple[int, int],
+        wait_for(
+            holding,
+            timeout=SYNC_TIMEOUT,
+            what="idle's size held above its steady need",
+            explain=lambda: "the sidecar's log:\n" + sidecar_log(cs, idle),
+        ),
+    )
+    before = cast(JSON, cs.reconciler_pod(busy))
+    busy_container = container_status(before, "reconciler")["containerID"]
+    busy_memory = cast(tuple[int, int, int | None, int | None], running_size(cs, busy))[1]
+    filler = fill_the_nodes_memory(api, leave_mib=16)
+    try:
+        with PodHistory(api, busy) as history:
+            commit = cs.commit(busy, {"configmaps.yaml": configmaps_yaml(1000, namespace=busy_apps)})
+
+            def grown() -> JSON | None:
+                runs = running_size(cs, busy)
+                done = runs is not None and runs[1] > busy_memory + 16 * MiB
+                return sync_completed(api, busy, commit) if done else None
+
+            wait_for(
+                grown,
+                timeout=2 * SYNC_TIMEOUT,
+                what="busy's larger size applied and its commit synced",
+                explain=lambda: (
+                    "busy's sidecar:\n" + sidecar_log(cs, busy) + "\nidle's:\n" + sidecar_log(cs, idle)
+                ),
+            )
+            deferred = history.find(lambda p: resize_condition(p) == "Deferred")
+    finally:
+        api.delete(kubeapi.POD, "default", filler)
+    assert deferred is not None, "the kubelet deferred busy's resize"
+    idle_uid = rsync_of(api, idle)["metadata"]["uid"]
+    given = [e for e in events_on(api, NAMESPACE, idle_uid) if e["reason"] == "ScaledDown"]
+    assert any("room wanted" in e["note"] for e in given), given
+    busy_events = events_on(api, NAMESPACE, rsync_of(api, busy)["metadata"]["uid"])
+    # The wait is told: ResizeDeferred once it lasts, or the memory-first ScaledUp that answered it.
+    assert any("deferred" in e["note"] for e in busy_events), busy_events
+    after = cast(JSON, cs.reconciler_pod(busy))
+    assert container_status(after, "reconciler")["containerID"] == busy_container, "resized in place"
+    for key in commits:
+        assert container_status(cast(JSON, cs.reconciler_pod(key)), "reconciler")["restartCount"] == 0, key
+    grown_to = cast(tuple[int, int, int | None, int | None], running_size(cs, busy))[1]
+    OBSERVED.append(
+        f"room on the node (real node, metrics-server): idle held {held // MiB} MiB, its steady need "
+        f"{steady // MiB}; busy from {busy_memory // MiB} to {grown_to // MiB} MiB; busy's Events "
+        f"{[e['reason'] for e in busy_events]}"
+    )
 
 
 # ----- the API server in trouble --------------------------------------------------------------------------

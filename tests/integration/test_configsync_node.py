@@ -22,8 +22,7 @@ from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.rsyncs import grant_reposync
-from controlplane.seed import ensure_namespace, manifests_in
+from controlplane.seed import manifests_in
 from controlplane.stack import NodeStack
 from controlplane.status_checks import pod_ready, synced
 from inventory.core.ids import RSyncKey
@@ -37,6 +36,7 @@ from tests.integration.on_node import (
     main_pid,
     our_process,
     override,
+    roots_and_repos,
     rsync_of,
     runs_at,
     suffix,
@@ -190,13 +190,13 @@ def test_an_undersized_reconciler_is_oom_killed_by_the_kernel_and_the_kubelet_re
     api.patch(kubeapi.ROOTSYNC, NAMESPACE, key.name, {"spec": {"override": None}})
 
 
-def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_rootsync_and_a_reposync(
+def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_rootsyncs_and_reposyncs(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     """`kubectl apply -k manifests/cluster` on the real node: two Pods of our image, both Ready, one holds
-    the Lease; with the shipped RBAC only, it counts a RootSync's and a RepoSync's inventories and resizes
-    both reconcilers in place, which the kubelet puts into the containers' cgroups (nothing written into
-    the RSyncs)."""
+    the Lease; with the shipped RBAC only, it counts the inventories of three RootSyncs and two RepoSyncs
+    that commit at once and resizes each reconciler in place, from its own inventory only, which the
+    kubelet puts into the containers' cgroups (nothing written into the RSyncs)."""
     cs = config_sync_on_node
     api = cs.api
     assert api is not None
@@ -213,32 +213,25 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
             (status,) = pod["status"]["containerStatuses"]
             assert status["image"] == f"docker.io/library/{OBJCOUNT_IMAGE}"
             assert our_process(cs.stack, status["containerID"]) == {"uid": 10001, "root_read_only": True}
-        team = "team-cluster"
-        root, repo = RSyncKey("RootSync", NAMESPACE, "cluster-root"), RSyncKey("RepoSync", team, "repo-sync")
-        ensure_namespace(api, team)
-        grant_reposync(api, team, repo.name)  # Config Sync's RoleBinding for the RepoSync's reconciler
-        commits = {
-            root: cs.commit(root, configmaps(300, namespace="cluster-apps")),
-            repo: cs.commit(repo, configmaps(25, namespace=team)),
-        }
-        for key in commits:
-            api.create(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, cs.rsync(key))
-            rsyncs.append(key)
-        # The shipped default (size-aware) with no source in cluster mode: inventories of 301 (300
-        # ConfigMaps and the implicit Namespace, a kind without a cost of its own) and 25 entries
-        # (ConfigMaps), priced by the kinds they name, 2 KiB assumed per entry: 96 + 0.0533 x 300 + 0.0556 +
-        # 0.0082 x 602 = 117.0 MiB and the API surface's term, 128Mi, where every entry priced as the
-        # dearest kind gave 144.3 MiB and that term, 160Mi.
+        # Five RSyncs (three RootSyncs, two RepoSyncs) commit at once; each is sized from its own
+        # inventory only (issue 61: no count of one RSync sizes another).
+        made = roots_and_repos(
+            cs, rsyncs, "cluster", roots=(300, 40, 150), repos=(25, 90), grant_sidecar=False
+        )
+        # The shipped default (size-aware) with no source in cluster mode: an inventory of n entries (a
+        # RootSync's: its ConfigMaps and the implicit Namespace, a kind without a cost of its own), priced
+        # by the kinds they name, 2 KiB assumed per entry. For 301: 96 + 0.0533 x 300 + 0.0556 + 0.0082 x
+        # 602 = 117.0 MiB and the API surface's term, 128Mi, where every entry priced as the dearest kind
+        # gave 144.3 MiB and that term, 160Mi.
         surface = legacy_count(api)
-        for key, entries, namespaces in ((root, 301, 1), (repo, 25, 0)):
-            size = size_aware_by_hand(
-                configmaps=entries - namespaces,
-                others=0,
-                named=namespaces,
-                kib=2 * entries,
-                api_resources=surface,
+        sizes = {}
+        for key, (configmaps, commit, _) in made.items():
+            namespaces = int(key.kind == "RootSync")
+            entries = configmaps + namespaces
+            sizes[key] = size_aware_by_hand(
+                configmaps=configmaps, others=0, named=namespaces, kib=2 * entries, api_resources=surface
             )
-            wait_for(lambda k=key: synced(rsync_of(api, k), commits[k]), timeout=240, what=f"{key} synced")
+            wait_for(lambda k=key, c=commit: synced(rsync_of(api, k), c), timeout=240, what=f"{key} synced")
             wait_for(
                 lambda k=key, e=entries: counts(api, k) == (None, str(e)),
                 timeout=60,
@@ -247,6 +240,8 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_a_roots
                     f"its counts: {counts(api, k)}; our Pods' logs:\n{leader_log(cs, ours)}"
                 ),
             )
+        assert len(set(sizes.values())) >= 3, f"sizes that tell the RSyncs apart: {sizes}"
+        for key, size in sizes.items():
             wait_for(
                 lambda k=key, z=size: runs_at(cs, k, z),
                 timeout=240,
