@@ -5,7 +5,7 @@
         [--rsyncs 20 | --rootsyncs R --reposyncs P]
         [--shape deployments|configmaps] [--objects 200] [--sources DIR]
         [--out profiles/out/many-rsyncs] [--phase-timeout 900] [--hold 120] [--git-period SECONDS]
-        [--phases "commit all,big commit"] [--big 2000]
+        [--phases "commit all,big commit"] [--big 2000] [--leave-mib N]
 
 On the local stack with a real node, as `profiles.policies_real` runs (Kubernetes v1.37.2, Config Sync
 v1.25.0 built from its pinned source, every container of its reconciler Pods real, run by the kubelet with
@@ -31,7 +31,11 @@ holding `--hold` seconds:
 
 `--phases` runs some of them only (in this order); `--big N` makes the big commit N objects (with
 `--sources`: its directory and N added). One RSync's cost beside others (issue 61, item 3) is measured as
-`--rsyncs 1 --phases "commit all,big commit" --big 2000`, then `--rsyncs 30` the same way.
+`--rsyncs 1 --phases "commit all,big commit" --big 2000`, then `--rsyncs 30` the same way. `--leave-mib N`:
+once the first phase is synced, a filler Pod (the pause image, `controlplane.filler`) requests all the
+node's allocatable memory but N MiB, so that what the reconcilers hold decides who gets room next
+(docs/sizing.md, "Room on the node"); each RSync's seconds waiting for room (its resize deferred) and
+seconds above its request are recorded.
 
 Each RSync first syncs an empty commit, so every reconciler runs before the timeline starts.
 git-sync fetches each commit on its next poll, every 15 s (Config Sync's default) or every `--git-period`
@@ -87,7 +91,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -98,6 +102,7 @@ from autoscaler.core import quantity
 from controlplane.autoscaler_install import CONTROLLER, WEBHOOK_NAME, install_cluster
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
+from controlplane.filler import fill_the_nodes_memory
 from controlplane.kubelet import NODE_NAME
 from controlplane.metrics_server import install_metrics_server
 from controlplane.resources import create_or_replace
@@ -403,11 +408,25 @@ class RSyncRecord:
     seconds_to_synced: list[float | str]  # per phase: seconds, or idle / rejected / not synced
     reactions_s: list[float]  # a count change (a commit, the inventory's entries) -> applied resize
     unanswered_changes: int
+    # Seconds the kubelet deferred its resize (waiting for room: it ran below the size asked for it), and
+    # seconds its working set was above the request it ran with.
+    waiting_for_room_s: float = 0.0
+    above_request_s: float = 0.0
 
 
 def _extent(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     known = [v for v in values if v is not None]
     return (min(known), max(known)) if known else (None, None)
+
+
+def seconds_where(samples: Sequence[Sample], holds: Callable[[Sample], bool]) -> float:
+    """Seconds of the run during which `holds` held: each sample's state kept until the next sample."""
+    return round(sum(b.t - a.t for a, b in itertools.pairwise(samples) if holds(a)), 1)
+
+
+def _above_request(sample: Sample) -> bool:
+    used, request = sample.working_set_mib, sample.request_mib
+    return used is not None and request is not None and used > request
 
 
 def rsync_record(
@@ -438,6 +457,8 @@ def rsync_record(
         seconds,
         reactions,
         unanswered,
+        seconds_where(samples, lambda s: s.resize == "Deferred"),
+        seconds_where(samples, _above_request),
     )
 
 
@@ -514,8 +535,8 @@ def rsync_table(records: Sequence[RSyncRecord], phases: Sequence[Phase] = PHASES
         "| RSync | peak working set (MiB) | cgroup peak (MiB) | resident peak (MiB) | request (MiB) | "
         "limit (MiB) | OOM kills | restarts | new Pods | in-place resizes | to synced, s ("
         + " / ".join(p.name for p in phases)
-        + ") | reactions (unanswered) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        + ") | reactions (unanswered) | waiting for room, s | above its request, s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         synced_cells = " / ".join(_phase_cell(v) for v in r.seconds_to_synced)
@@ -524,7 +545,8 @@ def rsync_table(records: Sequence[RSyncRecord], phases: Sequence[Phase] = PHASES
             f"{_mib_cell(r.resident_peak_mib)} | {_range_cell(r.request_min_mib, r.request_max_mib)} | "
             f"{_range_cell(r.limit_min_mib, r.limit_max_mib, 'none')} | {r.oom_kills} | {r.restarts} | "
             f"{r.new_pods} | {r.in_place_resizes} | {synced_cells} | "
-            f"{len(r.reactions_s)} ({r.unanswered_changes}) |"
+            f"{len(r.reactions_s)} ({r.unanswered_changes}) | {r.waiting_for_room_s:.0f} | "
+            f"{r.above_request_s:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -738,6 +760,13 @@ def play(
         for name in keys:
             seconds[name].append(done.get(name, IDLE))
         print(f"{sampler.now():7.0f} s  {phase.name}: {done}", file=sys.stderr)
+        if args.leave_mib is not None and phase == args.phases[0]:
+            assert cs.api is not None
+            filler = fill_the_nodes_memory(cs.api, leave_mib=args.leave_mib)
+            print(
+                f"{sampler.now():7.0f} s  {filler}: the node's memory requested but {args.leave_mib} MiB",
+                file=sys.stderr,
+            )
         sampler.stopping.wait(args.hold)
     return seconds
 
@@ -807,6 +836,7 @@ def run(args: argparse.Namespace) -> tuple[list[RSyncRecord], NodeRecord]:
         "git_period_s": args.git_period,
         "phase_timeout_s": args.phase_timeout,
         "hold_s": args.hold,
+        "leave_mib": args.leave_mib,
         "phases": [asdict(p) for p in args.phases],
         "allocatable_mib": allocatable,
         "committed_at_s": dict(sampler.committed),
@@ -919,6 +949,11 @@ def main() -> None:
         help=f"the phases to run, comma-separated (default all: {', '.join(p.name for p in PHASES)})",
     )
     parser.add_argument("--big", type=int, help="objects of the big commit (default: five times --objects)")
+    parser.add_argument(
+        "--leave-mib",
+        type=int,
+        help="after the first phase, a filler Pod requests all the node's memory but this many MiB",
+    )
     args = parser.parse_args()
     if args.git_period is not None and args.git_period <= 0:
         parser.error("--git-period must be positive")

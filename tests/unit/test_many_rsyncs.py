@@ -58,8 +58,9 @@ def sample(
     limit: float | None = None,
     restarts: int = 0,
     kills: int = 0,
+    resize: str = "",
 ) -> Sample:
-    return Sample(t, pod, container, working_set, request, limit, restarts, kills, "")
+    return Sample(t, pod, container, working_set, request, limit, restarts, kills, resize)
 
 
 def test_n_rsyncs_are_a_quarter_rootsyncs_at_least_one_and_the_rest_reposyncs() -> None:
@@ -334,6 +335,22 @@ def test_an_rsyncs_record_from_its_samples() -> None:
     )
 
 
+def test_the_seconds_an_rsync_waits_for_room_and_runs_above_its_request() -> None:
+    """Each sample's state holds until the next: deferred from 10 to 25 s (15 s); its working set above
+    its request from 15 to 25 s (10 s); the last sample ends the run and counts nothing."""
+    samples = [
+        sample(0, working_set=100, request=200),
+        sample(10, working_set=150, request=200, resize="Deferred"),
+        sample(15, working_set=260, request=200, resize="Deferred"),
+        sample(20, working_set=300, request=200, resize="Deferred"),
+        sample(25, working_set=300, request=384),
+        sample(30, working_set=400, request=384, resize="Deferred"),
+    ]
+    record = rsync_record(ROOT, samples, counts=[], peaks=Peaks(), seconds=[1.0], commits=[])
+    assert (record.waiting_for_room_s, record.above_request_s) == (15.0, 10.0)
+    assert "| 15 | 10 |" in rsync_table([record], [COMMIT_ALL])
+
+
 def test_the_nodes_record_sums_integrates_and_takes_percentiles_over_every_rsync() -> None:
     # 360 MiB requested for 1,800 s and 720 for 1,800 s: 180 + 360 MiB-h; used 100 then 300: 50 + 150.
     node = [NodeSample(0, 360, 0, 100, 3), NodeSample(1800, 720, 0, 300, 3), NodeSample(3600, 360, 0, 80, 3)]
@@ -365,7 +382,7 @@ def test_the_tables_say_each_rsync_and_the_node() -> None:
     assert rule.count("|") == header.count("|")
     assert row == (
         "| RepoSync/many-tenant-01/repo-sync | 71 | 80 | 64 | 128-160 | none | 0 | 0 | 0 | 2 | "
-        "12 / 30 / idle / not synced | 2 (1) |"
+        "12 / 30 / idle / not synced | 2 (1) | 0 | 0 |"
     )
     node = node_record("static Standard", [ROOT], records=[], node=[], own={}, allocatable_mib=None)
     lines = node_table(node).strip().split("\n")
