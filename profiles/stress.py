@@ -3,6 +3,8 @@ its reconciler, and what the reconciler really uses where a metrics API exists.
 
     python -m profiles.stress [--start 500] [--stop 5000] [--step 500] [--out profiles/out/stress]
                               [--kubeconfig FILE --namespace NS --name NAME] [--create configmaps] [--resume]
+                              [--kubeconfig FILE --namespace NS --name NAME --git-clone DIR [--git-dir DIR]]
+                              [--on-node]
 
 Without `--kubeconfig` it runs against the local control plane: it starts it, installs a RootSync with
 its ResourceGroup, reconciler Deployment and rendered source, and runs `objcount run` there. With a
@@ -10,7 +12,19 @@ kubeconfig it uses that cluster, where the service must already run (sidecar or 
 creates the RSync and its inventory in `--namespace`, or, with `--create configmaps`, also creates the
 ConfigMaps for a real reconciler to sync.
 
-At each step it sets the inventory (and the source) to the step's count, waits for the service to
+With `--git-clone DIR` (on a cluster where Config Sync runs) nothing is created or written in the
+cluster: DIR is a working copy of the repository the RSync `--namespace`/`--name` syncs, and each step is
+a commit there of `objcount-stress.yaml` (the step's ConfigMaps, in the RSync's namespace for a
+RepoSync, else in `objcount-stress`, a namespace an unstructured RootSync creates) in its sync
+directory `--git-dir`, pushed to its upstream when it has one. The real reconciler syncs each commit;
+the step ends once it reports the commit synced, the service recorded the inventory's entries (the
+ResourceGroup, read here) and the size it applies covers its recommendation; the usage is the largest
+the metrics API reported while the step ran. The last commit removes the file again. `--on-node` runs
+this on the local real node: Config Sync v1.25.0, the README's sidecar install with its shipped
+settings, metrics-server, and a RootSync of a repository on the node's git server, which this script
+then drives through the stack's kubeconfig and the repository's working copy, as a user would.
+
+Otherwise, at each step it sets the inventory (and the source) to the step's count, waits for the service to
 record the count and publish its recommendation, and writes a CSV row: the counts, the recommended and
 applied resources, the reaction time, and the reconciler's memory and CPU from `metrics.k8s.io` (empty
 where there is no metrics API, as on the local control plane). Results go to `<out>/stress.csv`, a
@@ -46,6 +60,8 @@ from autoscaler.core.annotations import (
 )
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync_install import install_rsync_crds
+from controlplane.configsync_node import running_config_sync_on_node
+from controlplane.metrics_server import install_metrics_server
 from controlplane.ports import free_port
 from controlplane.seed import (
     configmaps_yaml,
@@ -55,6 +71,7 @@ from controlplane.seed import (
     rsync,
     write_commit,
 )
+from controlplane.status_checks import synced
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey
 from inventory.core.objects import annotations_of
 from inventory.kube import kubeapi
@@ -186,6 +203,123 @@ def measure_step(
     )
 
 
+STRESS_FILE = "objcount-stress.yaml"
+STRESS_NAMESPACE = "objcount-stress"  # where a RootSync's step objects go (it creates the namespace)
+
+
+@dataclass(frozen=True)
+class Clone:
+    """A working copy of the repository the RSync syncs, and the RSync's directory in it."""
+
+    path: Path
+    sync_dir: str = "."
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(self.path), *args], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} in {self.path} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def commit(self, text: str | None, message: str) -> str:
+        """Write (None: remove) the stress file, commit, push where the clone has an upstream; the commit."""
+        relative = str(Path(self.sync_dir) / STRESS_FILE)
+        target = self.path / relative
+        if text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        self.git("add", "--all", "--", relative)
+        self.git("commit", "--quiet", "--allow-empty", "-m", message)
+        if self.git("remote").strip():
+            self.git("push", "--quiet")
+        return self.git("rev-parse", "HEAD").strip()
+
+
+def measure_git_step(
+    api: kubeapi.KubeApi, key: RSyncKey, objects: int, commit: str, *, began: float, timeout: float
+) -> Step:
+    """Wait until the reconciler reports `commit` synced, the service recorded the inventory's entries and
+    applied a size that covers its recommendation; the largest usage the metrics API reported meanwhile."""
+    resource = kubeapi.RSYNC_RESOURCES[key.kind]
+    deadline = time.monotonic() + timeout
+    peak_cpu, peak_memory = None, None
+    while True:
+        cpu, memory = reconciler_usage(api, key)
+        peak_cpu = cpu if peak_cpu is None or (cpu is not None and cpu > peak_cpu) else peak_cpu
+        peak_memory = (
+            memory if peak_memory is None or (memory is not None and memory > peak_memory) else peak_memory
+        )
+        body = api.get(resource, key.namespace, key.name)
+        entries = len(
+            (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources") or []
+        )
+        counts = restored_counts(body)
+        annotations = annotations_of(body)
+        recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
+        applied = parse_resources_annotation(annotations.get(APPLIED_ANNOTATION))
+        sized = recommended is not None and applied is not None and applied.covers(recommended)
+        if synced(body, commit) and counts.sync == entries and sized:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{objects} objects: not synced and sized within {timeout:.0f} s")
+        time.sleep(0.5)
+    assert recommended is not None
+    assert applied is not None
+    return Step(
+        objects,
+        counts.source,
+        counts.sync,
+        recommended.cpu_request_m,
+        recommended.memory_request_mib,
+        applied.cpu_request_m,
+        applied.memory_request_mib,
+        time.monotonic() - began,
+        peak_cpu,
+        peak_memory,
+    )
+
+
+def ramp_through_git(
+    api: kubeapi.KubeApi, key: RSyncKey, clone: Clone, counts: list[int], *, csv_path: Path, timeout: float
+) -> None:
+    """Each step a commit of its ConfigMaps, measured; the stress file removed at the end, also on error."""
+    namespace = key.namespace if key.kind == "RepoSync" else STRESS_NAMESPACE
+    try:
+        for n in tqdm(counts, desc="ramp", unit="step"):
+            began = time.monotonic()
+            commit = clone.commit(configmaps_yaml(n, "objcount-stress", namespace), f"objcount stress: {n}")
+            append(csv_path, measure_git_step(api, key, n, commit, began=began, timeout=timeout))
+    finally:
+        clone.commit(None, "objcount stress: removed")
+
+
+@contextlib.contextmanager
+def _on_node(key: RSyncKey) -> Iterator[tuple[str, Clone]]:
+    """The local real node with Config Sync, the README's sidecar install (shipped settings) and
+    metrics-server, and a RootSync of a repository on the node's git server, synced: the stack's
+    kubeconfig and the repository's working copy, for the ramp to drive as a user's would."""
+    with running_config_sync_on_node() as cs:
+        api = cs.api
+        assert api is not None
+        assert cs.git is not None
+        install_metrics_server(cs.stack)
+        cs.install_sidecar(cs.stack.sandbox.work_dir / "certs")
+        first = cs.commit(key, {})
+        api.create(kubeapi.ROOTSYNC, key.namespace, cs.rsync(key, git_period_s=2.0))
+        deadline = time.monotonic() + 300
+        while not synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), first):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{key} did not sync its first commit in 300 s")
+            time.sleep(1)
+        clone = Clone(cs.git.repository(cs.repository(key)), "config")
+        clone.git("config", "user.name", "objcount stress")  # this repository's own, not the user's
+        clone.git("config", "user.email", "stress@objcount.invalid")
+        yield str(cs.stack.plane.kubeconfig), clone
+
+
 @contextlib.contextmanager
 def _local_plane() -> Iterator[LocalControlPlane]:
     plane = LocalControlPlane(build_binaries(), controller_manager=False)
@@ -299,6 +433,18 @@ def run(args: argparse.Namespace) -> list[Step]:
         raise Interrupted
 
     signal.signal(signal.SIGTERM, interrupted)
+    if args.on_node or args.git_clone:
+        with contextlib.ExitStack() as stack:
+            if args.on_node:
+                kubeconfig, clone = stack.enter_context(_on_node(key))
+            else:
+                kubeconfig, clone = args.kubeconfig, Clone(args.git_clone, args.git_dir)
+            try:
+                api = kubeapi.KubeApi.connect(kubeconfig)
+                ramp_through_git(api, key, clone, counts, csv_path=csv_path, timeout=args.timeout)
+            except (KeyboardInterrupt, Interrupted):
+                print("interrupted: the stress file removed; rerun with --resume to continue the ramp")
+        return _results(out, csv_path)
     with contextlib.ExitStack() as stack:
         repo: Path | None = None
         if args.kubeconfig:
@@ -326,6 +472,10 @@ def run(args: argparse.Namespace) -> list[Step]:
                 append(csv_path, step)
         except (KeyboardInterrupt, Interrupted):
             print("interrupted: cleaned up; rerun with --resume to continue the ramp")
+    return _results(out, csv_path)
+
+
+def _results(out: Path, csv_path: Path) -> list[Step]:
     steps = read_done(csv_path)
     (out / "stress.md").write_text(markdown(steps))
     plot(steps, out / "stress.png")
@@ -350,13 +500,30 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument(
         "--create", choices=["none", "configmaps"], default="none", help="real objects to create"
     )
+    parser.add_argument(
+        "--git-clone",
+        type=Path,
+        help="a working copy of the repository the RSync syncs (Config Sync runs): each step a commit",
+    )
+    parser.add_argument("--git-dir", default=".", help="the RSync's sync directory in --git-clone")
+    parser.add_argument(
+        "--on-node",
+        action="store_true",
+        help="the local real node with Config Sync, as --git-clone drives it",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="seconds to wait for the service per step")
     parser.add_argument("--resume", action="store_true", help="keep the CSV and skip the steps already in it")
     return parser
 
 
 def main() -> None:
-    steps = run(build_parser().parse_args())
+    parser = build_parser()
+    args = parser.parse_args()
+    if args.git_clone and not args.kubeconfig:
+        parser.error("--git-clone needs --kubeconfig (the cluster whose Config Sync syncs the clone)")
+    if args.on_node and (args.git_clone or args.kubeconfig):
+        parser.error("--on-node makes its own cluster and repository: no --kubeconfig or --git-clone")
+    steps = run(args)
     print(markdown(steps), end="")
 
 
