@@ -48,6 +48,25 @@ def test_a_key_due_while_it_is_processed_is_processed_again_after_done() -> None
     assert queue.get(timeout=BOUND) == "a"
 
 
+def test_a_key_that_changes_all_the_time_takes_its_turn_and_no_more() -> None:
+    """Fair to many RSyncs (issue 61): one RSync whose inventory changes a hundred times while it is
+    reconciled (a large one, slow to reconcile) is reconciled once more after the others already
+    waiting, not a hundred times and not before them."""
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("busy")
+    assert queue.get(timeout=0) == "busy"
+    for other in ("a", "b", "c"):
+        queue.add(other)
+    for _ in range(100):
+        queue.add("busy")
+    queue.done("busy")
+    order = []
+    while (key := queue.get(timeout=0)) is not None:
+        order.append(key)
+        queue.done(key)
+    assert order == ["a", "b", "c", "busy"]
+
+
 def test_retries_back_off_per_key_and_forget_resets_them() -> None:
     queue: WorkQueue[str] = WorkQueue(retry_initial=SOON, retry_max=LATER)
     first = queue.retry("a")
