@@ -307,7 +307,7 @@ def _on_node(key: RSyncKey) -> Iterator[tuple[str, Clone]]:
         assert cs.git is not None
         install_metrics_server(cs.stack)
         cs.install_sidecar(cs.stack.sandbox.work_dir / "certs")
-        first = cs.commit(key, {})
+        first = cs.commit(key, {"start.yaml": ""})  # the sync directory, with nothing in it
         api.create(kubeapi.ROOTSYNC, key.namespace, cs.rsync(key, git_period_s=2.0))
         deadline = time.monotonic() + 300
         while not synced(api.get(kubeapi.ROOTSYNC, key.namespace, key.name), first):
