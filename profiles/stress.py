@@ -19,10 +19,11 @@ RepoSync, else in `objcount-stress`, a namespace an unstructured RootSync create
 directory `--git-dir`, pushed to its upstream when it has one. The real reconciler syncs each commit;
 the step ends once it reports the commit synced, the service recorded the inventory's entries (the
 ResourceGroup, read here) and the size it applies covers its recommendation; the usage is the largest
-the metrics API reported while the step ran. The last commit removes the file again. `--on-node` runs
-this on the local real node: Config Sync v1.25.0, the README's sidecar install with its shipped
-settings, metrics-server, and a RootSync of a repository on the node's git server, which this script
-then drives through the stack's kubeconfig and the repository's working copy, as a user would.
+the metrics API reported from the commit to `--settle` seconds after that (it reports a window late).
+The last commit removes the file again. `--on-node` runs this on the local real node: Config Sync
+v1.25.0, the README's sidecar install with its shipped settings, metrics-server, and a RootSync of a
+repository on the node's git server, which this script then drives through the stack's kubeconfig and
+the repository's working copy, as a user would.
 
 Otherwise, at each step it sets the inventory (and the source) to the step's count, waits for the service to
 record the count and publish its recommendation, and writes a CSV row: the counts, the recommended and
@@ -238,24 +239,40 @@ class Clone:
         return self.git("rev-parse", "HEAD").strip()
 
 
+@dataclass
+class Usage:
+    """The largest CPU and memory of the reconciler the metrics API reported over a step."""
+
+    cpu_m: int | None = None
+    memory_mib: int | None = None
+
+    def sample(self, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+        cpu, memory = reconciler_usage(api, key)
+        self.cpu_m = max((v for v in (self.cpu_m, cpu) if v is not None), default=None)
+        self.memory_mib = max((v for v in (self.memory_mib, memory) if v is not None), default=None)
+
+
 def measure_git_step(
-    api: kubeapi.KubeApi, key: RSyncKey, objects: int, commit: str, *, began: float, timeout: float
+    api: kubeapi.KubeApi,
+    key: RSyncKey,
+    objects: int,
+    commit: str,
+    *,
+    began: float,
+    timeout: float,
+    settle: float,
 ) -> Step:
     """Wait until the reconciler reports `commit` synced, the service recorded the inventory's entries and
-    applied a size that covers its recommendation; the largest usage the metrics API reported meanwhile."""
+    applied a size that covers its recommendation; the largest usage the metrics API reported from the
+    commit to `settle` seconds after that (it reports a window of its resolution, 10 s here, late)."""
     resource = kubeapi.RSYNC_RESOURCES[key.kind]
     deadline = time.monotonic() + timeout
-    peak_cpu, peak_memory = None, None
+    usage = Usage()
     while True:
-        cpu, memory = reconciler_usage(api, key)
-        peak_cpu = cpu if peak_cpu is None or (cpu is not None and cpu > peak_cpu) else peak_cpu
-        peak_memory = (
-            memory if peak_memory is None or (memory is not None and memory > peak_memory) else peak_memory
-        )
+        usage.sample(api, key)
         body = api.get(resource, key.namespace, key.name)
-        entries = len(
-            (api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name).get("spec") or {}).get("resources") or []
-        )
+        inventory = api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name)
+        entries = len((inventory.get("spec") or {}).get("resources") or [])
         counts = restored_counts(body)
         annotations = annotations_of(body)
         recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
@@ -266,6 +283,11 @@ def measure_git_step(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{objects} objects: not synced and sized within {timeout:.0f} s")
         time.sleep(0.5)
+    reaction = time.monotonic() - began
+    settled = time.monotonic() + settle
+    while time.monotonic() < settled:
+        usage.sample(api, key)
+        time.sleep(1.0)
     assert recommended is not None
     assert applied is not None
     return Step(
@@ -276,14 +298,21 @@ def measure_git_step(
         recommended.memory_request_mib,
         applied.cpu_request_m,
         applied.memory_request_mib,
-        time.monotonic() - began,
-        peak_cpu,
-        peak_memory,
+        reaction,
+        usage.cpu_m,
+        usage.memory_mib,
     )
 
 
 def ramp_through_git(
-    api: kubeapi.KubeApi, key: RSyncKey, clone: Clone, counts: list[int], *, csv_path: Path, timeout: float
+    api: kubeapi.KubeApi,
+    key: RSyncKey,
+    clone: Clone,
+    counts: list[int],
+    *,
+    csv_path: Path,
+    timeout: float,
+    settle: float,
 ) -> None:
     """Each step a commit of its ConfigMaps, measured; the stress file removed at the end, also on error."""
     namespace = key.namespace if key.kind == "RepoSync" else STRESS_NAMESPACE
@@ -291,7 +320,9 @@ def ramp_through_git(
         for n in tqdm(counts, desc="ramp", unit="step"):
             began = time.monotonic()
             commit = clone.commit(configmaps_yaml(n, "objcount-stress", namespace), f"objcount stress: {n}")
-            append(csv_path, measure_git_step(api, key, n, commit, began=began, timeout=timeout))
+            append(
+                csv_path, measure_git_step(api, key, n, commit, began=began, timeout=timeout, settle=settle)
+            )
     finally:
         clone.commit(None, "objcount stress: removed")
 
@@ -441,7 +472,9 @@ def run(args: argparse.Namespace) -> list[Step]:
                 kubeconfig, clone = args.kubeconfig, Clone(args.git_clone, args.git_dir)
             try:
                 api = kubeapi.KubeApi.connect(kubeconfig)
-                ramp_through_git(api, key, clone, counts, csv_path=csv_path, timeout=args.timeout)
+                ramp_through_git(
+                    api, key, clone, counts, csv_path=csv_path, timeout=args.timeout, settle=args.settle
+                )
             except (KeyboardInterrupt, Interrupted):
                 print("interrupted: the stress file removed; rerun with --resume to continue the ramp")
         return _results(out, csv_path)
@@ -506,6 +539,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="a working copy of the repository the RSync syncs (Config Sync runs): each step a commit",
     )
     parser.add_argument("--git-dir", default=".", help="the RSync's sync directory in --git-clone")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        help="with --git-clone: seconds the usage is still read after a step is synced and sized",
+    )
     parser.add_argument(
         "--on-node",
         action="store_true",
