@@ -65,14 +65,15 @@ two readings loses what it reached after the last), and the entries of its inven
 Per node: the sum of the reconciler containers' requests and working sets each second, the node's
 allocatable memory, and the cost of ours and VPA's components (every one that runs, from the kubelet's
 summary every 10 s: our sidecars, webhook and controller; VPA's recommenders, updater, admission
-controller). Our reaction time: from a change of one of an RSync's counts to the first change of its
-reconciler's applied size after it and before its next count change (`reaction_times`). The counts
-change at each of its commits (the source's objects: our sidecar reads them when git-sync has fetched
-the commit, so a reaction includes that wait, up to one `--git-period`; cluster mode reads no source)
-and whenever the sampler reads another number of entries in its inventory. A change no resize follows
-is counted apart (a size held on its step or by the scale-down delay, or set already by the change
-before it); p50 and p99 (nearest rank) over every RSync's reactions. Each is known to about a second:
-the sampler reads once a second.
+controller). Our reaction time: from a change of one of an RSync's counts to the first raise of its
+reconciler's applied memory request after it and before its next count change (`reaction_times`,
+`raises`: sizing ahead of the work is a raise; a lower size waits for the scale-down delay or the
+steady state by design). The counts change at each of its commits (the source's objects: our sidecar
+reads them when git-sync has fetched the commit, so a reaction includes that wait, up to one
+`--git-period`; cluster mode reads no source) and whenever the sampler reads another number of entries
+in its inventory. A change no raise follows is counted apart (fewer objects, a size held on its step,
+or set already by the change before it); p50 and p99 (nearest rank) over every RSync's reactions. Each
+is known to about a second: the sampler reads once a second.
 
 Results in `--out`: `many-rsyncs.csv` (one row per RSync), `node.csv` (one row), `node-trace.csv` (the
 sums each second), `inventory-counts.csv`, `traces/<rsync>.csv` (the per-second samples),
@@ -334,18 +335,18 @@ def count_changes(counts: Sequence[InventorySample]) -> list[float]:
     return changes
 
 
-def resizes(samples: Sequence[Sample]) -> list[float]:
-    """When the reconciler's applied (request, limit) differed from the last one read: in place, or a new
-    Pod at another size (samples without a request skipped)."""
+def raises(samples: Sequence[Sample]) -> list[float]:
+    """When the reconciler's applied memory request rose above the last one read: in place, or a new Pod
+    at a larger size (samples without a request skipped). A lower size follows a count by design only
+    after the scale-down delay, or with the working set in the steady state: no reaction to time."""
     times: list[float] = []
-    last: tuple[float | None, float | None] | None = None
+    last: float | None = None
     for s in samples:
         if s.request_mib is None:
             continue
-        size = (s.request_mib, s.limit_mib)
-        if last is not None and size != last:
+        if last is not None and s.request_mib > last:
             times.append(s.t)
-        last = size
+        last = s.request_mib
     return times
 
 
@@ -355,8 +356,8 @@ def count_events(commits: Sequence[float], changes: Sequence[float]) -> list[flo
 
 
 def reaction_times(changes: Sequence[float], resized: Sequence[float]) -> tuple[list[float], int]:
-    """Each count change answered by the first resize at or after it and before the next count change:
-    the seconds between them; and how many changes no resize answered."""
+    """Each count change answered by the first raise at or after it and before the next count change:
+    the seconds between them; and how many changes no raise answered."""
     answered: list[float] = []
     unanswered = 0
     for change, following in itertools.zip_longest(changes, changes[1:], fillvalue=math.inf):
@@ -406,7 +407,7 @@ class RSyncRecord:
     new_pods: int
     in_place_resizes: int
     seconds_to_synced: list[float | str]  # per phase: seconds, or idle / rejected / not synced
-    reactions_s: list[float]  # a count change (a commit, the inventory's entries) -> applied resize
+    reactions_s: list[float]  # a count change (a commit, the inventory's entries) -> a raise applied
     unanswered_changes: int
     # Seconds the kubelet deferred its resize (waiting for room: it ran below the size asked for it), and
     # seconds its working set was above the request it ran with.
@@ -442,7 +443,7 @@ def rsync_record(
     running = [s for s in samples if s.container]
     working_sets = [s.working_set_mib for s in samples if s.working_set_mib is not None]
     events = count_events(commits, count_changes(counts))
-    reactions, unanswered = reaction_times(events, resizes(samples))
+    reactions, unanswered = reaction_times(events, raises(samples))
     return RSyncRecord(
         str(key),
         round(max(working_sets), 1) if working_sets else None,

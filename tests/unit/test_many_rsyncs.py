@@ -26,9 +26,9 @@ from profiles.many_rsyncs import (
     objects_namespace,
     percentile,
     phase_files,
+    raises,
     reaction_times,
     read_sources,
-    resizes,
     resolve_counts,
     rsync_keys,
     rsync_record,
@@ -234,16 +234,17 @@ def test_count_changes_skip_a_missing_inventory() -> None:
     assert count_changes(counts) == [4, 6]
 
 
-def test_resizes_are_changes_of_the_applied_request_or_limit() -> None:
+def test_raises_are_rises_of_the_applied_memory_request() -> None:
     samples = [
         sample(0, request=200, limit=None),
         sample(1, request=200, limit=None),
         sample(2, "", "", request=None, limit=None),  # between Pods
-        sample(3, "p2", "c2", request=256, limit=256),  # a new Pod at another size
-        sample(4, "p2", "c2", request=256, limit=256),
-        sample(5, "p2", "c2", request=128, limit=256),  # in place
+        sample(3, "p2", "c2", request=256, limit=256),  # a new Pod at a larger size
+        sample(4, "p2", "c2", request=256, limit=512),  # the limit alone: no raise of the request
+        sample(5, "p2", "c2", request=128, limit=256),  # lowered in place: not a raise
+        sample(6, "p2", "c2", request=160, limit=256),  # raised in place
     ]
-    assert resizes(samples) == [3, 5]
+    assert raises(samples) == [3, 6]
 
 
 def test_a_reaction_is_the_first_resize_after_a_count_change_and_before_the_next() -> None:
@@ -311,8 +312,8 @@ def test_an_rsyncs_record_from_its_samples() -> None:
     ]
     counts = [InventorySample(0, "r", 0), InventorySample(9, "r", 200), InventorySample(35, "r", 20)]
     # Counts changed at 8 s (a commit), 9 s (the inventory), 33 s (a commit), 35 s (the inventory); the
-    # size at 10 s and 40 s. Each resize answers the latest change before it: 9 -> 10 s, 35 -> 40 s; the
-    # commits, followed by the inventory's change before any resize, are unanswered.
+    # size rose at 10 s and fell at 40 s (the new Pod). The raise answers the latest change before it,
+    # 9 -> 10 s; the commits (the inventory changed before any raise) and 35 s (a lower size) are not.
     record = rsync_record(
         REPO, samples, counts=counts, peaks=Peaks(80.0, 75.5), seconds=[12.3, IDLE], commits=[8.0, 33.0]
     )
@@ -330,8 +331,8 @@ def test_an_rsyncs_record_from_its_samples() -> None:
         1,
         1,
         [12.3, IDLE],
-        [1.0, 5.0],
-        2,
+        [1.0],
+        3,
     )
 
 
