@@ -6,6 +6,7 @@
         [--shape deployments|configmaps] [--objects 200] [--sources DIR]
         [--out profiles/out/many-rsyncs] [--phase-timeout 900] [--hold 120] [--git-period SECONDS]
         [--phases "commit all,big commit"] [--big 2000] [--leave-mib N]
+    python -m profiles.many_rsyncs --report DIR   # a finished run's tables again, from what it saved
 
 On the local stack with a real node, as `profiles.policies_real` runs (Kubernetes v1.37.2, Config Sync
 v1.25.0 built from its pinned source, every container of its reconciler Pods real, run by the kubelet with
@@ -84,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import itertools
 import json
 import math
@@ -117,6 +119,7 @@ from profiles.real_runs import (
     JSON,
     POLICIES,
     MiB,
+    OwnSample,
     Sample,
     Sampler,
     in_place_resizes,
@@ -847,6 +850,74 @@ def run(args: argparse.Namespace) -> tuple[list[RSyncRecord], NodeRecord]:
     return records, node
 
 
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def _number(text: str) -> float | None:
+    return None if text in ("", "None") else float(text)
+
+
+def _phase_value(text: str) -> float | str:
+    """Seconds to synced as saved: a number, or idle / rejected / not synced."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def report(out: Path) -> tuple[list[RSyncRecord], NodeRecord, tuple[Phase, ...]]:
+    """A finished run's records computed again from what it saved in `out` (its traces, inventories,
+    commit times, peaks and seconds to synced), with this checkout's definitions."""
+    details = json.loads((out / "run.json").read_text())
+    keys = [RSyncKey(k["kind"], k["namespace"], k["name"]) for k in details["rsyncs"]]
+    phases = tuple(Phase(**p) for p in details["phases"])
+    saved = {row["rsync"]: row for row in _csv_rows(out / "many-rsyncs.csv")}
+    inventory = [
+        InventorySample(float(r["t"]), r["rsync"], None if r["entries"] == "" else int(r["entries"]))
+        for r in _csv_rows(out / "inventory-counts.csv")
+    ]
+    records = []
+    for key in keys:
+        row, name = saved[str(key)], slug(key)
+        records.append(
+            rsync_record(
+                key,
+                read_trace(out / "traces" / f"{name}.csv"),
+                counts=[c for c in inventory if c.rsync == name],
+                peaks=Peaks(_number(row["cgroup_peak_mib"]), _number(row["resident_peak_mib"])),
+                seconds=[_phase_value(v) for v in row["seconds_to_synced"].split(";")],
+                commits=details["each_committed_at_s"].get(name, []),
+            )
+        )
+    node = [
+        NodeSample(
+            float(r["t"]),
+            float(r["requested_mib"]),
+            float(r["limits_mib"]),
+            float(r["used_mib"]),
+            int(r["reconcilers"]),
+        )
+        for r in _csv_rows(out / "node-trace.csv")
+    ]
+    own = [
+        OwnSample(
+            float(r["t"]), r["component"], r["pod"], float(r["working_set_mib"]), float(r["request_mib"])
+        )
+        for r in _csv_rows(out / "own-components.csv")
+    ]
+    made = node_record(
+        details["policy"],
+        keys,
+        records=records,
+        node=node,
+        own=own_costs(own),
+        allocatable_mib=details["allocatable_mib"],
+    )
+    return records, made, phases
+
+
 def write_results(
     out: Path,
     sampler: ManySampler,
@@ -922,7 +993,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m profiles.many_rsyncs", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--policy", required=True, choices=sorted(POLICY_NAMES))
+    parser.add_argument("--policy", choices=sorted(POLICY_NAMES))
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="run nothing: a finished run's tables from what it saved in DIR, with today's definitions",
+    )
     parser.add_argument(
         "--rsyncs", type=int, help=f"RSyncs in all (default {DEFAULT_RSYNCS}, or one per --sources directory)"
     )
@@ -956,6 +1033,12 @@ def main() -> None:
         help="after the first phase, a filler Pod requests all the node's memory but this many MiB",
     )
     args = parser.parse_args()
+    if args.report is not None:
+        records, node, phases = report(args.report)
+        print(node_table(node) + "\n" + rsync_table(records, phases))
+        return
+    if args.policy is None:
+        parser.error("--policy is required (or --report DIR)")
     if args.git_period is not None and args.git_period <= 0:
         parser.error("--git-period must be positive")
     if args.objects < 1:

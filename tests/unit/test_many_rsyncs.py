@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from profiles.many_rsyncs import (
     raises,
     reaction_times,
     read_sources,
+    report,
     resolve_counts,
     rsync_keys,
     rsync_record,
@@ -41,7 +43,7 @@ from profiles.many_rsyncs import (
     timeline,
     with_removals,
 )
-from profiles.real_runs import Sample
+from profiles.real_runs import OwnSample, Sample, write_rows
 
 ROOT = RSyncKey("RootSync", "config-management-system", "many-root-01")
 REPO = RSyncKey("RepoSync", "many-tenant-01", "repo-sync")
@@ -411,3 +413,39 @@ def test_sources_are_read_one_sub_directory_per_rsync_in_name_order(tmp_path: Pa
         "many-root-01": sources["a"],
         "many-tenant-01": sources["b"],
     }
+
+
+def test_a_finished_run_is_reported_again_from_what_it_saved(tmp_path: Path) -> None:
+    """`--report DIR`: the records computed again from the saved traces, inventories, commit times,
+    peaks and seconds are the ones the run computed."""
+    samples = [sample(0, request=128), sample(5, request=160, working_set=170), sample(9, request=160)]
+    counts = [InventorySample(0, "many-root-01", 0), InventorySample(4, "many-root-01", 200)]
+    node = [NodeSample(0, 128, 0, 50, 1), NodeSample(9, 160, 0, 60, 1)]
+    own = [
+        OwnSample(0, "objcount sidecar", "p1", 30.0, 64.0),
+        OwnSample(9, "objcount sidecar", "p1", 31.0, 64.0),
+    ]
+    made = rsync_record(
+        ROOT, samples, counts=counts, peaks=Peaks(171.0, 190.0), seconds=[7.0, IDLE], commits=[3.0]
+    )
+    write_rows(tmp_path / "traces" / "many-root-01.csv", samples)
+    write_rows(tmp_path / "inventory-counts.csv", counts)
+    write_rows(tmp_path / "node-trace.csv", node)
+    write_rows(tmp_path / "own-components.csv", own)
+    write_rows(tmp_path / "many-rsyncs.csv", [made])
+    details = {
+        "policy": "ours, sidecar",
+        "rsyncs": [{"kind": "RootSync", "namespace": ROOT.namespace, "name": ROOT.name}],
+        "phases": [
+            {"name": p.name, "synthetic": p.synthetic, "added": p.added, "first_only": p.first_only}
+            for p in (COMMIT_ALL, BIG)
+        ],
+        "allocatable_mib": 1000.0,
+        "each_committed_at_s": {"many-root-01": [3.0]},
+    }
+    (tmp_path / "run.json").write_text(json.dumps(details))
+    records, reported, phases = report(tmp_path)
+    assert records == [made]
+    assert (made.reactions_s, made.above_request_s) == ([1.0], 4.0)  # 4 -> 5 s; 170 > 160 from 5 to 9 s
+    assert phases == (COMMIT_ALL, BIG)
+    assert (reported.policy, reported.allocatable_mib, reported.reactions) == ("ours, sidecar", 1000.0, 1)
