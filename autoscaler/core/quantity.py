@@ -9,13 +9,15 @@ from fractions import Fraction
 # Kubernetes' quantity grammar: a decimal number (optionally with an exponent) and a suffix. Longer
 # than any real quantity is refused before parsing, so a hostile value costs nothing.
 _QUANTITY = re.compile(
-    r"^\+?((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+    r"^\+?((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?)(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 )
 MIB = 2**20  # bytes
 _MAX_LENGTH = 64
 _MAX_VALUE = 2**63 - 1
 _SUFFIX = {
     None: Fraction(1),
+    "n": Fraction(1, 10**9),  # the metrics API reports CPU usage in nanocores
+    "u": Fraction(1, 10**6),
     "m": Fraction(1, 1000),
     "k": Fraction(10**3),
     "M": Fraction(10**6),

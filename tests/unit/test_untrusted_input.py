@@ -44,7 +44,7 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=12,
 )
-QUANTITY_LIKE = st.from_regex(r"\A[+-]?[0-9.eE²]{0,8}(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|x)?\Z") | st.text(
+QUANTITY_LIKE = st.from_regex(r"\A[+-]?[0-9.eE²]{0,8}(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|x)?\Z") | st.text(
     max_size=12
 )
 
@@ -59,6 +59,8 @@ QUANTITY_LIKE = st.from_regex(r"\A[+-]?[0-9.eE²]{0,8}(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti
         ("4P", Fraction(4 * 10**15)),
         ("1.5Gi", Fraction(1536 * MiB)),
         ("100m", Fraction(1, 10)),
+        ("129790866n", Fraction(129790866, 10**9)),  # CPU usage as metrics-server v0.8.0 reports it
+        ("250u", Fraction(250, 10**6)),
         (".5", Fraction(1, 2)),
         ("5.", Fraction(5)),
         ("1e3", Fraction(1000)),
