@@ -844,11 +844,11 @@ def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_nee
     install_sidecar: Install,
     metrics_api: None,
 ) -> None:
-    """docs/sizing.md, "Room on the node", on the real node. The model overprices (160 MiB + 0.2 MiB per
-    object: 1,001 objects, 360.2 -> 384 MiB; 11, 162.2 -> 192 MiB), and a lower size waits 600 s.
-    `idle` syncs 1,000 ConfigMaps and, once synced, holds 384 MiB where its steady need (recommended) is
-    less; `busy` syncs 10. A filler Pod then takes all the node's memory but 16 MiB, and `busy` commits
-    1,000 ConfigMaps: its size rises by more than 16 MiB, so the kubelet defers the resize. The wait is
+    """docs/sizing.md, "Room on the node", on the real node. The model overprices (160 MiB + 0.4 MiB per
+    object: 501 objects, 360.4 -> 384 MiB; 11, 164.4 -> 192 MiB), and a lower size waits 600 s. `idle`
+    syncs 500 ConfigMaps and, once synced, holds 384 MiB where its steady need (recommended) is less;
+    `busy` syncs 10. A filler Pod then takes all the node's memory but 16 MiB, and `busy` commits 500
+    ConfigMaps: its size rises by more than 16 MiB, so the kubelet defers the resize. The wait is
     said on `busy`; `idle`, in its steady state, gives back what it holds above its need at once (its
     ScaledDown says the room is wanted: not its 600 s delay); the kubelet then applies `busy`'s size to
     the same container, which syncs the commit. Neither reconciler restarts."""
@@ -856,7 +856,7 @@ def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_nee
         fitted(
             "in-place",
             base_mib="160",
-            mib_per_object="0.2",
+            mib_per_object="0.4",
             min_mib="32",
             calibration_interval_seconds="2",
             resync_interval_seconds="5",
@@ -868,7 +868,7 @@ def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_nee
     busy = RSyncKey("RootSync", NAMESPACE, f"busy-{suffix()}")
     busy_apps = f"apps-{suffix()}"
     commits = {
-        idle: cs.commit(idle, {"configmaps.yaml": configmaps_yaml(1000, namespace=f"apps-{suffix()}")}),
+        idle: cs.commit(idle, {"configmaps.yaml": configmaps_yaml(500, namespace=f"apps-{suffix()}")}),
         busy: cs.commit(busy, {"configmaps.yaml": configmaps_yaml(10, namespace=busy_apps)}),
     }
     for key in commits:
@@ -904,7 +904,7 @@ def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_nee
     filler = fill_the_nodes_memory(api, leave_mib=16)
     try:
         with PodHistory(api, busy) as history:
-            commit = cs.commit(busy, {"configmaps.yaml": configmaps_yaml(1000, namespace=busy_apps)})
+            commit = cs.commit(busy, {"configmaps.yaml": configmaps_yaml(500, namespace=busy_apps)})
 
             def grown() -> JSON | None:
                 runs = running_size(cs, busy)
