@@ -22,6 +22,7 @@ zero.
 | `objcount.dev/oom-floor` | us | least memory after an OOM kill, the kill it answers, since when (`oom`) |
 | `objcount.dev/calibration` | us | the model's factor learned from the reconciler's working set |
 | `objcount.dev/start-resources` | us | in place: the size a new reconciler Pod starts at (a whole sync's) |
+| `objcount.dev/waiting-for-room` | us | in place: the size the kubelet defers (no room on its node now) |
 | `objcount.dev/source-rejected` | us | why Config Sync syncs nothing of the newest source commit (sidecar) |
 | `objcount.dev/autoscale` | users | `"false"`: record the counts, size nothing |
 | `objcount.dev/platform` | users | this RSync's platform, overriding the service's |
