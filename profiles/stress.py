@@ -59,6 +59,7 @@ from autoscaler.core.annotations import (
     parse_resources_annotation,
     restored_counts,
 )
+from autoscaler.core.resources import Resources
 from controlplane import LocalControlPlane, build_binaries
 from controlplane.configsync_install import install_rsync_crds
 from controlplane.configsync_node import running_config_sync_on_node
@@ -73,6 +74,7 @@ from controlplane.seed import (
     write_commit,
 )
 from controlplane.status_checks import synced
+from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey
 from inventory.core.objects import annotations_of
 from inventory.kube import kubeapi
@@ -170,38 +172,66 @@ def reconciler_usage(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[int | None, i
     return None, None
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What the service recorded on the RSync: its counts and sizes."""
+
+    rsync: dict[str, Any]
+    counts: ObjectCounts
+    recommended: Resources | None
+    applied: Resources | None
+
+    @classmethod
+    def read(cls, api: kubeapi.KubeApi, key: RSyncKey) -> Recorded:
+        body = api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
+        annotations = annotations_of(body)
+        return cls(
+            body,
+            restored_counts(body),
+            parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION)),
+            parse_resources_annotation(annotations.get(APPLIED_ANNOTATION)),
+        )
+
+    @property
+    def sized(self) -> bool:
+        """A recommendation published, and a size applied that covers it."""
+        return (
+            self.recommended is not None
+            and self.applied is not None
+            and self.applied.covers(self.recommended)
+        )
+
+    def step(self, objects: int, reaction_s: float, usage: tuple[int | None, int | None]) -> Step:
+        assert self.recommended is not None
+        assert self.applied is not None
+        return Step(
+            objects,
+            self.counts.source,
+            self.counts.sync,
+            self.recommended.cpu_request_m,
+            self.recommended.memory_request_mib,
+            self.applied.cpu_request_m,
+            self.applied.memory_request_mib,
+            reaction_s,
+            *usage,
+        )
+
+
 def measure_step(
     api: kubeapi.KubeApi, key: RSyncKey, objects: int, began: float, timeout: float, *, source_too: bool
 ) -> Step:
     """Wait until the service has recorded `objects` (in the inventory, and in the source when this script
     writes it) and published a recommendation for it."""
-    resource = kubeapi.RSYNC_RESOURCES[key.kind]
     deadline = time.monotonic() + timeout
     while True:
-        body = api.get(resource, key.namespace, key.name)
-        counts = restored_counts(body)
-        annotations = annotations_of(body)
-        recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
-        applied = parse_resources_annotation(annotations.get(APPLIED_ANNOTATION))
-        counted = counts.sync == objects and (counts.source == objects or not source_too)
-        if counted and recommended is not None and applied is not None and applied.covers(recommended):
+        seen = Recorded.read(api, key)
+        counts = seen.counts
+        if counts.sync == objects and (counts.source == objects or not source_too) and seen.sized:
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"{objects} objects: the service did not react within {timeout:.0f} s")
         time.sleep(0.2)
-    cpu, memory = reconciler_usage(api, key)
-    return Step(
-        objects,
-        counts.source,
-        counts.sync,
-        recommended.cpu_request_m,
-        recommended.memory_request_mib,
-        applied.cpu_request_m,
-        applied.memory_request_mib,
-        time.monotonic() - began,
-        cpu,
-        memory,
-    )
+    return seen.step(objects, time.monotonic() - began, reconciler_usage(api, key))
 
 
 STRESS_FILE = "objcount-stress.yaml"
@@ -265,20 +295,14 @@ def measure_git_step(
     """Wait until the reconciler reports `commit` synced, the service recorded the inventory's entries and
     applied a size that covers its recommendation; the largest usage the metrics API reported from the
     commit to `settle` seconds after that (it reports a window of its resolution, 10 s here, late)."""
-    resource = kubeapi.RSYNC_RESOURCES[key.kind]
     deadline = time.monotonic() + timeout
     usage = Usage()
     while True:
         usage.sample(api, key)
-        body = api.get(resource, key.namespace, key.name)
+        seen = Recorded.read(api, key)
         inventory = api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name)
         entries = len((inventory.get("spec") or {}).get("resources") or [])
-        counts = restored_counts(body)
-        annotations = annotations_of(body)
-        recommended = parse_resources_annotation(annotations.get(RECOMMENDED_ANNOTATION))
-        applied = parse_resources_annotation(annotations.get(APPLIED_ANNOTATION))
-        sized = recommended is not None and applied is not None and applied.covers(recommended)
-        if synced(body, commit) and counts.sync == entries and sized:
+        if synced(seen.rsync, commit) and seen.counts.sync == entries and seen.sized:
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"{objects} objects: not synced and sized within {timeout:.0f} s")
@@ -288,20 +312,7 @@ def measure_git_step(
     while time.monotonic() < settled:
         usage.sample(api, key)
         time.sleep(1.0)
-    assert recommended is not None
-    assert applied is not None
-    return Step(
-        objects,
-        counts.source,
-        counts.sync,
-        recommended.cpu_request_m,
-        recommended.memory_request_mib,
-        applied.cpu_request_m,
-        applied.memory_request_mib,
-        reaction,
-        usage.cpu_m,
-        usage.memory_mib,
-    )
+    return seen.step(objects, reaction, (usage.cpu_m, usage.memory_mib))
 
 
 def ramp_through_git(
