@@ -16,6 +16,7 @@ from autoscaler.core.annotations import (
     RECOMMENDED_ANNOTATION,
     SOURCE_ANNOTATION,
     SYNC_ANNOTATION,
+    WAITING_ANNOTATION,
 )
 from autoscaler.kube.report import RSyncRecord, read_status, render
 from controlplane import LocalControlPlane
@@ -51,6 +52,8 @@ def test_reader_reports_counts_and_where_they_are_stored(
             "annotations": {
                 RECOMMENDED_ANNOTATION: '{"requests":{"cpu":"344m","memory":"352Mi"}}',
                 APPLIED_ANNOTATION: '{"requests":{"cpu":"157m","memory":"200Mi"}}',
+                # In place, the kubelet defers the recommended size: the running Pod keeps the applied.
+                WAITING_ANNOTATION: '{"requests":{"cpu":"344m","memory":"352Mi"}}',
             }
         }
     }
@@ -60,7 +63,17 @@ def test_reader_reports_counts_and_where_they_are_stored(
     assert records == [
         RSyncRecord("RepoSync", namespace, "fresh", None, None, "none"),
         RSyncRecord("RepoSync", namespace, "repo-sync", 9, 8, "annotations"),
-        RSyncRecord("RootSync", namespace, "root-sync", 5, 4, "status", "344m/352Mi", "157m/200Mi"),
+        RSyncRecord(
+            "RootSync",
+            namespace,
+            "root-sync",
+            5,
+            4,
+            "status",
+            "344m/352Mi",
+            "157m/200Mi",
+            waiting_for_room="344m/352Mi",
+        ),
     ]
     table = render(records)
     assert table.splitlines()[0].split() == [
@@ -75,6 +88,9 @@ def test_reader_reports_counts_and_where_they_are_stored(
         "IN",
         "RECOMMENDED",
         "APPLIED",
+        "WAITING",
+        "FOR",
+        "ROOM",
         "CALIBRATED",
         "TARGET",
         "VPA",
@@ -123,6 +139,7 @@ def test_cli_status_json_all_namespaces(
             "calibrated": None,
             "target": None,
             "vpa_applied": None,
+            "waiting_for_room": None,
         }
     ]
 
@@ -152,6 +169,7 @@ def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
         SYNC_ANNOTATION: "9" * 400,
         RECOMMENDED_ANNOTATION: "[1, 2]",
         APPLIED_ANNOTATION: '{"requests": {"cpu": "1.2.3", "memory": []}}',
+        WAITING_ANNOTATION: "{not json",
     }
     api.create(kubeapi.ROOTSYNC, namespace, body)
     # A second context whose namespace is the test's: `--context` picks it, `-n` overrides it.
@@ -178,6 +196,7 @@ def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
             "calibrated": None,
             "target": None,
             "vpa_applied": None,
+            "waiting_for_room": None,
         }
     ]
     assert (
