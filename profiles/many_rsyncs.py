@@ -425,7 +425,7 @@ def _extent(values: Sequence[float | None]) -> tuple[float | None, float | None]
 
 def seconds_where(samples: Sequence[Sample], holds: Callable[[Sample], bool]) -> float:
     """Seconds of the run during which `holds` held: each sample's state kept until the next sample."""
-    return round(sum(b.t - a.t for a, b in itertools.pairwise(samples) if holds(a)), 1)
+    return round(integral_mib_hours(samples, lambda s: float(holds(s))) * 3600, 1)
 
 
 def _above_request(sample: Sample) -> bool:

@@ -216,7 +216,11 @@ def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
     return None
 
 
-def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> tuple[tuple[str, str, str], ...]:
+# The reconciler Pods whose resize the kubelet defers: (node, Pod, what it asks) each.
+ResizesWaiting = tuple[tuple[str, str, str], ...]
+
+
+def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> ResizesWaiting:
     """The reconciler Pods whose resize the kubelet defers, as (node, Pod, what it asks): those being
     deleted, or not yet on a node, are not waiting for room there."""
     waiting = []
@@ -230,7 +234,7 @@ def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> tuple[tuple[str, st
     return tuple(waiting)
 
 
-def room_wanted(pod: Mapping[str, object] | None, waiting: Iterable[tuple[str, str, str]]) -> str | None:
+def room_wanted(pod: Mapping[str, object] | None, waiting: ResizesWaiting) -> str | None:
     """Which other reconciler on this reconciler Pod's node waits for room (its resize deferred), said
     with what it asks; None when none does, or this Pod's node is not known."""
     view = PodView.of(pod)

@@ -20,6 +20,7 @@ import orjson
 from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch, learned_first
 from autoscaler.core.calibration import Sampled, usages
 from autoscaler.core.codecs import (
+    ResizesWaiting,
     largest_node,
     largest_node_of,
     newest_live,
@@ -45,7 +46,6 @@ API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
 # In place: how often the reconciler Pods whose resize the kubelet defers are listed again (one list for
 # every RSync: a neighbour's wait for room is seen within this, and a reconcile costs no list of its own).
 ROOM_TTL_S = 5.0
-Waiting = tuple[tuple[str, str, str], ...]
 T = TypeVar("T")
 
 
@@ -110,7 +110,7 @@ class KubePort:
     writer: CountWriter = field(init=False)
     _surface: Periodic[int] = field(init=False)
     _nodes: Periodic[NodeRoom] = field(init=False)
-    _waiting: Periodic[Waiting] = field(init=False)
+    _waiting: Periodic[ResizesWaiting] = field(init=False)
 
     def __post_init__(self) -> None:
         self.writer = CountWriter(self.api, in_status=self.counts_in_status)
@@ -204,7 +204,7 @@ class KubePort:
             raise read_error(error, f"reading Deployment {name}") from error
         return others_requests(template_containers(deployment), "its Deployment")
 
-    def _resizes_waiting(self) -> Waiting:
+    def _resizes_waiting(self) -> ResizesWaiting:
         """Every reconciler Pod whose resize the kubelet defers (node, Pod, what it asks), page by page."""
         pages = self.api.pages(kubeapi.POD, self.reconciler_namespace, reconciler_pods())
         return tuple(waiting for page in pages for waiting in resizes_waiting(page.get("items") or []))
