@@ -158,12 +158,29 @@ def running_resources(pod: Mapping[str, object]) -> Resources | None:
 
 
 def pod_resources(pod: Mapping[str, object]) -> Resources | None:
-    """The reconciler's size in a Pod: as the kubelet runs it, else as the Pod asks for it."""
-    running = running_resources(pod)
-    if running is not None:
-        return running
+    """The reconciler's size in a Pod: what it asks for while the kubelet applies it, else as the kubelet
+    runs it, else as the Pod asks for it. A resize in flight (accepted, or not answered yet) is that size:
+    read between our resize and the kubelet's applying it (a watch event of the Pod comes then), the
+    running size would be taken for another's size and sized again."""
     view = PodView.of(pod)
-    return container_resources(view.containers, f"pod {view.meta.name}")
+    running = running_resources(pod)
+    if running is None:
+        return container_resources(view.containers, f"pod {view.meta.name}")
+    if not _resize_in_flight(pod):
+        return running
+    try:
+        asked = container_resources(view.containers, f"pod {view.meta.name}")
+    except ReadError:
+        return running  # what it asks for cannot be read: what runs is what is known
+    return asked or running
+
+
+def _resize_in_flight(pod: Mapping[str, object]) -> bool:
+    """Whether the kubelet is applying a resize, or has not answered it yet: a kubelet that resizes (it
+    reports what it allocated), with no resize pending (deferred, infeasible) and no refused one."""
+    view = PodView.of(pod)
+    pending = any(c.get("type") == "PodResizePending" for c in view.conditions)
+    return view.status_of(RECONCILER_CONTAINER).allocated and not pending and not resize_refused(pod)
 
 
 def others_requests(containers: object, where: str) -> tuple[int, int]:

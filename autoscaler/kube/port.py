@@ -2,9 +2,10 @@
 decided. The executor (autoscaler.service.executor) talks to the cluster through nothing else; its unit
 tests use an in-memory fake of `Port`.
 
-One read per reconcile: the RSync comes parsed from the cache (`RSyncView`), the reconciler's Pod is
-listed once (its size where the target keeps it there, the other containers, the OOM kills), and the
-target reads only what it keeps elsewhere (a Deployment's template). Errors: `ReadError` from `read`,
+One read per reconcile: the RSync comes parsed from the cache (`RSyncView`), the reconciler's Pods from
+the cache of the reconciler Pods (`pods`, a watch; listed once where it is not synced, or not given):
+its size where the target keeps it there, the other containers, the OOM kills; the target reads only
+what it keeps elsewhere (a Deployment's template). Errors: `ReadError` from `read`,
 `WriteError` from `write`'s size, kubeapi.ApiError from the counts.
 """
 
@@ -36,15 +37,17 @@ from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import NodeRoom
 from autoscaler.kube.count_writer import CountWriter
-from autoscaler.kube.targets import Target, read_error
+from autoscaler.kube.pod_cache import ReconcilerPods
+from autoscaler.kube.targets import InPlaceTarget, Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
 from inventory.core.objects import Deployment, Pod, PodView
 from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
-# In place: how often the reconciler Pods whose resize the kubelet defers are listed again (one list for
-# every RSync: a neighbour's wait for room is seen within this, and a reconcile costs no list of its own).
+# In place, without a cache of every reconciler Pod (a sidecar caches its own): how often the reconciler
+# Pods whose resize the kubelet defers are listed again (one list for every RSync: a neighbour's wait for
+# room is seen within this, and a reconcile costs no list of its own).
 ROOM_TTL_S = 5.0
 T = TypeVar("T")
 
@@ -107,6 +110,7 @@ class KubePort:
     counts_in_status: bool = False
     surface_ttl_s: float = API_SURFACE_TTL_S
     clock: Callable[[], float] = time.monotonic
+    pods: ReconcilerPods | None = None  # the cache of the reconciler Pods (None: each read lists them)
     writer: CountWriter = field(init=False)
     _surface: Periodic[int] = field(init=False)
     _nodes: Periodic[NodeRoom] = field(init=False)
@@ -117,6 +121,8 @@ class KubePort:
         self._surface = Periodic(self.api.api_resource_types, self.surface_ttl_s)
         self._nodes = Periodic(self._largest_node, self.surface_ttl_s)
         self._waiting = Periodic(self._resizes_waiting, ROOM_TTL_S)
+        if self.pods is not None and isinstance(self.target, InPlaceTarget):
+            self.target.on_resized = self.pods.wrote
 
     # ----- read ---------------------------------------------------------------------------------------
     def read(self, key: RSyncKey, view: RSyncView, needs: Needs) -> Reading:
@@ -152,7 +158,7 @@ class KubePort:
                 )
             )
         current = self.target.current(key, view, pod) if needs.current else None
-        waiting, waiting_error = self._waiting.get(now) if self.target.in_place and pod else (None, None)
+        waiting, waiting_error = self._room(now) if self.target.in_place and pod else (None, None)
         if waiting_error is not None:
             unread.append(
                 Unread(
@@ -177,8 +183,16 @@ class KubePort:
             room_wanted=room_wanted(pod, waiting or ()),
         )
 
+    def _room(self, now: float) -> tuple[ResizesWaiting | None, kubeapi.ApiError | None]:
+        """Who waits for room: from the cache where it holds every reconciler Pod, else listed."""
+        every = self.pods.every() if self.pods is not None and self.pods.holds_every_reconciler else None
+        return (resizes_waiting(every), None) if every is not None else self._waiting.get(now)
+
     def _reconciler_pods(self, key: RSyncKey) -> list[Pod]:
-        """The reconciler Pods of an RSync, those being deleted too."""
+        """The reconciler Pods of an RSync, those being deleted too: cached, else listed."""
+        cached = self.pods.of(reconciler_name(key)) if self.pods is not None else None
+        if cached is not None:
+            return cached
         selector = reconciler_pods(key)
         namespace = self.reconciler_namespace
         try:

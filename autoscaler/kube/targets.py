@@ -328,6 +328,8 @@ class InPlaceTarget(_NothingInTheRSync):
     name: str = "in-place"
     rereads_current: bool = True
     in_place: bool = True
+    # Told the Pod each resize returned (the port's cache of the reconciler Pods keeps it).
+    on_resized: Callable[[Pod], None] = field(default=lambda pod: None, repr=False)
     _serves_resize: bool | None = field(default=None, init=False)
 
     def current(self, key: RSyncKey, view: RSyncView, pod: Pod | None) -> Resources | None:
@@ -402,6 +404,7 @@ class InPlaceTarget(_NothingInTheRSync):
         except kubeapi.ApiError as error:
             raise write_error(error, f"resizing pod {namespace}/{name}") from error
         stored = accepted(PodView.of(written).containers, resources, f"pod {name}")
+        self.on_resized(cast(Pod, written))
         return Applied(stored, restarted=False)
 
 

@@ -24,6 +24,7 @@ from autoscaler.core.said import of_no_metrics_api, of_usage_unparsed, of_usage_
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
+from autoscaler.kube.pod_cache import ReconcilerPods
 from autoscaler.kube.port import KubePort, Port
 from autoscaler.kube.targets import RecommendTarget, Target
 from autoscaler.service.executor import Executor
@@ -88,11 +89,24 @@ class Controller:
         self.source_watcher = self.observer.source_watcher
         if self.source_watcher is not None:
             self.source_watcher.interval = self.source_poll_s
+        # The reconciler Pods, watched (with a port of our own): a sidecar its own, cluster mode every one.
+        self.pods = (
+            None
+            if self.port is not None
+            else ReconcilerPods(
+                self.api,
+                self._pod_changed,
+                deployment=reconciler_name(self.scope.rsync) if self.scope.rsync else None,
+                namespace=self.reconciler_namespace,
+                settings=self.watch_settings,
+            )
+        )
         port = self.port or KubePort(
             self.api,
             self.target or RecommendTarget(self.api),
             self.reconciler_namespace,
             self.counts_in_status,
+            pods=self.pods,
         )
         config = StepConfig(
             self.profile,
@@ -110,6 +124,8 @@ class Controller:
     # ----- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> Controller:
         self.observer.start()
+        if self.pods is not None:
+            self.pods.start()
         # Reconciles wait on API round trips; several workers overlap them. The queue never hands the
         # same RSync to two workers at once.
         for number in range(self.workers):
@@ -122,10 +138,14 @@ class Controller:
     def stop(self) -> None:
         """Stop the watches, let the reconcile in flight finish, then stop the workers."""
         self.observer.signal_stop()
+        if self.pods is not None:
+            self.pods.signal_stop()
         self.queue.shutdown()
         for thread in self._threads:
             thread.join(30)
         self.observer.stop()
+        if self.pods is not None:
+            self.pods.stop()
 
     @property
     def synced(self) -> bool:
@@ -141,6 +161,17 @@ class Controller:
             DECISIONS.labels(Outcome.DEFERRED_STARTUP).inc()
             return Outcome.DEFERRED_STARTUP
         return self.executor.reconcile(key, self.observer.rsync(key), self.observer.observed(key))
+
+    def _pod_changed(self, deployment: str, waiting_on: str | None) -> None:
+        """A reconciler Pod changed as the kubelet tells it (a resize applied or deferred, a kill, a new
+        Pod): its RSync is reconciled now, not when a timer looks again. When it began to wait for room on
+        a node, so is every RSync with a Pod there: one may give back what it holds above its need."""
+        names = {deployment}
+        if waiting_on is not None and self.pods is not None:
+            names.update(self.pods.on_node(waiting_on))
+        for key in self.observer.rsync_keys():
+            if reconciler_name(key) in names:
+                self.queue.add(key)
 
     def sample_usage(self) -> None:
         """One look at every managed reconciler's working set (calibration); each RSync whose window's
@@ -178,6 +209,8 @@ class Controller:
         """The parts that are not running as they should (empty when all are): every watch thread, the
         source watcher, every reconcile worker, and each worker's loop turned in the last 30 s."""
         broken = self.observer.unhealthy()
+        if self.pods is not None and not self.pods.reflector.alive:
+            broken.append("watch pods")
         broken += [f"worker {t.name}" for t in self._threads if not t.is_alive()]
         now = time.monotonic()
         broken += [

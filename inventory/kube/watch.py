@@ -83,7 +83,7 @@ def _raw_object(body: dict[str, Any]) -> RawObject:
     )
 
 
-def _control_event(line: bytes) -> WatchEvent[Any] | None:
+def control_event(line: bytes) -> WatchEvent[Any] | None:
     """BOOKMARK and ERROR events, decoded fully (they are small); None for object events."""
     if not (line.startswith(b'{"type":"BOOKMARK"') or line.startswith(b'{"type":"ERROR"')):
         return None
@@ -94,21 +94,25 @@ def _control_event(line: bytes) -> WatchEvent[Any] | None:
     return WatchEvent("ERROR", error_code=int(obj.get("code", 0)), message=str(obj.get("message", "")))
 
 
+@dataclass(frozen=True)
 class ObjectCodec:
-    """Decodes small objects fully with orjson."""
+    """Decodes small objects fully with orjson; `kept` makes what is cached of each (default: an RSync's
+    `_raw_object`)."""
+
+    kept: Callable[[dict[str, Any]], RawObject] = _raw_object
 
     def decode_list(self, page: bytes) -> ListPage[RawObject]:
         decoded = orjson.loads(page)
         metadata = decoded.get("metadata") or {}
-        items = [_raw_object(item) for item in decoded.get("items") or []]
+        items = [self.kept(item) for item in decoded.get("items") or []]
         return ListPage(items, metadata.get("resourceVersion", ""), metadata.get("continue", ""))
 
     def decode_event(self, line: bytes) -> WatchEvent[RawObject]:
-        control = _control_event(line)
+        control = control_event(line)
         if control is not None:
             return control
         event = orjson.loads(line)
-        obj = _raw_object(event["object"])
+        obj = self.kept(event["object"])
         return WatchEvent(event["type"], obj, obj.resource_version)
 
 
@@ -126,7 +130,7 @@ class InventoryCodec:
         return ListPage(items, str(metadata.get("resourceVersion", "")), str(metadata.get("continue", "")))
 
     def decode_event(self, line: bytes) -> WatchEvent[InventorySummary]:
-        control = _control_event(line)
+        control = control_event(line)
         if control is not None:
             return control
         event_type, summary = self._counter.summarize_event(line)
