@@ -61,7 +61,7 @@ export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly
 # One `go build` for every Kubernetes main: one load of the package graph, the links in parallel.
 packages=()
 for c in "${components[@]}"; do packages+=("k8s.io/kubernetes/cmd/$c"); done
-go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${packages[@]}"
+go_build -ldflags "$ldflags" -o "$tmp/" "${packages[@]}"
 for c in "${components[@]}"; do [[ -x "$tmp/$c" ]] || { echo "build.sh: go build left no $c" >&2; exit 1; }; done
-go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+go_build -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 publish_cache_entry "$tmp" "$out" "$start"

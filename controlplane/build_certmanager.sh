@@ -51,7 +51,7 @@ for binary in "${binaries[@]}"; do packages+=("./$binary"); done
 echo "building cert-manager $version (${binaries[*]}) into $out (cold build: about 2.5 minutes on 2 cores)" >&2
 # `-o DIR/` with several main packages writes each as DIR/<last element of its import path>.
 (cd "$mod" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly \
-  go build -trimpath -ldflags "-s -w -X $module/pkg/util.AppVersion=$version" -o "$tmp/" "${packages[@]}") \
+  go_build -ldflags "-s -w -X $module/pkg/util.AppVersion=$version" -o "$tmp/" "${packages[@]}") \
   || fail "go build of cert-manager failed (see above)"
 for binary in "${binaries[@]}"; do
   [[ -x "$tmp/$binary" ]] || fail "go build left no $binary in $tmp"

@@ -57,13 +57,13 @@ echo "building Config Sync $version reconciler and reconciler-manager into $out 
 cd "$tmp/src"
 export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=vendor
 # One `go build` for both mains: one load of the package graph, the two links in parallel.
-go build -trimpath -ldflags "-s -w" -o "$tmp/bin/" ./cmd/reconciler ./cmd/reconciler-manager \
+go_build -ldflags "-s -w" -o "$tmp/bin/" ./cmd/reconciler ./cmd/reconciler-manager \
   || fail "go build of reconciler and reconciler-manager failed (see above)"
 # The oracle adds a file to pkg/parse, so it is built after them: the reconciler stays as released.
 mkdir -p cmd/objcount-csreader
 sed "s#CONFIGSYNC_MODULE#$module#" "$here/csreader/main.go" >cmd/objcount-csreader/main.go
 sed "s#CONFIGSYNC_MODULE#$module#" "$here/csreader/listfiles.go" >pkg/parse/zz_objcount_csreader.go
-go build -trimpath -ldflags "-s -w" -o "$tmp/bin/csreader" ./cmd/objcount-csreader \
+go_build -ldflags "-s -w" -o "$tmp/bin/csreader" ./cmd/objcount-csreader \
   || fail "go build of the reader oracle (csreader) failed (see above)"
 cp -a "$tmp/src/manifests" "$tmp/manifests"
 printf 'version %s\ncommit %s\nmodule %s\n' "$version" "$commit" "$module" >"$tmp/PIN"

@@ -40,7 +40,7 @@ grep -qx "module $module" "$tmp/src/go.mod" 2>/dev/null \
 echo "building git-sync $version into $out (cold build: about 30 s on 2 cores)" >&2
 # As upstream's build stamps it: the version git-sync reports (`--version`, its first log line).
 (cd "$tmp/src" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=vendor GOPROXY=off \
-  go build -trimpath -ldflags "-s -w -X $module/pkg/version.VERSION=$version" -o "$tmp/git-sync" .) \
+  go_build -ldflags "-s -w -X $module/pkg/version.VERSION=$version" -o "$tmp/git-sync" .) \
   || fail "go build of git-sync failed (see above)"
 rm -rf "$tmp/src"
 publish_cache_entry "$tmp" "$out" "$start"

@@ -44,7 +44,7 @@ echo "building reflectors against Config Sync $version's client-go into $out" >&
 cd "$tmp/src"
 mkdir -p cmd/objcount-reflectors
 cp "$here/reflectors/main.go" cmd/objcount-reflectors/main.go
-CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=vendor go build -trimpath -ldflags "-s -w" -o "$tmp/bin/reflectors" \
+CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=vendor go_build -ldflags "-s -w" -o "$tmp/bin/reflectors" \
   ./cmd/objcount-reflectors || fail "go build of reflectors failed (see above)"
 rm -rf "$tmp/src"
 publish_cache_entry "$tmp" "$out" "$start"

@@ -48,7 +48,7 @@ for binary in "${binaries[@]}"; do packages+=("$module/pkg/$binary"); done
 echo "building vpa $version (${binaries[*]}) into $out (cold build: about 3 minutes on 2 cores)" >&2
 # `-o DIR/` with several main packages writes each as DIR/<last element of its import path>.
 (cd "$mod" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly \
-  go build -trimpath -ldflags "-s" -o "$tmp/" "${packages[@]}") \
+  go_build -ldflags "-s" -o "$tmp/" "${packages[@]}") \
   || fail "go build of vpa failed (see above)"
 for binary in "${binaries[@]}"; do
   [[ -x "$tmp/$binary" ]] || fail "go build left no $binary in $tmp"

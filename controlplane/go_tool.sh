@@ -18,7 +18,7 @@ go_tool_entry() {
   start=$(date +%s)
   echo "building $name $version into $out (cold build: about $minutes minutes on 2 cores)" >&2
   (cd "$module" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly \
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$package") \
+    go_build -ldflags "$ldflags" -o "$tmp/$name" "$package") \
     || { echo "go build of $name failed (see above)" >&2; return 1; }
   publish_cache_entry "$tmp" "$out" "$start"
 }
