@@ -83,7 +83,7 @@ def _raw_object(body: dict[str, Any]) -> RawObject:
     )
 
 
-def control_event(line: bytes) -> WatchEvent[Any] | None:
+def _control_event(line: bytes) -> WatchEvent[Any] | None:
     """BOOKMARK and ERROR events, decoded fully (they are small); None for object events."""
     if not (line.startswith(b'{"type":"BOOKMARK"') or line.startswith(b'{"type":"ERROR"')):
         return None
@@ -108,7 +108,7 @@ class ObjectCodec:
         return ListPage(items, metadata.get("resourceVersion", ""), metadata.get("continue", ""))
 
     def decode_event(self, line: bytes) -> WatchEvent[RawObject]:
-        control = control_event(line)
+        control = _control_event(line)
         if control is not None:
             return control
         event = orjson.loads(line)
@@ -130,7 +130,7 @@ class InventoryCodec:
         return ListPage(items, str(metadata.get("resourceVersion", "")), str(metadata.get("continue", "")))
 
     def decode_event(self, line: bytes) -> WatchEvent[InventorySummary]:
-        control = control_event(line)
+        control = _control_event(line)
         if control is not None:
             return control
         event_type, summary = self._counter.summarize_event(line)
