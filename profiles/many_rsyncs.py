@@ -128,6 +128,7 @@ from profiles.real_runs import (
     new_pods,
     now,
     own_costs,
+    own_table,
     provenance,
     read_trace,
     restarts_and_kills,
@@ -867,7 +868,7 @@ def _phase_value(text: str) -> float | str:
         return text
 
 
-def report(out: Path) -> tuple[list[RSyncRecord], NodeRecord, tuple[Phase, ...]]:
+def report(out: Path) -> tuple[list[RSyncRecord], NodeRecord, tuple[Phase, ...], list[OwnSample]]:
     """A finished run's records computed again from what it saved in `out` (its traces, inventories,
     commit times, peaks and seconds to synced), with this checkout's definitions."""
     details = json.loads((out / "run.json").read_text())
@@ -903,7 +904,12 @@ def report(out: Path) -> tuple[list[RSyncRecord], NodeRecord, tuple[Phase, ...]]
     ]
     own = [
         OwnSample(
-            float(r["t"]), r["component"], r["pod"], float(r["working_set_mib"]), float(r["request_mib"])
+            float(r["t"]),
+            r["component"],
+            r["pod"],
+            float(r["working_set_mib"]),
+            float(r["request_mib"]),
+            float(r["cpu_s"]) if r.get("cpu_s") not in (None, "", "None") else None,
         )
         for r in _csv_rows(out / "own-components.csv")
     ]
@@ -915,7 +921,14 @@ def report(out: Path) -> tuple[list[RSyncRecord], NodeRecord, tuple[Phase, ...]]
         own=own_costs(own),
         allocatable_mib=details["allocatable_mib"],
     )
-    return records, made, phases
+    return records, made, phases, own
+
+
+def markdown(
+    node: NodeRecord, own: Sequence[OwnSample], records: Sequence[RSyncRecord], phases: Sequence[Phase]
+) -> str:
+    """many-rsyncs.md: the node's row, our components one by one, each RSync's row."""
+    return node_table(node) + "\n" + own_table(own) + "\n" + rsync_table(records, phases)
 
 
 def write_results(
@@ -932,7 +945,7 @@ def write_results(
     write_rows(out / "node-trace.csv", sampler.node)
     write_rows(out / "many-rsyncs.csv", records)
     write_rows(out / "node.csv", [node])
-    (out / "many-rsyncs.md").write_text(node_table(node) + "\n" + rsync_table(records, phases))
+    (out / "many-rsyncs.md").write_text(markdown(node, sampler.own, records, phases))
     plot(out, list(sampler.samples), sampler.node, node.allocatable_mib, sampler.committed)
 
 
@@ -1034,8 +1047,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.report is not None:
-        records, node, phases = report(args.report)
-        print(node_table(node) + "\n" + rsync_table(records, phases))
+        records, node, phases, own = report(args.report)
+        print(markdown(node, own, records, phases), end="")
         return
     if args.policy is None:
         parser.error("--policy is required (or --report DIR)")

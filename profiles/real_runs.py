@@ -237,6 +237,7 @@ class OwnSample:
     pod: str
     working_set_mib: float
     request_mib: float
+    cpu_s: float | None = None  # the container's CPU time so far (the kubelet's summary); None: not read
 
 
 def own_costs(samples: Sequence[OwnSample]) -> dict[str, tuple[float, float]]:
@@ -252,6 +253,36 @@ def own_costs(samples: Sequence[OwnSample]) -> dict[str, tuple[float, float]]:
         before = costs.get(component, (0.0, 0.0))
         costs[component] = (before[0] + requested, before[1] + used)
     return costs
+
+
+def own_table(samples: Sequence[OwnSample]) -> str:
+    """Per component of ours (or VPA's): its Pods, requests and working set over the run (MiB-h), its
+    largest working set, and the CPU time its containers used from their first sample to their last
+    (a counter that went back, a container restarted, counts from zero again; "-" where not read)."""
+    costs = own_costs(samples)
+    pods: dict[str, set[str]] = {}
+    peak: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    by_pod: dict[tuple[str, str], list[float]] = {}
+    for s in samples:
+        pods.setdefault(s.component, set()).add(s.pod)
+        peak[s.component] = max(peak.get(s.component, 0.0), s.working_set_mib)
+        if s.cpu_s is not None:
+            by_pod.setdefault((s.component, s.pod), []).append(s.cpu_s)
+    for (component, _), series in by_pod.items():
+        spent = sum(b - a if b >= a else b for a, b in itertools.pairwise(series))
+        cpu[component] = cpu.get(component, 0.0) + spent
+    lines = [
+        "| component | Pods | requested / working set (MiB-h) | largest working set (MiB) | CPU (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for component in sorted(costs):
+        (requested, used), used_cpu = costs[component], cpu.get(component)
+        lines.append(
+            f"| {component} | {len(pods[component])} | {requested:.2f} / {used:.2f} | "
+            f"{peak[component]:.0f} | {'-' if used_cpu is None else f'{used_cpu:.1f}'} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def own_cost_of(policy: str, costs: dict[str, tuple[float, float]]) -> tuple[float, float]:
@@ -372,7 +403,9 @@ class Sampler:
                 if component is None or working_set is None:
                     continue
                 request = requests.get((name, container["name"]), 0.0)
-                self.own.append(OwnSample(t, component, name, working_set / MiB, request))
+                cpu = (container.get("cpu") or {}).get("usageCoreNanoSeconds")
+                cpu_s = None if cpu is None else cpu / 1e9
+                self.own.append(OwnSample(t, component, name, working_set / MiB, request, cpu_s))
 
     def vpa_pods(self) -> list[JSON]:
         items: list[JSON] = orjson.loads(self.api.list_page(kubeapi.POD, vpa.NAMESPACE))["items"]

@@ -422,8 +422,8 @@ def test_a_finished_run_is_reported_again_from_what_it_saved(tmp_path: Path) -> 
     counts = [InventorySample(0, "many-root-01", 0), InventorySample(4, "many-root-01", 200)]
     node = [NodeSample(0, 128, 0, 50, 1), NodeSample(9, 160, 0, 60, 1)]
     own = [
-        OwnSample(0, "objcount sidecar", "p1", 30.0, 64.0),
-        OwnSample(9, "objcount sidecar", "p1", 31.0, 64.0),
+        OwnSample(0, "objcount sidecar", "p1", 30.0, 64.0, 1.5),
+        OwnSample(9, "objcount sidecar", "p1", 31.0, 64.0, 2.0),
     ]
     made = rsync_record(
         ROOT, samples, counts=counts, peaks=Peaks(171.0, 190.0), seconds=[7.0, IDLE], commits=[3.0]
@@ -444,7 +444,8 @@ def test_a_finished_run_is_reported_again_from_what_it_saved(tmp_path: Path) -> 
         "each_committed_at_s": {"many-root-01": [3.0]},
     }
     (tmp_path / "run.json").write_text(json.dumps(details))
-    records, reported, phases = report(tmp_path)
+    records, reported, phases, own_read = report(tmp_path)
+    assert own_read == own
     assert records == [made]
     assert (made.reactions_s, made.above_request_s) == ([1.0], 4.0)  # 4 -> 5 s; 170 > 160 from 5 to 9 s
     assert phases == (COMMIT_ALL, BIG)

@@ -23,6 +23,7 @@ from profiles.policies_real import (
     restarts_and_kills,
     save_logs,
 )
+from profiles.real_runs import own_table
 
 
 def sample(
@@ -142,6 +143,27 @@ def test_own_costs_integrate_each_pod_and_shared_components_count_whole_for_each
     assert own_cost_of("VPA as deployed", costs) == pytest.approx((50.0, 25.0))
     assert own_cost_of("ours, sidecar", costs) == pytest.approx((128.0, 64.0))
     assert own_cost_of("static Standard", costs) == (0.0, 0.0)
+
+
+def test_the_table_of_our_components_says_each_ones_pods_cost_largest_working_set_and_cpu_time() -> None:
+    """The controller's two Pods: 100 MiB requested and 40 MiB used for 1,800 s each (50 and 20 MiB-h each;
+    60 MiB at one's last sample, held no longer); CPU 10 -> 40 s in one, 5 -> 8 s then a restarted
+    container at 2 s in the other (30 + 3 + 2 = 35 s). The webhook's CPU was not read."""
+    samples = [
+        OwnSample(0, "objcount-autoscaler", "controller-a", 40, 100, 10.0),
+        OwnSample(1800, "objcount-autoscaler", "controller-a", 60, 100, 40.0),
+        OwnSample(0, "objcount-autoscaler", "controller-b", 40, 100, 5.0),
+        OwnSample(900, "objcount-autoscaler", "controller-b", 40, 100, 8.0),
+        OwnSample(1800, "objcount-autoscaler", "controller-b", 40, 100, 2.0),
+        OwnSample(0, "objcount-webhook", "webhook-a", 32, 64),
+        OwnSample(3600, "objcount-webhook", "webhook-a", 32, 64),
+    ]
+    assert own_table(samples).splitlines() == [
+        "| component | Pods | requested / working set (MiB-h) | largest working set (MiB) | CPU (s) |",
+        "|---|---|---|---|---|",
+        "| objcount-autoscaler | 2 | 100.00 / 40.00 | 60 | 35.0 |",
+        "| objcount-webhook | 1 | 64.00 / 32.00 | 32 | - |",
+    ]
 
 
 def test_the_clairvoyant_reserves_the_next_five_minutes_peak_on_the_grid() -> None:
