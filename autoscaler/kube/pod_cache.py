@@ -14,7 +14,6 @@ that cannot list or watch (a Role without `watch` on pods) says so once and the 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -97,7 +96,6 @@ class ReconcilerPods:
     settings: WatchSettings = field(default_factory=WatchSettings)
     reflector: Reflector[RawObject] = field(init=False)
     _known: dict[Key, Known] = field(default_factory=dict, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
         selector = reconciler_pods()
@@ -151,19 +149,19 @@ class ReconcilerPods:
 
     def wrote(self, pod: Pod) -> None:
         """A Pod as our own write returned it (a resize): cached at once, so the next reconcile reads it
-        even before its watch event comes."""
+        even before its watch event comes. Unlocked: the watch's thread may store an older version over
+        it in the same moment, which is what a cache without this would read until the event comes."""
         item = trimmed(dict(pod))
         key = (item.namespace, item.name)
-        with self._lock:
-            if key in self.reflector.store:
-                self.reflector.store[key] = newer(self.reflector.store.get(key), item)
+        if key in self.reflector.store:
+            self.reflector.store[key] = newer(self.reflector.store.get(key), item)
 
     def _changed(self, change: str, key: Key, pod: RawObject | None) -> None:
-        with self._lock:
-            before = self._known.pop(key, None) if pod is None else self._known.get(key)
-            now = None if pod is None else Known.of(pod)
-            if now is not None:
-                self._known[key] = now
+        """The watch's callback (its thread alone reads and writes `_known`)."""
+        before = self._known.pop(key, None) if pod is None else self._known.get(key)
+        now = None if pod is None else Known.of(pod)
+        if now is not None:
+            self._known[key] = now
         if now is None:  # deleted: its RSync is told by the Deployment last seen
             if before is not None:
                 self.on_change(before.deployment, None)
