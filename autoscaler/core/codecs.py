@@ -177,9 +177,10 @@ def pod_resources(pod: Mapping[str, object]) -> Resources | None:
 
 def _resize_in_flight(pod: Mapping[str, object]) -> bool:
     """Whether the kubelet is applying a resize, or has not answered it yet: a kubelet that resizes (it
-    reports what it allocated), with no resize pending (deferred, infeasible) and no refused one."""
+    reports what it allocated), with no resize pending (deferred, infeasible) and no refused one of the
+    spec as it is (a condition of an older generation speaks of the resize before ours)."""
     view = PodView.of(pod)
-    pending = any(c.get("type") == "PodResizePending" for c in view.conditions)
+    pending = any(c.get("type") == "PodResizePending" for c in view.answered_conditions)
     return view.status_of(RECONCILER_CONTAINER).allocated and not pending and not resize_refused(pod)
 
 
@@ -211,7 +212,7 @@ def accepted(containers: object, wanted: Resources, where: str) -> Resources:
 def resize_refused(pod: Mapping[str, object]) -> str:
     """The kubelet's message when it could not apply the last resize (`PodResizeInProgress`, reason
     `Error`: it refused a memory limit below what the container uses), else empty."""
-    for condition in PodView.of(pod).conditions:
+    for condition in PodView.of(pod).answered_conditions:
         if condition.get("type") == "PodResizeInProgress" and condition.get("reason") == "Error":
             return str(condition.get("message") or "the kubelet could not apply the resize")
     return ""
@@ -222,7 +223,7 @@ def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
     `Deferred`: it does not fit the node now; the running container keeps its size), and the kubelet's
     message; None when no resize waits (or what it asks for is unreadable: then it is asked again)."""
     view = PodView.of(pod)
-    for condition in view.conditions:
+    for condition in view.answered_conditions:
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Deferred":
             try:
                 asked = container_resources(view.containers, f"pod {view.meta.name}")
@@ -278,7 +279,7 @@ def kubelet_without_resize(pod: Mapping[str, object]) -> str | None:
 def resize_infeasible(pod: Mapping[str, object]) -> bool:
     return any(
         c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
-        for c in PodView.of(pod).conditions
+        for c in PodView.of(pod).answered_conditions
     )
 
 

@@ -480,6 +480,10 @@ def _decided(
         if memory is not None:
             return _memory_first_plan(seen, state, counts, decision, memory=memory, target=config.target)
         return _waiting_for_the_kubelet(seen, state, counts, decision, config.target)
+    if deferred is not None and decision.changes and not profile.platform.has_pod_rules:
+        held = _cpu_held(seen, decision)
+        if held is not None:
+            return _memory_first_plan(seen, state, counts, decision, memory=held, target=config.target)
     if config.in_place and decision.changes:  # the kubelet answers a resize later: look at its answer soon
         recheck = RESIZE_ANSWER_S if recheck is None else min(recheck, RESIZE_ANSWER_S)
     starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
@@ -549,6 +553,18 @@ def _memory_first(seen: Observation) -> Resources | None:
     return None if memory in (asked, running) else memory
 
 
+def _cpu_held(seen: Observation, decision: Decision) -> Resources | None:
+    """A new size that asks more CPU while the kubelet defers this Pod's last resize: its memory asked
+    with the CPU the Pod runs with, as `_memory_first` does (the node could not hold the last ask; more
+    CPU would wait there too, the memory may not), the CPU asked again once that is in. None when it
+    asks no more CPU than runs, or nothing new is left to ask."""
+    wanted, running = decision.resources, seen.reading.current
+    if wanted is None or running is None or wanted.cpu_request_m <= running.cpu_request_m:
+        return None
+    held = _with_cpu_of(wanted, running)
+    return None if held == running else held
+
+
 def _memory_first_plan(
     seen: Observation,
     state: RSyncState,
@@ -562,7 +578,8 @@ def _memory_first_plan(
     is asked for again once that is in (the kubelet then defers it, or applies it when the node has room)."""
     assert seen.reading.deferred is not None
     asked, why = seen.reading.deferred
-    reason = f"the kubelet deferred the resize to {asked} ({why}); the memory first: {memory}"
+    wanted = f"{decision.resources}'s" if decision.resources not in (None, asked) else "its"
+    reason = f"the kubelet deferred the resize to {asked} ({why}); {wanted} memory first: {memory}"
     first = replace(decision, outcome=Outcome.SCALED_UP, resources=memory, reason=reason)
     return Plan(
         Outcome.SCALED_UP,

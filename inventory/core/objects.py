@@ -257,3 +257,18 @@ class PodView:
     def conditions(self) -> list[Mapping[str, object]]:
         conditions = block_of(self.raw, "status").get("conditions")
         return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
+
+    @property
+    def answered_conditions(self) -> list[Mapping[str, object]]:
+        """The conditions the kubelet wrote of the Pod's spec as it is now. A kubelet of Kubernetes 1.34+
+        writes the generation it looked at (`observedGeneration`); one of an older generation speaks of
+        a resize asked before, and the kubelet has not answered the newest yet (a Pod read right after
+        our resize still carries the last one's `Deferred`). Without the fields, each is taken as current."""
+        generation = generation_of(self.raw)
+        return [c for c in self.conditions if _observed(c, generation) >= generation]
+
+
+def _observed(condition: Mapping[str, object], otherwise: int) -> int:
+    """The generation a condition was written of; `otherwise` where it says none."""
+    observed = condition.get("observedGeneration")
+    return observed if isinstance(observed, int) and not isinstance(observed, bool) else otherwise

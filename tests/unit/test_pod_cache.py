@@ -236,3 +236,24 @@ def test_a_resize_in_flight_counts_as_the_size_asked_and_one_the_kubelet_holds_b
     del no_resize["status"]["containerStatuses"][0]["resources"]
     assert pod_resources(no_resize) == asked
     assert pod_resources(ROOT) == runs
+
+
+def test_a_resize_condition_of_an_older_generation_is_not_the_kubelets_answer_to_the_newest_resize() -> None:
+    """Read right after our resize, the Pod still carries the `Deferred` the kubelet wrote of the size
+    before (its observedGeneration one behind): the new size is in flight, not deferred, and no neighbour
+    is told this Pod waits for room. Once the kubelet writes a condition of this generation, it is its
+    answer."""
+    before = deferred(ROOT, "61")
+    before["metadata"]["generation"] = 3
+    before["status"]["conditions"][0]["observedGeneration"] = 3
+    assert resize_deferred(before) is not None
+    resized = changed(before, "62", asks=BIGGER)
+    resized["metadata"]["generation"] = 4
+    assert resize_deferred(resized) is None
+    assert pod_resources(resized) == Resources(50, 300, None, 600), "the size asked, in flight"
+    answered = copy.deepcopy(resized)
+    answered["status"]["conditions"][0]["observedGeneration"] = 4
+    asked = resize_deferred(answered)
+    assert asked is not None
+    assert asked[0] == Resources(50, 300, None, 600)
+    assert pod_resources(answered) == Resources(50, 200, None, 400), "deferred: the size run"

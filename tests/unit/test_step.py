@@ -858,12 +858,26 @@ def test_a_wait_for_room_is_told_once_by_an_event_and_shown_while_it_lasts() -> 
     assert [e.reason for e in events] == ["ResizeDeferred"]  # type: ignore[attr-defined]
 
 
-def test_a_new_size_while_a_resize_is_deferred_is_asked_for() -> None:
-    """The kubelet defers the size for 1,000 objects; the commit grows to 5,000: that size is asked for
-    (it replaces the deferred one)."""
-    port = FakePort(size=AT_100, deferred=(AT_1000, "Node didn't have enough capacity: cpu"))
-    assert in_place_rig(port).reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
-    assert port.applied == [AT_5000]
+def test_a_new_size_while_a_resize_is_deferred_is_asked_memory_first() -> None:
+    """The kubelet defers the size for 1,000 objects; the commit grows to 5,000: that size replaces the
+    deferred one, its memory asked with the CPU the Pod runs (more CPU would wait on that node too), then
+    the whole of it once that is in. A new size that asks no more CPU than runs is asked whole."""
+    port = FakePort(size=AT_100, deferred=(AT_1000, SHORT_OF_CPU))
+    test = in_place_rig(port)
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied == [MEMORY_FIRST]
+    decision = test.executor.states[KEY].decision
+    assert decision is not None
+    assert "memory first" in decision.reason
+    port.size, port.deferred = MEMORY_FIRST, None  # the kubelet applied the memory
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied == [MEMORY_FIRST, AT_5000]
+    lower = FakePort(size=AT_5000, deferred=(AT_1000, SHORT_OF_CPU))
+    test = in_place_rig(lower)
+    assert test.reconcile(ObjectCounts(100, 100)) == Outcome.POSTPONED, "lower: the delay as ever"
+    test.clock.now += 2 * DELAY
+    assert test.reconcile(ObjectCounts(100, 100)) == Outcome.SCALED_DOWN
+    assert lower.applied == [AT_100], "less CPU than runs: asked whole"
 
 
 def test_a_size_above_the_largest_node_is_capped_said_and_counted() -> None:
