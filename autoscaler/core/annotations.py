@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from fractions import Fraction
 
 import orjson
@@ -45,7 +44,7 @@ from autoscaler.core.oom import OomFloor
 from autoscaler.core.resources import Resources
 from inventory.core.counts import MAX_KIND_LENGTH, MAX_KINDS, Kinds, ObjectCounts, kinds_of
 from inventory.core.objects import annotations_of, block_of
-from inventory.core.sync_progress import timestamp
+from inventory.core.times import api_time, timestamp
 
 SOURCE_ANNOTATION = "objcount.dev/source-object-count"
 SYNC_ANNOTATION = "objcount.dev/sync-object-count"
@@ -255,7 +254,11 @@ def parse_resources_annotation(text: object) -> Resources | None:
 
 
 def oom_floor_annotation(floor: OomFloor) -> str:
-    value = {"memory": f"{floor.memory_mib}Mi", "killedAt": floor.killed_at, "since": _timestamp(floor.since)}
+    value = {
+        "memory": quantity.format_memory(floor.memory_mib),
+        "killedAt": floor.killed_at,
+        "since": api_time(floor.since),
+    }
     return orjson.dumps(value).decode()
 
 
@@ -266,17 +269,13 @@ def parse_oom_floor(text: object) -> OomFloor | None:
     try:
         value = orjson.loads(text)
         memory = quantity.parse(value["memory"]) / quantity.MIB
-        since = datetime.fromisoformat(value["since"]).timestamp()
+        since = timestamp(value["since"])
         killed_at = value["killedAt"]
     except (orjson.JSONDecodeError, quantity.QuantityError, KeyError, TypeError, ValueError):
         return None
-    if not isinstance(killed_at, str) or memory.denominator != 1 or memory <= 0:
+    if since is None or not isinstance(killed_at, str) or memory.denominator != 1 or memory <= 0:
         return None
     return OomFloor(int(memory), killed_at, since)
-
-
-def _timestamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def calibration_annotation(calibration: Calibration) -> str:
@@ -285,9 +284,9 @@ def calibration_annotation(calibration: Calibration) -> str:
         "peakMiB": calibration.peak_mib,
         "predictedMiB": calibration.predicted_mib,
         "pod": calibration.window.pod,
-        "podStarted": _timestamp(calibration.window.started),
+        "podStarted": api_time(calibration.window.started),
         "commit": calibration.window.commit,
-        "since": _timestamp(calibration.since),
+        "since": api_time(calibration.since),
     }
     return orjson.dumps(value).decode()
 

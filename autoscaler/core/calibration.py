@@ -51,7 +51,7 @@ from fractions import Fraction
 from autoscaler.core import quantity
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_CONTAINER
 from inventory.core.objects import Meta, PodView, block_of, named
-from inventory.core.sync_progress import timestamp
+from inventory.core.times import timestamp
 
 MIN_FACTOR = Fraction(1, 4)
 MAX_FACTOR = Fraction(4)

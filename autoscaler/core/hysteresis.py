@@ -17,6 +17,8 @@ from autoscaler.core.sizing import Load, Profile, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 from inventory.core.sync_progress import UNREPORTED, SyncProgress
 
+HOUR = 3600.0  # the restart cap's window, and the hands-off time after our size was reverted
+
 
 @dataclass(frozen=True)
 class Hysteresis:
@@ -79,7 +81,7 @@ def decide(
     restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here.
     `room_wanted`: another reconciler on this one's node waits for room (why, said): a reconciler in its
     steady state gives back what it holds above its need at once, without the delay."""
-    restarts = tuple(t for t in last.restarts if now - t < 3600)
+    restarts = tuple(t for t in last.restarts if now - t < HOUR)
     keep = replace(last, restarts=restarts, recommended=last.recommended)
     load = Load.of(counts, api_resources)
     if load is None:

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from autoscaler.core.quantity import format_cpu, format_memory
+
 
 def ceil_to(value: Fraction | int, step: int) -> int:
     return math.ceil(Fraction(value) / step) * step
@@ -64,13 +66,14 @@ class Resources:
         )
 
     def __str__(self) -> str:
-        def limit(value: int | None, unit: str) -> str:
-            return "none" if value is None else f"{value}{unit}"
+        cpu_limit = "none" if self.cpu_limit_m is None else format_cpu(self.cpu_limit_m)
+        memory_limit = "none" if self.memory_limit_mib is None else format_memory(self.memory_limit_mib)
+        return f"requests {self.requests_text}, limits {cpu_limit}/{memory_limit}"
 
-        return (
-            f"requests {self.cpu_request_m}m/{self.memory_request_mib}Mi, "
-            f"limits {limit(self.cpu_limit_m, 'm')}/{limit(self.memory_limit_mib, 'Mi')}"
-        )
+    @property
+    def requests_text(self) -> str:
+        """`<cpu>m/<memory>Mi`: the requests, as `objcount status` shows them."""
+        return f"{format_cpu(self.cpu_request_m)}/{format_memory(self.memory_request_mib)}"
 
 
 def _limit_at_least(mine: int | None, theirs: int | None) -> bool:

@@ -45,7 +45,7 @@ from autoscaler.core.calibration import (
     running,
     same_lesson,
 )
-from autoscaler.core.hysteresis import Decision, Hysteresis, decide, initial
+from autoscaler.core.hysteresis import HOUR, Decision, Hysteresis, decide, initial
 from autoscaler.core.observation import Needs, Observation, RSyncView
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
@@ -54,7 +54,6 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PLATFORMS, Load, Profile, Sizing, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
 
-HOUR = 3600.0
 DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again
 # How soon the kubelet's answer to a resize in place is looked at (applied, Deferred, Infeasible).
 RESIZE_ANSWER_S = 10.0

@@ -25,11 +25,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Literal
 
 from prometheus_client import Counter
 
+from inventory.core.times import micro_time
 from inventory.kube import kubeapi
 
 log = logging.getLogger(__name__)
@@ -164,11 +164,6 @@ class SeriesBook:
         return writes
 
 
-def _micro_time(seconds: float) -> str:
-    """`MicroTime` as the API server wants it: RFC 3339 with microseconds, UTC."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def event_body(write: Write, reporting_instance: str) -> dict[str, object]:
     """The Event to create for a first occurrence."""
     o, s = write.occurrence, write.series
@@ -176,7 +171,7 @@ def event_body(write: Write, reporting_instance: str) -> dict[str, object]:
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"name": s.name, "namespace": o.regarding.namespace},
-        "eventTime": _micro_time(s.first),
+        "eventTime": micro_time(s.first),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": reporting_instance[:128],
         "action": o.action,
@@ -194,7 +189,7 @@ def event_body(write: Write, reporting_instance: str) -> dict[str, object]:
 
 
 def series_patch(write: Write) -> dict[str, object]:
-    return {"series": {"count": write.series.count, "lastObservedTime": _micro_time(write.series.last)}}
+    return {"series": {"count": write.series.count, "lastObservedTime": micro_time(write.series.last)}}
 
 
 def regarding_rsync(rsync: Mapping[str, object], kind: str) -> Regarding | None:

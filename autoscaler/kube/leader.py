@@ -13,22 +13,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from inventory.core.times import micro_time, timestamp
 from inventory.kube import kubeapi
 
 log = logging.getLogger(__name__)
 
 
-def _micro_time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse_time(text: str | None) -> float:
-    if not text:
-        return 0.0
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+def _renewed(spec: dict[str, Any]) -> float:
+    """When the Lease was last renewed (0: never). A time that cannot be read is an error, not an
+    expiry: its holder may be renewing it."""
+    text = spec.get("renewTime")
+    renewed = timestamp(text) if text else 0.0
+    if renewed is None:
+        raise ValueError(f"the Lease's renewTime {text!r} is not a time")
+    return renewed
 
 
 @dataclass
@@ -46,10 +46,10 @@ class LeaderElector:
         spec.update(
             holderIdentity=self.identity,
             leaseDurationSeconds=max(1, round(self.duration)),
-            renewTime=_micro_time(now),
+            renewTime=micro_time(now),
         )
         if acquired:
-            spec["acquireTime"] = _micro_time(now)
+            spec["acquireTime"] = micro_time(now)
             spec["leaseTransitions"] = int(previous.get("leaseTransitions", 0)) + (1 if previous else 0)
         return spec
 
@@ -72,7 +72,7 @@ class LeaderElector:
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        expired = _parse_time(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds", 0)) < now
+        expired = _renewed(spec) + float(spec.get("leaseDurationSeconds", 0)) < now
         if holder != self.identity and holder and not expired:
             return False
         lease["spec"] = self._spec(spec, now, acquired=holder != self.identity)

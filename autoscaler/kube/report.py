@@ -28,6 +28,7 @@ from autoscaler.core.annotations import (
     status_counts,
 )
 from autoscaler.core.codecs import newest_live
+from autoscaler.core.quantity import format_memory
 from inventory.core.ids import (
     DEPLOYMENT_NAME_LABEL,
     RECONCILER_CONTAINER,
@@ -66,7 +67,7 @@ def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
     """`<cpu>m/<memory>Mi` requests from a published resources annotation; None when absent or unreadable
     (a hand-edited annotation is never shown as if it were a size)."""
     resources = parse_resources_annotation(annotations.get(key))
-    return None if resources is None else f"{resources.cpu_request_m}m/{resources.memory_request_mib}Mi"
+    return None if resources is None else resources.requests_text
 
 
 def record_of(kind: str, rsync: RSync) -> RSyncRecord:
@@ -100,7 +101,7 @@ def _calibration_text(annotations: Mapping[str, str]) -> str | None:
     calibration = parse_calibration(annotations.get(CALIBRATION_ANNOTATION))
     if calibration is None:
         return None
-    return f"x{float(calibration.factor):.4f} (peak {calibration.peak_mib}Mi)"
+    return f"x{float(calibration.factor):.4f} (peak {format_memory(calibration.peak_mib)})"
 
 
 def read_status(

@@ -57,6 +57,7 @@ from autoscaler.core.reasons import ReadError, Reason, SizeError, WriteError
 from autoscaler.core.resources import Resources
 from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Meta, Pod, PodView, RSync, generation_of
+from inventory.core.times import api_time
 from inventory.kube import kubeapi
 
 log = logging.getLogger(__name__)
@@ -464,7 +465,7 @@ class VpaTarget(_NothingInTheRSync):
             raise WriteError(
                 Reason.OWNED, f"VerticalPodAutoscaler {name} turns VPA off for the {RECONCILER_CONTAINER}"
             )
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        now = api_time(self.clock())
         written = vpa.recommendation(found, RECONCILER_CONTAINER, resources, now)
         try:
             self.api.patch(

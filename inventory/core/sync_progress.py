@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from inventory.core.objects import RSync, block_of
+from inventory.core.times import timestamp
 
 _STAGES = ("source", "rendering", "sync")
 
@@ -58,17 +58,6 @@ def _syncing(status: Mapping[str, object]) -> Mapping[str, object]:
     if not isinstance(conditions, list):
         return {}
     return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Syncing"), {})
-
-
-def timestamp(value: object) -> float | None:
-    """An RFC 3339 time as the API server writes it, in seconds; None for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return None if parsed.tzinfo is None else parsed.timestamp()
 
 
 def sync_progress(rsync: RSync) -> SyncProgress:
