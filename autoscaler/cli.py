@@ -214,7 +214,7 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     from pathlib import Path
 
     from inventory.core.counts import describe_kinds, kinds_of
-    from inventory.source.source_count import SourceError, count_directory, kib_of
+    from inventory.source.source_count import SourceError, count_directory, kib_of, rejection
 
     root = Path(directory)
     if not root.is_dir():
@@ -224,11 +224,8 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     except (SourceError, OSError) as error:
         raise SourceUnreadable(f"--source {directory}: {error}") from error
     if count.rejected:
-        problems = "\n  ".join(f"{p.code}: {p.message}" for p in count.rejected[:10])
-        more = f"\n  ... and {len(count.rejected) - 10} more" if len(count.rejected) > 10 else ""
         raise SourceUnreadable(
-            f"--source {directory}: Config Sync rejects {len(count.rejected)} files, so it would sync "
-            f"nothing of this directory:\n  {problems}{more}"
+            f"--source {directory}: {rejection(count, listed=10)}; it would sync none of it"
         )
     print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
     for reason in count.unread:

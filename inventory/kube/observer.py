@@ -26,7 +26,7 @@ from inventory.core.inventory_count import InventorySummary
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
 from inventory.kube.watch import InventoryCodec, Key, ObjectCodec, RawObject, Reflector, WatchSettings
-from inventory.source.source_count import SourceCount, kib_of
+from inventory.source.source_count import SourceCount, kib_of, rejection
 from inventory.source.source_watch import SourceLayout, SourceWatcher
 
 log = logging.getLogger(__name__)
@@ -249,14 +249,3 @@ class Observer:
                 return
             self._source = replace(last, source_reading=commit)
         self._on_change(self.scope.rsync)
-
-
-MAX_REASON = 1024  # what is kept of a rejection's reason (an annotation, an Event's note)
-
-
-def rejection(count: SourceCount) -> str:
-    """Why Config Sync syncs nothing of the commit: its first error, and how many more."""
-    first = count.rejected[0]
-    more = f" (and {len(count.rejected) - 1} more)" if len(count.rejected) > 1 else ""
-    commit = f"commit {count.commit[:12]}" if count.commit else "the source"
-    return f"Config Sync rejects {commit}: {first.code} {first.message}{more}"[:MAX_REASON]

@@ -60,6 +60,17 @@ class SourceCount:
     crd_path_steps: int = 0  # its CRDs' fields, each counted at its depth
 
 
+MAX_REASON = 1024  # what is kept of a rejection's reason (an annotation, an Event's note)
+
+
+def rejection(count: SourceCount, listed: int = 1) -> str:
+    """Why Config Sync syncs nothing of the commit: its first `listed` errors, and how many more."""
+    shown = "; ".join(f"{p.code} {p.message}" for p in count.rejected[:listed])
+    more = f" (and {len(count.rejected) - listed} more)" if len(count.rejected) > listed else ""
+    commit = f"commit {count.commit[:12]}" if count.commit else "the source"
+    return f"Config Sync rejects {commit}: {shown}{more}"[:MAX_REASON]
+
+
 # ----- listing, as the reconciler lists -------------------------------------------------------------------
 def listed_files(root: Path) -> list[str]:
     """The files under `root` (resolved) as the reconciler lists them: sorted, none inside a `.git`

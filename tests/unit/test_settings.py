@@ -177,7 +177,7 @@ def test_cli_recommend_refuses_an_unreadable_source(
     source = tmp_path / "nope" if problem == "missing" else tmp_path
     assert main(["recommend", "--source", str(source)]) == 2
     assert (
-        "not a directory" if problem == "missing" else "Config Sync rejects 1 files"
+        "not a directory" if problem == "missing" else "Config Sync rejects the source: KNV2001 bad.yaml"
     ) in capsys.readouterr().err
 
 
