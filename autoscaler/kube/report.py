@@ -25,6 +25,7 @@ from autoscaler.core.annotations import (
     annotation_counts,
     parse_calibration,
     parse_resources_annotation,
+    restored_of,
     status_counts,
 )
 from autoscaler.core.codecs import newest_live
@@ -73,12 +74,13 @@ def _resources_text(annotations: Mapping[str, str], key: str) -> str | None:
 def record_of(kind: str, rsync: RSync) -> RSyncRecord:
     meta = Meta.of(rsync)
     in_status, in_annotations = status_counts(rsync), annotation_counts(rsync)
+    counts = restored_of(in_status, in_annotations)  # what the service itself restores
     if in_status.source is not None or in_status.sync is not None:
-        counts, where = in_status, "status"
+        where = "status"
     elif in_annotations.source is not None or in_annotations.sync is not None:
-        counts, where = in_annotations, "annotations"
+        where = "annotations"
     else:
-        counts, where = in_status, "none"
+        where = "none"
     annotations = annotations_of(rsync)
     return RSyncRecord(
         kind,
