@@ -1,4 +1,4 @@
-"""`objcount clean`: remove what the service left on the RSyncs (`autoscaler.core.leaving`), with the
+"""`objcount clean`: remove what the service left on the RSyncs (`autoscaler.core.clean_patch`), with the
 caller's own credentials, after the service is uninstalled."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from autoscaler.core.leaving import cleanup
+from autoscaler.core.clean_patch import cleanup
 from autoscaler.kube.report import all_of
 from inventory.core.ids import RSyncKey, RSyncKind
 from inventory.core.objects import Meta

@@ -28,9 +28,9 @@ from autoscaler.kube.events import EventWriter
 from autoscaler.kube.leader import LeaderElector
 from autoscaler.kube.platform import detect
 from autoscaler.kube.targets import TARGETS, Target, TargetOptions, refusal_if_known
-from autoscaler.service import allocator, logs
+from autoscaler.service import logs, malloc_tuning
 from autoscaler.service.controller import Controller, Scope
-from autoscaler.service.handlers import QuietHandler
+from autoscaler.service.http_endpoint import QuietHandler
 from autoscaler.service.metrics import APPLY_ERRORS, RECONCILE_ERRORS
 from autoscaler.service.settings import DETECT, Settings
 from inventory.core.backoff import exponential
@@ -362,7 +362,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     logs.configure(
         settings.log_level, settings.log_format, str(settings.rsync) if settings.mode == "sidecar" else ""
     )
-    allocator.tune_for_large_events()
+    malloc_tuning.tune_for_large_events()
     failed = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -35,7 +35,7 @@ from autoscaler.core.injection import (
     decide,
 )
 from autoscaler.kube.platform import detect
-from autoscaler.service.handlers import QuietHandler
+from autoscaler.service.http_endpoint import QuietHandler
 from autoscaler.service.settings import Settings
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi

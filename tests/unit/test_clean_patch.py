@@ -9,7 +9,7 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import pytest
 
-from autoscaler.core.leaving import cleanup
+from autoscaler.core.clean_patch import cleanup
 
 WRITTEN = '{"requests":{"cpu":"344m","memory":"352Mi"},"limits":{"cpu":"344m","memory":"352Mi"}}'
 OUR_ENTRY = {
