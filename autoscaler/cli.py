@@ -115,7 +115,7 @@ def _on_cluster(args: argparse.Namespace, command: str, work: Callable[[KubeApi,
     from inventory.kube import kubeapi
 
     try:
-        api = kubeapi.KubeApi.connect(args.kubeconfig, context=args.context)
+        api = kubeapi.KubeClient.connect(args.kubeconfig, context=args.context)
     except kubeapi.ApiError as error:
         print(f"objcount {command}: {error}", file=sys.stderr)
         return None
@@ -193,7 +193,7 @@ def _served_api_resources(kubeconfig: str | None, context: str | None, assumed: 
         print(f"API surface: no kubeconfig found ({default}); {advice}", file=sys.stderr)
         return None
     try:
-        api = kubeapi.KubeApi.connect(kubeconfig, context=context)
+        api = kubeapi.KubeClient.connect(kubeconfig, context=context)
         try:
             served = api.api_resource_types()
         finally:

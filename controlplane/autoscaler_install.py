@@ -63,7 +63,7 @@ def kustomization_objects(directory: Path) -> Iterator[JSON]:
 
 
 def install_sidecar(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     cert_dir: Path,
     *,
     sidecar_env: Mapping[str, str] | None = None,
@@ -81,7 +81,7 @@ def install_sidecar(
     trust_webhook(api, cert_dir)
 
 
-def webhook_certificate(api: kubeapi.KubeApi, cert_dir: Path, extra_names: Sequence[str] = ()) -> None:
+def webhook_certificate(api: kubeapi.KubeClient, cert_dir: Path, extra_names: Sequence[str] = ()) -> None:
     """The README's first steps of either install: a CA and the webhook's certificate by certificate.sh,
     and the TLS Secret the webhook mounts."""
     script = ["bash", str(CERTIFICATE_SCRIPT), str(cert_dir), *extra_names]
@@ -96,7 +96,9 @@ def webhook_certificate(api: kubeapi.KubeApi, cert_dir: Path, extra_names: Seque
     create_or_replace(api, secret)
 
 
-def trust_webhook(api: kubeapi.KubeApi, cert_dir: Path, configuration: str = WEBHOOK_CONFIGURATION) -> None:
+def trust_webhook(
+    api: kubeapi.KubeClient, cert_dir: Path, configuration: str = WEBHOOK_CONFIGURATION
+) -> None:
     """The README's last step of either install: the CA into the webhook configuration (`caBundle`)."""
     ca_bundle = [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": _base64_file(cert_dir / "ca.crt")}
@@ -104,14 +106,14 @@ def trust_webhook(api: kubeapi.KubeApi, cert_dir: Path, configuration: str = WEB
     api.patch(RESOURCES["MutatingWebhookConfiguration"], None, configuration, ca_bundle, patch_type="json")
 
 
-def install_guard(api: kubeapi.KubeApi) -> None:
+def install_guard(api: kubeapi.KubeClient) -> None:
     """Our admission policy (part of both installs): what our identities may change. It matches only
     them, so Config Sync runs under it as without it."""
     for item in manifests_in(GUARD_MANIFEST):
         create_or_replace(api, item)
 
 
-def install_cluster(api: kubeapi.KubeApi, cert_dir: Path, env: Mapping[str, str] | None = None) -> None:
+def install_cluster(api: kubeapi.KubeClient, cert_dir: Path, env: Mapping[str, str] | None = None) -> None:
     """The README's cluster-mode installation: the webhook's certificate, `kubectl apply -k
     manifests/cluster` (our roles, their bindings to our ServiceAccounts, the controller, the webhook),
     the CA into the webhook configuration; by the API rather than by kubectl. `env`: settings set in the
@@ -130,7 +132,7 @@ def with_env(entries: list[JSON], env: Mapping[str, str]) -> list[JSON]:
     return [e for e in entries if e["name"] not in env] + [{"name": n, "value": v} for n, v in env.items()]
 
 
-def uninstall_cluster(api: kubeapi.KubeApi) -> None:
+def uninstall_cluster(api: kubeapi.KubeClient) -> None:
     """Stop the cluster-mode install: the webhook configuration goes first (Pods are created as their
     template says from then on), then the controller's and the webhook's Deployments (their Pods go with
     them); the RBAC, which the sidecar install shares, stays."""
@@ -140,7 +142,7 @@ def uninstall_cluster(api: kubeapi.KubeApi) -> None:
             api.delete(kubeapi.DEPLOYMENT, NAMESPACE, name)
 
 
-def uninstall_webhook(api: kubeapi.KubeApi) -> None:
+def uninstall_webhook(api: kubeapi.KubeClient) -> None:
     """The README's removal of the webhook: Pods created from now on run without the sidecar and at
     their template's size."""
     with contextlib.suppress(kubeapi.NotFound):

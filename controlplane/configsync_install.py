@@ -54,7 +54,7 @@ OBJECT_FILES = (
 )
 
 
-def install_rsync_crds(api: kubeapi.KubeApi, build: ConfigSyncBuild | None = None) -> None:
+def install_rsync_crds(api: kubeapi.KubeClient, build: ConfigSyncBuild | None = None) -> None:
     """Config Sync's own RootSync, RepoSync and ResourceGroup CRDs, as released (we ship none): for an
     API server that runs none of Config Sync (the service's tests, benchmarks and profiling)."""
     build = build or build_configsync()
@@ -86,7 +86,7 @@ def released_objects(path: Path, images: Mapping[str, str]) -> Iterator[JSON]:
 
 
 def install_config_sync(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     build: ConfigSyncBuild,
     *,
     polling_period: str,

@@ -57,11 +57,11 @@ class NodeConfigSync:
     polling_period: str = "2s"
     # Each RSync's spec.git.period (rsync()); None: Config Sync's default, 15 s.
     git_period_s: float | None = None
-    api: kubeapi.KubeApi | None = None
+    api: kubeapi.KubeClient | None = None
     git: GitServer | None = None
 
     def start(self) -> NodeConfigSync:
-        self.api = kubeapi.KubeApi.connect(str(self.stack.plane.kubeconfig))
+        self.api = kubeapi.KubeClient.connect(str(self.stack.plane.kubeconfig))
         try:
             self.git = GitServer(self.stack.sandbox, self.stack.sandbox.work_dir / "git").start()
             install_config_sync(

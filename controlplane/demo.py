@@ -104,7 +104,7 @@ class Row:
 @dataclass
 class Demo:
     config_sync: NodeConfigSync
-    api: kubeapi.KubeApi
+    api: kubeapi.KubeClient
     started: float = field(default_factory=time.monotonic)
     commit: str = ""
     phase: str = "starting"
@@ -254,7 +254,7 @@ def _rows(demo: Demo, stop: threading.Event, rows: list[Row]) -> Iterator[list[R
         stop.wait(0.5)
 
 
-def start_sample(config_sync: NodeConfigSync, api: kubeapi.KubeApi, git_period: float | None) -> None:
+def start_sample(config_sync: NodeConfigSync, api: kubeapi.KubeClient, git_period: float | None) -> None:
     """The sample repository's first commit, and its RootSync, fetching every `git_period` seconds (None:
     Config Sync's default)."""
     config_sync.commit(SAMPLE, {"configmaps.yaml": configmaps_yaml(PHASES[0], "cm", APPS)})

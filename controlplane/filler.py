@@ -41,13 +41,13 @@ def requested(pods: list[dict[str, Any]], node: str, resource: str, unit: Unit) 
 UNITS: dict[str, Unit] = {"cpu": _millicores, "memory": _mib}
 
 
-def fill_the_nodes_cpu(api: kubeapi.KubeApi, *, leave_m: int, timeout_s: float = 60.0) -> str:
+def fill_the_nodes_cpu(api: kubeapi.KubeClient, *, leave_m: int, timeout_s: float = 60.0) -> str:
     """The filler Pod, Running (its name, in `default`): the node's allocatable CPU less what its Pods
     request and `leave_m` millicores."""
     return _fill(api, "cpu", leave_m, timeout_s)
 
 
-def fill_the_nodes_memory(api: kubeapi.KubeApi, *, leave_mib: int, timeout_s: float = 60.0) -> str:
+def fill_the_nodes_memory(api: kubeapi.KubeClient, *, leave_mib: int, timeout_s: float = 60.0) -> str:
     """The filler Pod, Running (its name, in `default`): the node's allocatable memory less what its Pods
     request and `leave_mib` MiB."""
     return _fill(api, "memory", leave_mib, timeout_s)
@@ -61,7 +61,7 @@ def _filler_requests(resource: str, amount: int) -> dict[str, str]:
     )
 
 
-def _fill(api: kubeapi.KubeApi, resource: str, leave: int, timeout_s: float) -> str:
+def _fill(api: kubeapi.KubeClient, resource: str, leave: int, timeout_s: float) -> str:
     unit = UNITS[resource]
     (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
     name = node["metadata"]["name"]

@@ -37,7 +37,7 @@ RESOURCES = {
 }
 
 
-def create_or_replace(api: kubeapi.KubeApi, item: JSON, attempts: int = 5) -> None:
+def create_or_replace(api: kubeapi.KubeClient, item: JSON, attempts: int = 5) -> None:
     """As `kubectl apply` for objects only we write: create, else replace the stored one. A replace that
     meets a newer version (a controller wrote the object's status meanwhile: a PodDisruptionBudget's) reads
     it again and replaces that, a bounded number of times."""

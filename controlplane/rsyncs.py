@@ -52,7 +52,7 @@ def reposync(namespace: str, name: str, *, sync_dir: str = "config") -> JSON:
     return rsync_object("RepoSync", namespace, name, sync_dir)
 
 
-def grant_reposync(api: kubeapi.KubeApi, namespace: str, name: str) -> None:
+def grant_reposync(api: kubeapi.KubeClient, namespace: str, name: str) -> None:
     """The RoleBinding Config Sync's documentation has a user create so that a RepoSync's reconciler may
     manage objects in its namespace (the reconciler-manager grants it only what it needs for itself)."""
     binding = {

@@ -46,7 +46,7 @@ def manifests_in(path: Path) -> Iterator[JSON]:
                 yield document
 
 
-def install_crds(api: kubeapi.KubeApi, crds: Iterable[JSON], timeout: float = 60.0) -> None:
+def install_crds(api: kubeapi.KubeClient, crds: Iterable[JSON], timeout: float = 60.0) -> None:
     """Create or replace the CRDs and wait until each is Established and served with its new schema."""
     for crd in crds:
         name = crd["metadata"]["name"]
@@ -59,7 +59,7 @@ def install_crds(api: kubeapi.KubeApi, crds: Iterable[JSON], timeout: float = 60
         _wait_established(api, name, time.monotonic() + timeout)
 
 
-def _wait_established(api: kubeapi.KubeApi, name: str, deadline: float) -> None:
+def _wait_established(api: kubeapi.KubeClient, name: str, deadline: float) -> None:
     while True:
         crd = api.get(kubeapi.CRD, None, name)
         conditions = (crd.get("status") or {}).get("conditions") or []
@@ -70,7 +70,7 @@ def _wait_established(api: kubeapi.KubeApi, name: str, deadline: float) -> None:
         time.sleep(0.1)
 
 
-def ensure_namespace(api: kubeapi.KubeApi, name: str) -> None:
+def ensure_namespace(api: kubeapi.KubeClient, name: str) -> None:
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     with contextlib.suppress(kubeapi.Conflict):
         api.create(kubeapi.NAMESPACE, None, namespace)

@@ -18,7 +18,7 @@ def pod_ready(pod: JSON) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def rsync_gone(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+def rsync_gone(api: kubeapi.KubeClient, key: RSyncKey) -> bool:
     """The RSync is deleted (Config Sync's finalizers, if any, have run)."""
     try:
         api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)

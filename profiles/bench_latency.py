@@ -55,7 +55,7 @@ def applied_memory(event: dict[str, object], target: str) -> int | None:
 class Observer:
     """An independent client that records when each inventory size and each applied size first appears."""
 
-    def __init__(self, api: kubeapi.KubeApi, target: str, key: RSyncKey) -> None:
+    def __init__(self, api: kubeapi.KubeClient, target: str, key: RSyncKey) -> None:
         self.api, self.target, self.key = api, target, key
         self.inventory: dict[int, float] = {}
         self.applied: dict[int, float] = {}
@@ -113,7 +113,7 @@ def run(trials: int, target_name: str) -> dict[str, list[float]]:
     key = RSyncKey("RootSync", NAMESPACE, "root-sync")
     results: dict[str, list[float]] = {"visible": [], "request": [], "response": []}
     with running_control_plane() as plane:
-        api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+        api = kubeapi.KubeClient.connect(str(plane.kubeconfig))
         install_rsync_crds(api)
         ensure_namespace(api, NAMESPACE)
         api.create(kubeapi.ROOTSYNC, NAMESPACE, rsync(key))
@@ -128,7 +128,7 @@ def run(trials: int, target_name: str) -> dict[str, list[float]]:
         controller = Controller(
             api, Scope.sidecar(key), target=target, profile=PROFILE, hysteresis=hysteresis
         )
-        observer = Observer(kubeapi.KubeApi.connect(str(plane.kubeconfig)), target_name, key)
+        observer = Observer(kubeapi.KubeClient.connect(str(plane.kubeconfig)), target_name, key)
         observer.start()
         controller.start()
         try:

@@ -45,7 +45,7 @@ NAMESPACES = 20
 class StatusWatch:
     """Records when each (RSync, sync count) first appears in the RSyncs' status, and recommendations."""
 
-    def __init__(self, api: kubeapi.KubeApi) -> None:
+    def __init__(self, api: kubeapi.KubeClient) -> None:
         self.api = api
         self.first_seen: dict[tuple[str, int], float] = {}
         self.recommended: set[str] = set()
@@ -84,7 +84,7 @@ class StatusWatch:
                 self.recommended.add(name)
 
 
-def seed(api: kubeapi.KubeApi, rsyncs: int, entries: int, big: int, big_entries: int) -> list[RSyncKey]:
+def seed(api: kubeapi.KubeClient, rsyncs: int, entries: int, big: int, big_entries: int) -> list[RSyncKey]:
     """`rsyncs` RepoSyncs with `entries`-entry inventories and `big` more with `big_entries`, spread over
     NAMESPACES namespaces; their keys, the big ones last."""
     keys = [RSyncKey("RepoSync", f"load-{i % NAMESPACES}", f"sync-{i}") for i in range(rsyncs + big)]
@@ -111,12 +111,12 @@ def main() -> None:
     parser.add_argument("--target", choices=["in-place", "recommend"], default="in-place")
     args = parser.parse_args()
     with running_control_plane() as plane:
-        api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+        api = kubeapi.KubeClient.connect(str(plane.kubeconfig))
         install_rsync_crds(api)
         began = time.monotonic()
         keys = seed(api, args.rsyncs, args.objects, args.big, args.big_objects)
         print(f"created {len(keys)} RSyncs and inventories in {time.monotonic() - began:.0f} s")
-        watch = StatusWatch(kubeapi.KubeApi.connect(str(plane.kubeconfig)))
+        watch = StatusWatch(kubeapi.KubeClient.connect(str(plane.kubeconfig)))
         health = free_port()
         env = {
             **os.environ,
@@ -182,7 +182,7 @@ def report(
 
 
 def drive(
-    api: kubeapi.KubeApi, keys: list[RSyncKey], watch: StatusWatch, args: argparse.Namespace
+    api: kubeapi.KubeClient, keys: list[RSyncKey], watch: StatusWatch, args: argparse.Namespace
 ) -> tuple[list[float], int]:
     """Change random inventories at `--rate`/s; return each change's lag to its count in the status."""
     changes: list[tuple[str, int, float]] = []

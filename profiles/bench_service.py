@@ -61,7 +61,7 @@ def window(pid: int, seconds: float, work: object = None) -> tuple[float, float,
 
 
 def drive_updates(
-    api: kubeapi.KubeApi, key: RSyncKey, pid: int, args: argparse.Namespace
+    api: kubeapi.KubeClient, key: RSyncKey, pid: int, args: argparse.Namespace
 ) -> tuple[int, tuple[float, float, float]]:
     """Patch the inventory's metadata at up to `--rate` per second from `--writers` threads; measure `pid`."""
     rate, seconds, writers = args.rate, args.seconds, args.writers
@@ -108,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     key = RSyncKey("RootSync", NAMESPACE, "root-sync")
     with running_control_plane() as plane:
-        api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+        api = kubeapi.KubeClient.connect(str(plane.kubeconfig))
         install_rsync_crds(api)
         ensure_namespace(api, NAMESPACE)
         api.create(kubeapi.ROOTSYNC, NAMESPACE, rsync(key))

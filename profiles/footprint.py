@@ -82,7 +82,7 @@ class Samples:
     peak: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
-def leader(api: kubeapi.KubeApi) -> str:
+def leader(api: kubeapi.KubeClient) -> str:
     """The cluster-mode replica holding the Lease ("" when there is none)."""
     try:
         lease = api.get(kubeapi.LEASE, NAMESPACE, CONTROLLER)
@@ -99,7 +99,7 @@ def label(pod: str, container: str, holder: str) -> str | None:
     return component
 
 
-def summary(api: kubeapi.KubeApi, node: str) -> JSON:
+def summary(api: kubeapi.KubeClient, node: str) -> JSON:
     result: JSON = api.request_json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
     return result
 
@@ -143,7 +143,7 @@ def record_peaks(cs: NodeConfigSync, samples: Samples, phase: str) -> None:
 class Sampler:
     """Samples the summary API every SAMPLE_SECONDS into the current phase, in a thread."""
 
-    def __init__(self, api: kubeapi.KubeApi, node: str, samples: Samples) -> None:
+    def __init__(self, api: kubeapi.KubeClient, node: str, samples: Samples) -> None:
         self.api, self.node, self.samples = api, node, samples
         self.phase = "start"
         self.stopping = threading.Event()
@@ -180,7 +180,7 @@ def idle(cs: NodeConfigSync, sampler: Sampler, seconds: float) -> None:
 
 
 @contextlib.contextmanager
-def admissions(api: kubeapi.KubeApi, key: RSyncKey, per_second: float) -> Iterator[list[int]]:
+def admissions(api: kubeapi.KubeClient, key: RSyncKey, per_second: float) -> Iterator[list[int]]:
     """Dry-run creations of the RSync's reconciler Pod at `per_second`, in a thread: the API server calls
     our webhook for each (through its Service) and stores nothing. Yields [Pods returned with our sidecar]."""
     template = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["spec"]["template"]
@@ -253,7 +253,7 @@ def cluster_phases(cs: NodeConfigSync, sampler: Sampler, args: argparse.Namespac
     api = cs.api
     cs.stack.kubectl("scale", "-n", NAMESPACE, "deployment/reconciler-manager", "--replicas=0")
     keys = seed(api, args.rsyncs, args.inventory, args.big, args.big_inventory)
-    watch = StatusWatch(kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig)))
+    watch = StatusWatch(kubeapi.KubeClient.connect(str(cs.stack.plane.kubeconfig)))
     sampler.phase = "start"  # the first full reconcile
     with tempfile.TemporaryDirectory() as certs:
         install_cluster(api, Path(certs))

@@ -670,7 +670,7 @@ def install_policy(cs: NodeConfigSync, policy: str) -> None:
                 raise TimeoutError(f"{deployment}'s rollout did not complete: {rollout.stderr}")
 
 
-def grant_sidecar(api: kubeapi.KubeApi, key: RSyncKey) -> None:
+def grant_sidecar(api: kubeapi.KubeClient, key: RSyncKey) -> None:
     """A RepoSync's sidecar's own account, as the README has a user make it: `objcount grant-reposync
     NAMESPACE NAME | kubectl apply -f -` (applied through the API)."""
     granted = subprocess.run(
@@ -730,7 +730,7 @@ def wait_all(
     return {name: done.get(name, NOT_SYNCED) for name in commits}
 
 
-def _rsyncs(api: kubeapi.KubeApi) -> dict[tuple[str, str, str], JSON]:
+def _rsyncs(api: kubeapi.KubeClient) -> dict[tuple[str, str, str], JSON]:
     """Every RootSync and RepoSync, by kind, namespace and name ({} when the list fails: read again)."""
     found: dict[tuple[str, str, str], JSON] = {}
     with contextlib.suppress(kubeapi.ApiError):
@@ -776,7 +776,7 @@ def play(
     return seconds
 
 
-def allocatable_mib(api: kubeapi.KubeApi) -> float | None:
+def allocatable_mib(api: kubeapi.KubeClient) -> float | None:
     """The node's allocatable memory, as its status says."""
     memory = ((api.get(kubeapi.NODE, None, NODE_NAME).get("status") or {}).get("allocatable") or {}).get(
         "memory"

@@ -293,7 +293,7 @@ def install_ours(cs: NodeConfigSync) -> None:
         create_or_replace(api, item)
 
 
-def narrow_webhook(api: kubeapi.KubeApi, configuration: str, policy: Policy) -> None:
+def narrow_webhook(api: kubeapi.KubeClient, configuration: str, policy: Policy) -> None:
     """The webhook configuration's `objectSelector` narrowed to the policy's RootSync (docs/install.md,
     "Trying it on some RSyncs first")."""
     only = {"key": "configsync.gke.io/sync-name", "operator": "In", "values": [key_of(policy).name]}

@@ -325,7 +325,7 @@ class Sampler:
     committed: list[tuple[str, float]] = field(default_factory=list)  # each phase and when, on its clock
 
     @property
-    def api(self) -> kubeapi.KubeApi:
+    def api(self) -> kubeapi.KubeClient:
         assert self.cs.api is not None
         return self.cs.api
 

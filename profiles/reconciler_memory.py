@@ -331,7 +331,7 @@ class Where(Protocol):
     """Where the reconciler runs: the local stack, or another cluster."""
 
     @property
-    def api(self) -> kubeapi.KubeApi: ...
+    def api(self) -> kubeapi.KubeClient: ...
     @property
     def measured(self) -> str: ...
     @property
@@ -368,7 +368,7 @@ class LocalStack:
     containers: dict[RSyncKey, str] = field(default_factory=dict)  # the one each point measures
 
     @property
-    def api(self) -> kubeapi.KubeApi:
+    def api(self) -> kubeapi.KubeClient:
         assert self.config_sync.api is not None
         return self.config_sync.api
 
@@ -428,7 +428,7 @@ class Cluster:
     """Another cluster: commits pushed to a clone of the repository its Config Sync reads; the memory
     sampled from its metrics API while a commit syncs."""
 
-    api: kubeapi.KubeApi
+    api: kubeapi.KubeClient
     clone: Path
     url: str
     branch: str = "main"
@@ -613,7 +613,7 @@ def _idle_cpu_m(where: Where, key: RSyncKey, seconds: float) -> float | None:
     return None if used is None else round((used - since) / (time.monotonic() - began) * 1000, 1)
 
 
-def _crds(api: kubeapi.KubeApi) -> int:
+def _crds(api: kubeapi.KubeClient) -> int:
     """CRDs the cluster serves (fewer than a page's 500 here: the ramp installs at most a few hundred)."""
     return len(orjson.loads(api.list_page(kubeapi.CRD, None, limit=5000))["items"])
 
@@ -767,7 +767,7 @@ def _cluster(args: argparse.Namespace) -> Cluster | None:
             "--kubeconfig needs --clone (a clone you can push to) and --repo-url (as Config Sync reads it)"
         )
     return Cluster(
-        kubeapi.KubeApi.connect(args.kubeconfig),
+        kubeapi.KubeClient.connect(args.kubeconfig),
         args.clone,
         args.repo_url,
         args.branch,

@@ -155,7 +155,7 @@ def append(path: Path, step: Step) -> None:
         writer.writerow({k: "" if v is None else v for k, v in asdict(step).items()})
 
 
-def reconciler_usage(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[int | None, int | None]:
+def reconciler_usage(api: kubeapi.KubeClient, key: RSyncKey) -> tuple[int | None, int | None]:
     """CPU (m) and memory (MiB) of the reconciler container from the metrics API, if there is one."""
     selector = f"configsync.gke.io/sync-name={key.name}"
     try:
@@ -182,7 +182,7 @@ class Recorded:
     applied: Resources | None
 
     @classmethod
-    def read(cls, api: kubeapi.KubeApi, key: RSyncKey) -> Recorded:
+    def read(cls, api: kubeapi.KubeClient, key: RSyncKey) -> Recorded:
         body = api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
         annotations = annotations_of(body)
         return cls(
@@ -218,7 +218,7 @@ class Recorded:
 
 
 def measure_step(
-    api: kubeapi.KubeApi, key: RSyncKey, objects: int, began: float, timeout: float, *, source_too: bool
+    api: kubeapi.KubeClient, key: RSyncKey, objects: int, began: float, timeout: float, *, source_too: bool
 ) -> Step:
     """Wait until the service has recorded `objects` (in the inventory, and in the source when this script
     writes it) and published a recommendation for it."""
@@ -276,14 +276,14 @@ class Usage:
     cpu_m: int | None = None
     memory_mib: int | None = None
 
-    def sample(self, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+    def sample(self, api: kubeapi.KubeClient, key: RSyncKey) -> None:
         cpu, memory = reconciler_usage(api, key)
         self.cpu_m = max((v for v in (self.cpu_m, cpu) if v is not None), default=None)
         self.memory_mib = max((v for v in (self.memory_mib, memory) if v is not None), default=None)
 
 
 def measure_git_step(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     key: RSyncKey,
     objects: int,
     commit: str,
@@ -316,7 +316,7 @@ def measure_git_step(
 
 
 def ramp_through_git(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     key: RSyncKey,
     clone: Clone,
     counts: list[int],
@@ -375,7 +375,7 @@ def _local_plane() -> Iterator[LocalControlPlane]:
 Created = list[tuple[kubeapi.Resource, str, str]]
 
 
-def _create(api: kubeapi.KubeApi, key: RSyncKey, repo: Path | None, first: int) -> Created:
+def _create(api: kubeapi.KubeClient, key: RSyncKey, repo: Path | None, first: int) -> Created:
     """The RSync, its inventory and its reconciler Deployment (where missing); what was created."""
     created: Created = []
     ensure_namespace(api, key.namespace)
@@ -396,13 +396,13 @@ def _create(api: kubeapi.KubeApi, key: RSyncKey, repo: Path | None, first: int) 
     return created
 
 
-def _delete(api: kubeapi.KubeApi, created: Created) -> None:
+def _delete(api: kubeapi.KubeClient, created: Created) -> None:
     for resource, namespace, name in reversed(created):
         with contextlib.suppress(kubeapi.NotFound):
             api.delete(resource, namespace, name)
 
 
-def _create_configmaps(api: kubeapi.KubeApi, namespace: str, count: int, created: Created) -> None:
+def _create_configmaps(api: kubeapi.KubeClient, namespace: str, count: int, created: Created) -> None:
     """Real objects for a real reconciler to sync (ConfigMaps `objcount-stress-<i>`), up to `count`."""
     existing = sum(1 for resource, _, _ in created if resource.kind == "ConfigMap")
     for i in range(existing, count):
@@ -482,7 +482,7 @@ def run(args: argparse.Namespace) -> list[Step]:
             else:
                 kubeconfig, clone = args.kubeconfig, Clone(args.git_clone, args.git_dir)
             try:
-                api = kubeapi.KubeApi.connect(kubeconfig)
+                api = kubeapi.KubeClient.connect(kubeconfig)
                 ramp_through_git(
                     api, key, clone, counts, csv_path=csv_path, timeout=args.timeout, settle=args.settle
                 )
@@ -492,10 +492,10 @@ def run(args: argparse.Namespace) -> list[Step]:
     with contextlib.ExitStack() as stack:
         repo: Path | None = None
         if args.kubeconfig:
-            api = kubeapi.KubeApi.connect(args.kubeconfig)
+            api = kubeapi.KubeClient.connect(args.kubeconfig)
         else:
             plane = stack.enter_context(_local_plane())
-            api = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+            api = kubeapi.KubeClient.connect(str(plane.kubeconfig))
             install_rsync_crds(api)
             repo = plane.work_dir / "repo"
         created = _create(api, key, repo, first=counts[0] if counts else args.start)

@@ -240,7 +240,7 @@ def kib(*manifests: str) -> int:
     return -(-sum(len(text.encode()) for text in manifests) // 1024)
 
 
-def legacy_count(api: kubeapi.KubeApi) -> int:
+def legacy_count(api: kubeapi.KubeClient) -> int:
     """Resource types (no subresources) of the core group and of every group's preferred version."""
     core = api.request_json("GET", "/api/v1")["resources"]
     total = sum("/" not in r["name"] for r in core)

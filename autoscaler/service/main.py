@@ -240,7 +240,7 @@ def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | N
     """The API client. A sidecar whose credentials cannot be loaded waits for them (the kubelet fills an
     optional Secret volume once the Secret exists), serving /healthz; other modes stop (None)."""
     try:
-        return kubeapi.KubeApi.connect(settings.kubeconfig, service=True)
+        return kubeapi.KubeClient.connect(settings.kubeconfig, service=True)
     except kubeapi.ApiError as error:
         RECONCILE_ERRORS.labels("credentials").inc()
         log.error("%s", error)
@@ -260,7 +260,7 @@ def _connected(settings: Settings, stop: threading.Event) -> kubeapi.KubeApi | N
     ):
         while not stop.wait(CREDENTIALS_RETRY_S):
             try:
-                return kubeapi.KubeApi.connect(settings.kubeconfig, service=True)
+                return kubeapi.KubeClient.connect(settings.kubeconfig, service=True)
             except kubeapi.ApiError as error:
                 RECONCILE_ERRORS.labels("credentials").inc()
                 log.debug("%s", error)

@@ -227,7 +227,7 @@ def _cluster_reads(settings: Settings) -> tuple[RSyncLookup | None, str | None]:
     keeps its template's size: said once here, counted per Pod as `rsync_unknown`."""
     platform = settings.platform or None
     try:
-        api = kubeapi.KubeApi.connect(settings.kubeconfig, service=True)
+        api = kubeapi.KubeClient.connect(settings.kubeconfig, service=True)
     except kubeapi.ApiError as error:
         log.error("no API access (%s): new reconciler Pods keep their template's size", error)
         return ((lambda _key: None) if settings.webhook_sizing else None), platform

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import orjson
@@ -173,7 +173,83 @@ def _seconds(retry_after: str | None) -> float | None:
     return None if seconds is None or not seconds >= 0 else min(seconds, 3600.0)  # NaN too
 
 
-class KubeApi:
+class Stream(Protocol):
+    """An open watch: its raw events, one JSON document per line; `shutdown` ends it from another thread."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def shutdown(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class KubeApi(Protocol):
+    """The calls the product makes to the API server: `KubeClient` makes them over the network; the unit
+    tests' in-memory fake (tests/fake_api.py) answers them from memory."""
+
+    @property
+    def server(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def api_resource_types(self) -> int: ...
+
+    def server_version(self) -> str: ...
+
+    def serves_pod_resize(self) -> bool: ...
+
+    def get(
+        self, resource: Resource, namespace: str | None, name: str, subresource: str | None = None
+    ) -> JSON: ...
+
+    def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON: ...
+
+    def replace(
+        self, resource: Resource, namespace: str | None, name: str, body: JSON, subresource: str | None = None
+    ) -> JSON: ...
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: object,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> JSON: ...
+
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> None: ...
+
+    def list_page(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 500,
+        continue_token: str = "",
+    ) -> bytes: ...
+
+    def pages(self, resource: Resource, namespace: str | None, label_selector: str = "") -> Iterator[Any]: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        server_timeout: int = 300,
+        inactivity_timeout: float = 90.0,
+    ) -> Stream: ...
+
+
+class KubeClient:
     """Thin, typed access to the API server over the `kubernetes` client's authenticated connection."""
 
     def __init__(
@@ -186,7 +262,7 @@ class KubeApi:
     @classmethod
     def connect(
         cls, kubeconfig: str | None = None, *, context: str | None = None, service: bool = False
-    ) -> KubeApi:
+    ) -> KubeClient:
         """In-cluster credentials when running in a pod and no kubeconfig is given, else the kubeconfig.
 
         `service`: the connection of a long-running service, whose one retry policy is its own (the
@@ -201,7 +277,7 @@ class KubeApi:
             ) from error
 
     @classmethod
-    def _connect(cls, kubeconfig: str | None, context: str | None, service: bool) -> KubeApi:
+    def _connect(cls, kubeconfig: str | None, context: str | None, service: bool) -> KubeClient:
         configuration = k8s_client.Configuration()
         if service:
             configuration.retries = False

@@ -190,7 +190,7 @@ class Reflector(Generic[T]):
     # permission): said once, shown by the service's /readyz, cleared once it is read again.
     problem: str | None = None
     _thread: threading.Thread | None = None
-    _stream: kubeapi.WatchStream | None = None
+    _stream: kubeapi.Stream | None = None
 
     @property
     def label(self) -> str:

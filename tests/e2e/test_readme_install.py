@@ -119,7 +119,7 @@ def left_of(shell: Shell, release_file: str, *extra: str) -> str:
     return listed + others
 
 
-def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, tuple[int, int]]) -> dict[RSyncKey, Size]:
+def default_sizes(api: kubeapi.KubeClient, entries: dict[RSyncKey, tuple[int, int]]) -> dict[RSyncKey, Size]:
     """The shipped default (size-aware) in cluster mode, by hand: no source, each inventory entry priced by
     the kind it names (`entries`: ConfigMaps, Namespaces), 2 KiB assumed per entry."""
     surface = legacy_count(api)
@@ -131,7 +131,7 @@ def default_sizes(api: kubeapi.KubeApi, entries: dict[RSyncKey, tuple[int, int]]
     }
 
 
-def webhook_sized(cs: NodeConfigSync, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+def webhook_sized(cs: NodeConfigSync, api: kubeapi.KubeClient, key: RSyncKey) -> None:
     """Admission sizing: the RSync's reconciler Pod deleted, the next one is created at the size recorded
     on the RSync (its spec as admitted; the size did not change since), counted by our webhook."""
     recorded = applied(api, key)
@@ -157,7 +157,7 @@ def test_the_readmes_cluster_install_sizes_in_place_hands_over_and_uninstalls(
     release: Release,
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     for block in (CERTIFICATE, CLUSTER_INSTALL, TRUST):
         shell(readme_block(block))
     ours = wait_for(
@@ -254,7 +254,7 @@ def test_the_readmes_sidecar_install_injects_through_the_service_and_uninstalls(
     release: Release,
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     # Config Sync runs first: the install's last step restarts the reconcilers it finds.
     root, repo, synced = root_and_repo(cs, rsyncs, "readme-sidecar", grant_sidecar=False)
     for key in (root, repo):

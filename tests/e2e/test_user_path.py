@@ -37,7 +37,7 @@ def test_a_user_commits_1000_objects_prunes_and_reads_the_status(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     cs.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": str(DELAY)})
     try:
         apps = f"apps-{uuid.uuid4().hex[:8]}"

@@ -54,20 +54,20 @@ def control_plane(control_plane_bin_dir: Path) -> Iterator[LocalControlPlane]:
 @pytest.fixture(scope="session")
 def admin_api(
     control_plane: LocalControlPlane, configsync_build: ConfigSyncBuild
-) -> Iterator[kubeapi.KubeApi]:
-    api = kubeapi.KubeApi.connect(str(control_plane.kubeconfig))
+) -> Iterator[kubeapi.KubeClient]:
+    api = kubeapi.KubeClient.connect(str(control_plane.kubeconfig))
     install_rsync_crds(api, configsync_build)
     yield api
     api.close()
 
 
 @pytest.fixture
-def api(admin_api: kubeapi.KubeApi) -> kubeapi.KubeApi:
+def api(admin_api: kubeapi.KubeClient) -> kubeapi.KubeClient:
     return admin_api
 
 
 @pytest.fixture
-def namespace(admin_api: kubeapi.KubeApi) -> str:
+def namespace(admin_api: kubeapi.KubeClient) -> str:
     """A fresh namespace per test: nothing garbage-collects on a bare API server."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     ensure_namespace(admin_api, name)
@@ -75,7 +75,7 @@ def namespace(admin_api: kubeapi.KubeApi) -> str:
 
 
 @pytest.fixture
-def status_count_crds(admin_api: kubeapi.KubeApi, configsync_build: ConfigSyncBuild) -> Iterator[None]:
+def status_count_crds(admin_api: kubeapi.KubeClient, configsync_build: ConfigSyncBuild) -> Iterator[None]:
     """For one test, Config Sync's RSync CRDs with `status.source/sync.objectCount` added: what a future
     Config Sync defining them would serve (the `counts_in_status` setting). Then the released ones again.
 
@@ -102,7 +102,7 @@ def with_object_count(crd: JSON) -> JSON:
     return crd
 
 
-def _swap_crds(api: kubeapi.KubeApi, crds: list[JSON], *, expect_pruned: bool) -> None:
+def _swap_crds(api: kubeapi.KubeClient, crds: list[JSON], *, expect_pruned: bool) -> None:
     install_crds(api, crds)
     probe_ns = "crd-probe"
     ensure_namespace(api, probe_ns)

@@ -53,16 +53,16 @@ def objects_in(text: str) -> int:
     return sum(1 for document in yaml.safe_load_all(text) if document)
 
 
-def rsync_of(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+def rsync_of(api: kubeapi.KubeClient, key: RSyncKey) -> JSON:
     return api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
 
 
-def counts(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[str | None, str | None]:
+def counts(api: kubeapi.KubeClient, key: RSyncKey) -> tuple[str | None, str | None]:
     annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
     return annotations.get(SOURCE_ANNOTATION), annotations.get(SYNC_ANNOTATION)
 
 
-def override(api: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+def override(api: kubeapi.KubeClient, key: RSyncKey) -> JSON:
     """The reconciler container's entry of the RSync's spec.override.resources ({} when there is none)."""
     return override_of(rsync_of(api, key))
 
@@ -73,12 +73,12 @@ def override_of(rsync: JSON) -> JSON:
     return next((e for e in entries if e.get("containerName") == "reconciler"), {})
 
 
-def generation(api: kubeapi.KubeApi, key: RSyncKey) -> int:
+def generation(api: kubeapi.KubeClient, key: RSyncKey) -> int:
     """The generation of the RSync's reconciler Deployment (each change of its template, a rollout)."""
     return int(api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))["metadata"]["generation"])
 
 
-def inventory_entries(api: kubeapi.KubeApi, key: RSyncKey) -> list[JSON]:
+def inventory_entries(api: kubeapi.KubeClient, key: RSyncKey) -> list[JSON]:
     group = api.get(kubeapi.RESOURCEGROUP, key.namespace, key.name)
     entries: list[JSON] = (group.get("spec") or {}).get("resources") or []
     return entries
@@ -106,7 +106,7 @@ class PodHistory:
     thread: a state that lasts less than a poll (a Pod the sidecar has already replaced) is still seen.
     The watch is a test's own reader, not the code under test."""
 
-    def __init__(self, api: kubeapi.KubeApi, key: RSyncKey) -> None:
+    def __init__(self, api: kubeapi.KubeClient, key: RSyncKey) -> None:
         self._api = api
         self._selector = f"configsync.gke.io/deployment-name={reconciler_name(key)}"
         self._versions: list[JSON] = []
@@ -244,18 +244,18 @@ def runs_at(cs: NodeConfigSync, key: RSyncKey, size: Size) -> bool:
     return running_size(cs, key) == wanted and reconciler_memory_limit(cs, key) is None
 
 
-def applied(api: kubeapi.KubeApi, key: RSyncKey) -> JSON | None:
+def applied(api: kubeapi.KubeClient, key: RSyncKey) -> JSON | None:
     """The size the service recorded as applied on the RSync (`objcount.dev/applied-resources`)."""
     text = (rsync_of(api, key)["metadata"].get("annotations") or {}).get("objcount.dev/applied-resources")
     return None if text is None else cast(JSON, json.loads(text))
 
 
-def applied_memory(api: kubeapi.KubeApi, key: RSyncKey) -> str | None:
+def applied_memory(api: kubeapi.KubeClient, key: RSyncKey) -> str | None:
     recorded = applied(api, key) or {}
     return cast(str | None, (recorded.get("requests") or {}).get("memory"))
 
 
-def pod_get(api: kubeapi.KubeApi, pod: str, port: int, path: str) -> tuple[int, str]:
+def pod_get(api: kubeapi.KubeClient, pod: str, port: int, path: str) -> tuple[int, str]:
     """GET a path of a Pod's port through the API server's Pod proxy (the API server dials the Pod's
     address on the node's bridge): the status and the body."""
     try:
@@ -265,7 +265,7 @@ def pod_get(api: kubeapi.KubeApi, pod: str, port: int, path: str) -> tuple[int, 
     return 200, body.decode()
 
 
-def metric(api: kubeapi.KubeApi, pods: list[str], line_start: str) -> float:
+def metric(api: kubeapi.KubeClient, pods: list[str], line_start: str) -> float:
     """The sum of a metric's samples over our containers in these Pods (-1 when one cannot be read)."""
     total = 0.0
     for pod in pods:
@@ -303,7 +303,7 @@ def assert_sidecar_has_only_its_own_token(cs: NodeConfigSync, pod: JSON, pid: in
     ]
     assert len(mounted) == 1, mounted
     token = Path(f"/proc/{pid}/root{mounted[0]}/token").read_text()
-    as_sidecar = kubeapi.KubeApi.connect(str(cs.stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
+    as_sidecar = kubeapi.KubeClient.connect(str(cs.stack.plane.kubeconfig_for_token(token, f"sidecar-{pid}")))
     review = as_sidecar.request_json(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
@@ -336,7 +336,7 @@ def finished(rsync: JSON, commit: str) -> bool:
     return bool(done)
 
 
-def size_aware_size(api: kubeapi.KubeApi, manifests: str, configmaps: int, others: int) -> Size:
+def size_aware_size(api: kubeapi.KubeClient, manifests: str, configmaps: int, others: int) -> Size:
     """The shipped size-aware size (CPU, memory, memory limit) of an RSync whose source is `manifests` (`configmaps`
     ConfigMaps) and whose inventory has `others` more entries (a RootSync's implicit Namespace), by hand:
     the source's KiB scaled to the inventory's objects, rounded up."""
@@ -373,7 +373,7 @@ def roots_and_repos(
     (ConfigMaps, commit, manifests). Each RepoSync has Config Sync's RoleBinding for its reconciler, as
     Config Sync's documentation asks, and, with `grant_sidecar`, ours for its sidecar (`objcount
     grant-reposync`, applied)."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     manifests: dict[RSyncKey, tuple[int, str]] = {}
     for configmaps in roots:
         key = RSyncKey("RootSync", NAMESPACE, f"{prefix}-{suffix()}")
@@ -401,7 +401,7 @@ def roots_and_repos(
 
 
 def root_and_repo_by_hand(
-    api: kubeapi.KubeApi, root: RSyncKey, repo: RSyncKey, synced: dict[RSyncKey, tuple[str, str]]
+    api: kubeapi.KubeClient, root: RSyncKey, repo: RSyncKey, synced: dict[RSyncKey, tuple[str, str]]
 ) -> tuple[dict[RSyncKey, tuple[str, str]], dict[RSyncKey, Size]]:
     """What each of root_and_repo's RSyncs gets from its own sidecar, by hand: the counts (source,
     inventory: 40 ConfigMaps and the RootSync's implicit Namespace, and 25 ConfigMaps) and the shipped
@@ -443,7 +443,7 @@ class ReconcilerPeaks:
                     self.peaks[container] = max(peak, self.peaks.get(container, 0))
 
 
-def events_on(api: kubeapi.KubeApi, namespace: str, uid: str) -> list[JSON]:
+def events_on(api: kubeapi.KubeClient, namespace: str, uid: str) -> list[JSON]:
     """Our Events about the object of `uid`, as the API server stores them (read here, not by the code
     under test)."""
     page = orjson.loads(api.list_page(kubeapi.EVENT, namespace))

@@ -89,7 +89,7 @@ class Faulted:
 
 @contextlib.contextmanager
 def faulted_stack(
-    api: kubeapi.KubeApi, control_plane: LocalControlPlane, reflectors: Path, folder: Path
+    api: kubeapi.KubeClient, control_plane: LocalControlPlane, reflectors: Path, folder: Path
 ) -> Iterator[Faulted]:
     """A RootSync of 100 objects in a namespace of its own (named as the `namespace` fixture names them),
     our service in cluster mode (one replica, no leader election) and client-go's informers, each through
@@ -139,7 +139,7 @@ def faulted_stack(
 
 @pytest.fixture(scope="module")
 def met(
-    admin_api: kubeapi.KubeApi,
+    admin_api: kubeapi.KubeClient,
     control_plane: LocalControlPlane,
     reflectors: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -171,7 +171,7 @@ def met(
 
 @pytest.fixture
 def faulted(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     control_plane: LocalControlPlane,
     reflectors: Path,
     met: dict[str, Future[None]],
@@ -185,7 +185,7 @@ def faulted(
         yield both
 
 
-def recorded(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[int | None, int | None]:
+def recorded(api: kubeapi.KubeClient, key: RSyncKey) -> tuple[int | None, int | None]:
     """The count and the recommended memory (MiB) on the RootSync, read straight from the API server."""
     rootsync = api.get(kubeapi.ROOTSYNC, key.namespace, key.name)
     annotations = rootsync["metadata"].get("annotations", {})
@@ -252,7 +252,7 @@ def met_with_backoff(control_plane: LocalControlPlane, reflectors: Path, folder:
     test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm says."""
     faults = FAULTS[fault]
     with (
-        contextlib.closing(kubeapi.KubeApi.connect(str(control_plane.kubeconfig))) as api,
+        contextlib.closing(kubeapi.KubeClient.connect(str(control_plane.kubeconfig))) as api,
         faulted_stack(api, control_plane, reflectors, folder) as faulted,
     ):
         key, service, ours = faulted.key, faulted.service, faulted.ours
@@ -307,7 +307,7 @@ def met_with_backoff(control_plane: LocalControlPlane, reflectors: Path, folder:
         )
 
 
-def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeApi, faulted: Faulted) -> None:
+def test_retry_after_is_waited_for_before_asking_again(api: kubeapi.KubeClient, faulted: Faulted) -> None:
     """429 with `Retry-After: 5` on every list and watch of RootSyncs for 20 s: no request for them
     comes sooner than 5 s after the one before, none more often than client-go's."""
     key, service, ours = faulted.key, faulted.service, faulted.ours

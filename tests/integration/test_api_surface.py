@@ -49,7 +49,7 @@ class Clock:
         return self.now
 
 
-def test_resource_types_match_the_legacy_discovery_and_follow_a_new_crd(api: kubeapi.KubeApi) -> None:
+def test_resource_types_match_the_legacy_discovery_and_follow_a_new_crd(api: kubeapi.KubeClient) -> None:
     before = api.api_resource_types()
     assert before == legacy_count(api)
     assert before > 50, "a kube-apiserver serves more than 50 built-in resource types"
@@ -65,7 +65,7 @@ def surface(port: KubePort) -> int | None:
     return port.read(KEY, RSyncView.of({"metadata": {"name": KEY.name}}), Needs()).api_resources
 
 
-def test_the_service_reads_the_surface_at_most_once_per_interval(api: kubeapi.KubeApi) -> None:
+def test_the_service_reads_the_surface_at_most_once_per_interval(api: kubeapi.KubeClient) -> None:
     clock = Clock()
     port = KubePort(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
     first = surface(port)
@@ -78,7 +78,7 @@ def test_the_service_reads_the_surface_at_most_once_per_interval(api: kubeapi.Ku
 
 
 def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
-    api: kubeapi.KubeApi, monkeypatch: pytest.MonkeyPatch
+    api: kubeapi.KubeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
     port = KubePort(api, RecommendTarget(api), surface_ttl_s=600, clock=clock)
@@ -97,7 +97,7 @@ def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
 
 
 def test_recommend_reads_the_api_surface_from_the_kubeconfigs_cluster(
-    api: kubeapi.KubeApi, control_plane: LocalControlPlane, capsys: pytest.CaptureFixture[str]
+    api: kubeapi.KubeClient, control_plane: LocalControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served = legacy_count(api)
     assert main(["recommend", "--objects", "1000", "--kubeconfig", str(control_plane.kubeconfig)]) == 0
@@ -122,7 +122,7 @@ def test_recommend_with_an_unreachable_cluster_says_so_and_assumes(
     assert "x 427 API resources beyond 73 (assumed)" in captured.out
 
 
-def test_the_port_reads_the_largest_schedulable_node_from_the_api_server(api: kubeapi.KubeApi) -> None:
+def test_the_port_reads_the_largest_schedulable_node_from_the_api_server(api: kubeapi.KubeClient) -> None:
     """Played by us: Node objects with the allocatable a kubelet would report (tainted NoSchedule, so no
     Pod of another test lands on them; the bare API server has no kubelet). The cordoned one is left
     out; the rest are read in pages (the port lists 500 a page; three Nodes here)."""

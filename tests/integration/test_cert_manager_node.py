@@ -66,14 +66,14 @@ def cert_manager(config_sync_on_node: NodeConfigSync) -> Iterator[None]:
     stack.kubectl("delete", "-k", str(SIDECAR_MANIFESTS / "cert-manager"), "--ignore-not-found", check=False)
     stack.kubectl("-n", NAMESPACE, "delete", "secret", WEBHOOK_TLS_SECRET, CA_SECRET, "--ignore-not-found")
     uninstall_cert_manager(stack)
-    install_guard(cast(kubeapi.KubeApi, config_sync_on_node.api))
+    install_guard(config_sync_on_node.api)
 
 
 @pytest.fixture(scope="module")
 def root(config_sync_on_node: NodeConfigSync) -> Iterator[RSyncKey]:
     """A RootSync of 10 ConfigMaps, synced, whose reconciler Pods the tests have admitted again."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key = RSyncKey("RootSync", NAMESPACE, f"certs-{suffix()}")
     commit = cs.commit(key, configmaps(10, namespace=f"{key.name}-apps"))
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
@@ -84,15 +84,13 @@ def root(config_sync_on_node: NodeConfigSync) -> Iterator[RSyncKey]:
 
 def secret_data(cs: NodeConfigSync, name: str) -> JSON | None:
     try:
-        return cast(JSON, cast(kubeapi.KubeApi, cs.api).get(RESOURCES["Secret"], NAMESPACE, name)["data"])
+        return cast(JSON, cs.api.get(RESOURCES["Secret"], NAMESPACE, name)["data"])
     except kubeapi.NotFound:
         return None
 
 
 def ca_bundle(cs: NodeConfigSync) -> str | None:
-    configuration = cast(kubeapi.KubeApi, cs.api).get(
-        RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION
-    )
+    configuration = cs.api.get(RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
     return cast("str | None", configuration["webhooks"][0]["clientConfig"].get("caBundle"))
 
 

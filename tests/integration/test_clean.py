@@ -19,7 +19,10 @@ THEIRS = {"containerName": "git-sync", "memoryLimit": "1Gi"}
 
 
 def test_clean_removes_our_override_entry_and_annotations_and_keeps_the_rest(
-    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane, capsys: pytest.CaptureFixture[str]
+    api: kubeapi.KubeClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     sized, changed = RSyncKey("RepoSync", namespace, "sized"), RSyncKey("RepoSync", namespace, "changed")
     for key, entry in ((sized, OURS), (changed, {**OURS, "memoryLimit": "2Gi"})):

@@ -86,7 +86,7 @@ def cs(config_sync_on_node: NodeConfigSync) -> NodeConfigSync:
 
 
 @pytest.fixture
-def api(cs: NodeConfigSync) -> kubeapi.KubeApi:
+def api(cs: NodeConfigSync) -> kubeapi.KubeClient:
     assert cs.api is not None
     return cs.api
 
@@ -111,7 +111,7 @@ def create(cs: NodeConfigSync, rsyncs: list[RSyncKey], body: JSON) -> RSyncKey:
     return key
 
 
-def sync_completed(api: kubeapi.KubeApi, key: RSyncKey, commit: str) -> JSON | None:
+def sync_completed(api: kubeapi.KubeClient, key: RSyncKey, commit: str) -> JSON | None:
     rsync = rsync_of(api, key)
     return rsync if finished(rsync, commit) else None
 
@@ -183,7 +183,7 @@ def sidecar_log(cs: NodeConfigSync, key: RSyncKey) -> str:
 
 # ----- counts ------------------------------------------------------------------------------------------------
 def test_rootsync_counts_are_what_the_real_reconciler_produced(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     # The size-aware preset with no base and 1 MiB steps, so its object terms show in the recommendation.
     install_sidecar(fitted("recommend", preset="size-aware", base_mib="0", min_mib="1", step_mib="1"))
@@ -231,7 +231,7 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
 @pytest.mark.both_versions
 @pytest.mark.kubernetes_floor
 def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the_next_pod(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Settings that size far too low put the real reconciler under 24Mi, where the kernel kills it. The
     sidecar reads the kill from the Pod status and raises the size from the limit it was killed at; the
@@ -333,7 +333,7 @@ def synced_under_300mi(
     return key, pod, container
 
 
-def resize_refusal(api: kubeapi.KubeApi, pod: str) -> str:
+def resize_refusal(api: kubeapi.KubeClient, pod: str) -> str:
     """The kubelet's message when it could not apply a resize (`PodResizeInProgress`, reason Error)."""
     conditions = (api.get(kubeapi.POD, NAMESPACE, pod).get("status") or {}).get("conditions") or []
     resizing = next((c for c in conditions if c["type"] == "PodResizeInProgress"), {})
@@ -354,7 +354,7 @@ def assert_runs_on_unchanged(
 
 @pytest.mark.kubernetes_floor
 def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey]
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey]
 ) -> None:
     """`pods/resize` to a limit below what the reconciler uses: the real kubelet compares the container's
     usage before lowering its limit, keeps the old one, and says why in the Pod status (what our in-place
@@ -376,7 +376,7 @@ def test_the_kubelet_refuses_a_memory_limit_below_the_usage_and_says_so(
 
 @pytest.mark.kubernetes_floor
 def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     install_sidecar(fitted("in-place", resync_interval_seconds="5"))
     key = RSyncKey("RootSync", NAMESPACE, f"in-place-{suffix()}")
@@ -435,7 +435,7 @@ def test_in_place_resizes_the_running_reconciler_and_each_new_pod(
 
 @pytest.mark.kubernetes_floor
 def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_runs_on(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The real kubelet's refusal of a limit below the usage is reported by the sidecar, and the same
     reconciler container runs on under its old limit."""
@@ -469,7 +469,7 @@ def test_in_place_reports_a_lower_limit_the_kubelet_refuses_and_the_reconciler_r
 # ----- the four defects of the first version, reproduced on the real stack -----------------------------
 @pytest.mark.both_versions
 def test_size_comes_down_after_a_real_prune(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """500 -> 50 objects, applied and pruned by the real reconciler. The inventory keeps the implicit
     Namespace the source does not name, so it never equals the source: the scale-down waits for the
@@ -536,7 +536,7 @@ def override_of(rsync: JSON) -> JSON:
 
 # ----- the sidecar install -------------------------------------------------------------------------------
 def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_sizes_its_own_rsync(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The shipped sidecar install with its shipped settings (size-aware, in place): the webhook runs as
     Pods of our image behind its Service (the API server dials its endpoint); the sidecar it adds runs
@@ -593,7 +593,7 @@ def test_our_webhook_pods_inject_the_sidecar_through_their_service_and_each_size
 
 
 def test_a_webhook_with_no_pod_never_stops_config_sync(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """The webhook configuration stays while its Deployment has no Pod (its Service no endpoint): the API
     server's call fails, the Pod is admitted without the sidecar (fail-open), and Config Sync syncs."""
@@ -613,7 +613,7 @@ def test_a_webhook_with_no_pod_never_stops_config_sync(
 
 
 def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Config Sync's RoleBinding for the reconciler, but not ours for the sidecar: the webhook still adds
     the sidecar (it has no API access to check), whose token Secret does not exist (an optional volume:
@@ -637,7 +637,7 @@ def test_a_reposync_not_granted_syncs_and_its_sidecar_waits_for_credentials(
 
 # ----- never fight an owner --------------------------------------------------------------------------------
 @pytest.mark.both_versions
-def test_no_shipped_manifest_replaces_a_config_sync_crd(cs: NodeConfigSync, api: kubeapi.KubeApi) -> None:
+def test_no_shipped_manifest_replaces_a_config_sync_crd(cs: NodeConfigSync, api: kubeapi.KubeClient) -> None:
     upstream = {
         crd["metadata"]["name"]: crd
         for crd in manifests_in(cs.build.manifests)
@@ -695,7 +695,7 @@ def hand_written_sidecar_pod(key: RSyncKey, name: str, env: dict[str, str]) -> J
 
 @pytest.mark.both_versions
 def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Our webhook refuses a template with the deployment target, so this sidecar is written by hand as a
     Pod of its own, with the shipped sidecar's account: it refuses at start and stays up (an exit would
@@ -741,7 +741,7 @@ def test_the_deployment_target_refuses_a_deployment_the_reconciler_manager_owns(
         api.delete(kubeapi.POD, NAMESPACE, name)
 
 
-def ours_in_managed_fields(api: kubeapi.KubeApi, key: RSyncKey) -> bool:
+def ours_in_managed_fields(api: kubeapi.KubeClient, key: RSyncKey) -> bool:
     deployment = api.get(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_name(key))
     return any(
         m.get("manager") == "objcount-autoscaler" for m in deployment["metadata"].get("managedFields") or []
@@ -760,7 +760,7 @@ def metrics_api(cs: NodeConfigSync) -> Iterator[None]:
 
 def test_in_place_an_overpriced_reconciler_is_lowered_to_its_steady_need_and_a_new_pod_starts_at_a_whole_sync(
     cs: NodeConfigSync,
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     rsyncs: list[RSyncKey],
     install_sidecar: Install,
     metrics_api: None,
@@ -839,7 +839,7 @@ def test_in_place_an_overpriced_reconciler_is_lowered_to_its_steady_need_and_a_n
 
 def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_need_to_one_that_waits(
     cs: NodeConfigSync,
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     rsyncs: list[RSyncKey],
     install_sidecar: Install,
     metrics_api: None,
@@ -946,7 +946,7 @@ FAULT_S = 20.0
 
 
 def test_the_sidecar_rides_out_an_api_server_in_trouble_and_counts_what_changed_meanwhile(
-    cs: NodeConfigSync, api: kubeapi.KubeApi, rsyncs: list[RSyncKey], install_sidecar: Install
+    cs: NodeConfigSync, api: kubeapi.KubeClient, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     """Our sidecar in the real reconciler Pod reaches the API server through the fault proxy (its
     `KUBERNETES_SERVICE_HOST` and `_PORT` name the proxy's listener in the node's network; the proxy
@@ -1005,7 +1005,7 @@ def test_the_sidecar_rides_out_an_api_server_in_trouble_and_counts_what_changed_
     never_lowered([mib for _, mib in seen])
 
 
-def recorded(api: kubeapi.KubeApi, key: RSyncKey) -> tuple[tuple[str | None, str | None], int | None]:
+def recorded(api: kubeapi.KubeClient, key: RSyncKey) -> tuple[tuple[str | None, str | None], int | None]:
     """The counts and the recommended memory (MiB) on the RSync, read once straight from the API server."""
     annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
     text = annotations.get(RECOMMENDED_ANNOTATION)

@@ -265,7 +265,7 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
     leads), no Pod of ours restarts or logs a traceback, and once the fault clears the inventory's 61
     entries are counted."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     proxy = cs.fault_proxy()
     install_cluster(api, tmp_path / "certs", proxy.in_cluster_env)
     try:
@@ -331,7 +331,7 @@ DISRUPTION_BUDGET = kubeapi.Resource("policy", "v1", "poddisruptionbudgets", "Po
 def a_drain_takes_one_pod_at_a_time(cs: NodeConfigSync, budget: str) -> None:
     """Our PodDisruptionBudget `budget`, through the eviction API as `kubectl drain` asks: of the two Ready
     Pods it covers, the first is evicted, the second refused (429) while the first is away."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     selector = f"app.kubernetes.io/name={budget}"
     wait_for(
         lambda: (
@@ -348,7 +348,7 @@ def a_drain_takes_one_pod_at_a_time(cs: NodeConfigSync, budget: str) -> None:
     assert "disruption budget" in str(refused.value), refused.value
 
 
-def evict(api: kubeapi.KubeApi, pod: JSON) -> None:
+def evict(api: kubeapi.KubeClient, pod: JSON) -> None:
     name = pod["metadata"]["name"]
     eviction = {
         "apiVersion": "policy/v1",

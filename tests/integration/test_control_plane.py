@@ -21,7 +21,7 @@ from tests.helpers import alive, wait_for
 
 
 def test_status_merge_patch_touches_only_object_count(
-    api: kubeapi.KubeApi, namespace: str, status_count_crds: None
+    api: kubeapi.KubeClient, namespace: str, status_count_crds: None
 ) -> None:
     key = RSyncKey("RootSync", namespace, "root-sync")
     api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
@@ -38,7 +38,9 @@ def test_status_merge_patch_touches_only_object_count(
     assert status["conditions"] == [{"type": "Syncing", "status": "False"}]
 
 
-def test_label_selector_watch_sees_only_labelled_resourcegroups(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_label_selector_watch_sees_only_labelled_resourcegroups(
+    api: kubeapi.KubeClient, namespace: str
+) -> None:
     mine = RSyncKey("RootSync", namespace, "mine")
     other = RSyncKey("RootSync", namespace, "other")
     selector = f"cli-utils.sigs.k8s.io/inventory-id={namespace}_mine"
@@ -67,7 +69,7 @@ def test_label_selector_watch_sees_only_labelled_resourcegroups(api: kubeapi.Kub
     assert seen == [("ADDED", "mine"), ("MODIFIED", "mine")]
 
 
-def test_the_released_rsync_crd_drops_object_count(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_the_released_rsync_crd_drops_object_count(api: kubeapi.KubeClient, namespace: str) -> None:
     # Why the counts live in annotations: Config Sync v1.22.0's CRD has no such field.
     key = RSyncKey("RepoSync", namespace, "repo-sync")
     api.create(kubeapi.REPOSYNC, namespace, rsync(key))

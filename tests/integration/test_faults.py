@@ -41,7 +41,7 @@ __all__ = ["sidecar"]  # the fixture, shared with the inventory tests
 
 
 def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
-    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
+    api: kubeapi.KubeClient, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     key = RSyncKey("RootSync", namespace, "root-sync")
     repo = tmp_path / "repo"
@@ -114,7 +114,7 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
 
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
 def test_a_control_plane_restart_loses_no_count_and_the_watch_catches_up(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     sidecar: tuple[RSyncKey, Path, list[Controller]],
     control_plane: LocalControlPlane,
     component: str,
@@ -134,14 +134,16 @@ def test_a_control_plane_restart_loses_no_count_and_the_watch_catches_up(
 
 
 def test_a_silent_watch_stream_is_reconnected(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     sidecar: tuple[RSyncKey, Path, list[Controller]],
     control_plane: LocalControlPlane,
     tmp_path: Path,
 ) -> None:
     key, repo, controllers = sidecar
     proxy = FreezableProxy(int(control_plane.server.rsplit(":", 1)[1]))
-    proxied = kubeapi.KubeApi.connect(str(proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "proxied")))
+    proxied = kubeapi.KubeClient.connect(
+        str(proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "proxied"))
+    )
     timeouts = _metric("objcount_watch_restarts_total", resource="resourcegroups", reason="timeout")
     silent = WatchSettings(server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5)
     controller = Controller(
@@ -186,7 +188,7 @@ def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
                 what="a clear error",
             )
             assert service.get("/readyz")[0] == 503
-            install_rsync_crds(kubeapi.KubeApi.connect(str(bare.kubeconfig)), configsync_build)
+            install_rsync_crds(kubeapi.KubeClient.connect(str(bare.kubeconfig)), configsync_build)
             wait_for(
                 lambda: service.get("/readyz")[0] == 200,
                 timeout=90,
@@ -197,7 +199,7 @@ def test_missing_crds_are_reported_and_the_service_recovers_once_installed(
 
 
 def test_a_missing_permission_is_reported_not_silently_ignored(
-    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
+    api: kubeapi.KubeClient, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     # Everything the service needs except reading inventories.
     role = {
@@ -244,7 +246,7 @@ def test_a_missing_permission_is_reported_not_silently_ignored(
         assert service.stop(signal.SIGTERM) == 0
 
 
-def _compacted(api: kubeapi.KubeApi, resource_version: str) -> bool:
+def _compacted(api: kubeapi.KubeClient, resource_version: str) -> bool:
     """Whether etcd has compacted `resource_version` away (an exact list at it is then 410 Gone)."""
     query = {"resourceVersion": resource_version, "resourceVersionMatch": "Exact", "limit": 1}
     try:
@@ -263,7 +265,7 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
     with running_control_plane(
         control_plane_bin_dir, extra_apiserver_args=extra, controller_manager=False
     ) as plane:
-        admin = kubeapi.KubeApi.connect(str(plane.kubeconfig))
+        admin = kubeapi.KubeClient.connect(str(plane.kubeconfig))
         install_rsync_crds(admin, configsync_build)
         key = RSyncKey("RootSync", "default", "root-sync")
         admin.create(kubeapi.ROOTSYNC, "default", rsync(key))
@@ -275,7 +277,7 @@ def test_expired_watches_410_are_relisted_and_lose_nothing(
             server_timeout=300, inactivity_timeout=2, backoff_initial=0.05, backoff_max=0.5
         )
         controller = Controller(
-            kubeapi.KubeApi.connect(str(proxied)),
+            kubeapi.KubeClient.connect(str(proxied)),
             Scope.cluster(namespace="default"),
             watch_settings=silent,
         ).start()

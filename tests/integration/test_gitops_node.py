@@ -85,7 +85,7 @@ def root_repo(config_sync_on_node: NodeConfigSync) -> Iterator[dict[str, str]]:
     admission guard, which the uninstall tests prune with our release, put back for the session's other
     tests."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     files = {"namespace.yaml": json.dumps(_namespace(APPS)), **configmaps(20, namespace=APPS)}
     start_root_sync(cs, cs.commit(ROOT, files))
     yield files
@@ -95,7 +95,7 @@ def root_repo(config_sync_on_node: NodeConfigSync) -> Iterator[dict[str, str]]:
 
 def start_root_sync(cs: NodeConfigSync, commit: str) -> None:
     """root-sync created by hand (as Config Sync's own install makes it), synced to `commit`."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
     wait_for(lambda: finished(rsync_of(api, ROOT), commit), timeout=SYNC_TIMEOUT, what="root-sync to sync")
 
@@ -103,7 +103,7 @@ def start_root_sync(cs: NodeConfigSync, commit: str) -> None:
 def delete_root_sync(cs: NodeConfigSync) -> None:
     """root-sync deleted (what it applied stays: Config Sync orphans it by default) and its reconciler
     gone."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     with contextlib.suppress(kubeapi.NotFound):
         api.delete(kubeapi.ROOTSYNC, NAMESPACE, ROOT.name)
     wait_for(lambda: _gone(api, kubeapi.ROOTSYNC, ROOT.name), timeout=120, what="root-sync deleted")
@@ -117,7 +117,7 @@ def pruned_without_waiting_for_the_sync(
     the commit synced: its reconciler then stops its watch of each kind no longer declared, each at that
     watch's next bookmark, one after the other (seen here: about a minute per kind), and
     reports Syncing meanwhile (Config Sync's behaviour, with or without us; docs/install.md)."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     commit = cs.commit(ROOT, files)
     wait_for(
         lambda: (rsync_of(api, ROOT).get("status") or {}).get("sync", {}).get("commit") == commit,
@@ -132,7 +132,7 @@ def _namespace(name: str) -> JSON:
 
 
 def _gone(
-    api: kubeapi.KubeApi, resource: kubeapi.Resource, name: str, namespace: str | None = NAMESPACE
+    api: kubeapi.KubeClient, resource: kubeapi.Resource, name: str, namespace: str | None = NAMESPACE
 ) -> bool:
     try:
         api.get(resource, namespace, name)
@@ -143,7 +143,7 @@ def _gone(
 
 def commit_and_sync(cs: NodeConfigSync, files: dict[str, str | None]) -> str:
     """Commit to the root repository and wait until root-sync has synced it; the commit."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     commit = cs.commit(ROOT, files)
     wait_for(
         lambda: finished(rsync_of(api, ROOT), commit),
@@ -161,7 +161,7 @@ def namespace_of(item: JSON) -> str | None:
     return cast("str | None", item["metadata"].get("namespace"))
 
 
-def still_there(api: kubeapi.KubeApi, objects: list[JSON]) -> list[str]:
+def still_there(api: kubeapi.KubeClient, objects: list[JSON]) -> list[str]:
     """Those of `objects` the API server still has (none once Config Sync has pruned them)."""
     return [
         f"{o['kind']}/{o['metadata']['name']}"
@@ -170,7 +170,7 @@ def still_there(api: kubeapi.KubeApi, objects: list[JSON]) -> list[str]:
     ]
 
 
-def all_present(api: kubeapi.KubeApi, objects: list[JSON]) -> bool:
+def all_present(api: kubeapi.KubeClient, objects: list[JSON]) -> bool:
     return len(still_there(api, objects)) == len(objects)
 
 
@@ -178,7 +178,7 @@ def sized_by_us(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
     """The size we recorded as applied in place on the RSync, once its reconciler runs at it (as the
     kubelet reports it, and in a memory cgroup of its limit, read from the cgroup the kubelet made) with
     nothing written into the RSync's override; None before."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     rsync = rsync_of(api, key)
     annotations = rsync["metadata"].get("annotations") or {}
     text = annotations.get(APPLIED)
@@ -195,7 +195,7 @@ def sized_by_us(cs: NodeConfigSync, key: RSyncKey) -> JSON | None:
 def webhook_certificate_by_hand(cs: NodeConfigSync, release: Release, certs: Path) -> tuple[JSON, str]:
     """What docs/install.md keeps out of git: the webhook's certificate made by the release's script,
     its TLS Secret created by hand; the Secret, and the CA to put into the webhook configuration."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     subprocess.run(
         ["bash", str(release.files[CERTIFICATE_SCRIPT_FILE]), str(certs)], check=True, capture_output=True
     )
@@ -303,7 +303,7 @@ def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies
     rules; through a restart of that reconciler (its next Pod sized at admission by our webhook) and of
     our Pods, and a later commit Config Sync applies, nothing we recorded is put back or changed."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     objects = release_objects(release, "objcount-cluster.yaml")
     _, ca_bundle = webhook_certificate_by_hand(cs, release, tmp_path / "certs")
     commit_and_sync(
@@ -397,7 +397,7 @@ def test_removing_the_cluster_release_from_the_repository_uninstalls_it(
     the Lease, the TLS Secret made by hand, and our annotations on the RSyncs we sized; nothing in their
     overrides (in place)."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     objects = release_objects(release, "objcount-cluster.yaml")
     sized = applied(api, ROOT)
     assert sized
@@ -422,7 +422,7 @@ def test_gitops_install_of_the_sidecar_release_sizes_the_reconciler_that_applies
     counts the source and sizes that reconciler; through a restart of it and of our sidecar and webhook,
     and a later commit Config Sync applies, the Secret and the caBundle stay and the size holds."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     secret, ca_bundle = webhook_certificate_by_hand(cs, release, tmp_path / "certs")
     objects = release_objects(release, "objcount-sidecar.yaml")
     files = {"objcount-sidecar.yaml": release.files["objcount-sidecar.yaml"].read_text()}
@@ -485,7 +485,7 @@ def test_removing_the_sidecar_release_from_the_repository_uninstalls_it(
     (docs) run without the sidecar. What stays on purpose: the TLS Secret made by hand (deleted by hand),
     our override and annotations."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     objects = release_objects(release, "objcount-sidecar.yaml")
     sized = applied(api, ROOT)
     pruned_without_waiting_for_the_sync(cs, {"objcount-sidecar.yaml": None}, objects)

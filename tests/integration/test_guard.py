@@ -51,7 +51,7 @@ WEBHOOK = "objcount-webhook"  # reads RSyncs only
 
 
 @pytest.fixture(scope="module")
-def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dict[str, kubeapi.KubeApi]:
+def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeClient) -> dict[str, kubeapi.KubeClient]:
     """The guard, and our ServiceAccounts with exactly the shipped roles and bindings (both installs,
     less the Deployment and the webhook, which these tests do not need), each as a client with its own
     token. On the bare API server: the guard matches only these accounts, which no other test uses."""
@@ -62,8 +62,8 @@ def shipped(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
 
 
 def shipped_accounts(
-    control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, *more: JSON
-) -> dict[str, kubeapi.KubeApi]:
+    control_plane: LocalControlPlane, admin_api: kubeapi.KubeClient, *more: JSON
+) -> dict[str, kubeapi.KubeClient]:
     """Our accounts with the shipped roles and bindings of both installs (less the Deployments and the
     webhook configuration), the guard, and `more` objects; a client of each with its own token."""
     ensure_namespace(admin_api, NAMESPACE)
@@ -79,7 +79,7 @@ def shipped_accounts(
     return {account: client_of(control_plane, account) for account in (*IDENTITIES, WEBHOOK)}
 
 
-def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:
+def _guarded(admin: kubeapi.KubeClient, client: kubeapi.KubeClient) -> bool:
     """Whether each of the four policies refuses a write of ours yet (a label on an RSync or a
     Deployment, a resize of a Pod that is not a reconciler)."""
     probe = f"probe-{uuid.uuid4().hex[:6]}"
@@ -143,9 +143,9 @@ WRITERS = ["cluster on a RootSync", "RootSync sidecar", "cluster on a RepoSync",
 def writer(
     request: pytest.FixtureRequest,
     control_plane: LocalControlPlane,
-    admin_api: kubeapi.KubeApi,
-    shipped: dict[str, kubeapi.KubeApi],
-) -> Iterator[tuple[kubeapi.KubeApi, RSyncKey]]:
+    admin_api: kubeapi.KubeClient,
+    shipped: dict[str, kubeapi.KubeClient],
+) -> Iterator[tuple[kubeapi.KubeClient, RSyncKey]]:
     """An RSync as a user declares it, with a git-sync override entry of the user's, and a client of ours
     that may write it: the cluster Deployment's account on a RootSync or a RepoSync, the RootSync
     sidecars' account on a RootSync, a RepoSync's own sidecar account (granted as the README says) on
@@ -172,13 +172,13 @@ def writer(
         admin_api.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name)
 
 
-def client_of(control_plane: LocalControlPlane, account: str) -> kubeapi.KubeApi:
+def client_of(control_plane: LocalControlPlane, account: str) -> kubeapi.KubeClient:
     token = control_plane.issue_service_account_token(NAMESPACE, account)
-    return kubeapi.KubeApi.connect(str(control_plane.kubeconfig_for_token(token, account)))
+    return kubeapi.KubeClient.connect(str(control_plane.kubeconfig_for_token(token, account)))
 
 
 @pytest.fixture
-def rsync(admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]) -> Iterator[RSyncKey]:
+def rsync(admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient]) -> Iterator[RSyncKey]:
     """A RootSync as a user declares it (for the writes RBAC refuses before the policy sees them)."""
     key = RSyncKey("RootSync", NAMESPACE, f"guard-{uuid.uuid4().hex[:8]}")
     admin_api.create(kubeapi.ROOTSYNC, key.namespace, rootsync(key.name))
@@ -187,7 +187,7 @@ def rsync(admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]) -> It
         admin_api.delete(kubeapi.ROOTSYNC, key.namespace, key.name)
 
 
-def pod(admin_api: kubeapi.KubeApi, labels: dict[str, str], containers: list[str]) -> JSON:
+def pod(admin_api: kubeapi.KubeClient, labels: dict[str, str], containers: list[str]) -> JSON:
     """A Pod object (PLAYED BY US: nothing runs it on this API server; a resize is an API write all the
     same), each container with 100Mi."""
     return admin_api.create(
@@ -224,13 +224,13 @@ def refused_by_rbac(write: Any, verb: str) -> None:
     assert POLICY not in text, text
 
 
-def patch_rsync(client: kubeapi.KubeApi, key: RSyncKey, patch: JSON) -> Any:
+def patch_rsync(client: kubeapi.KubeClient, key: RSyncKey, patch: JSON) -> Any:
     return lambda: client.patch(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name, patch)
 
 
 # ----- allowed ---------------------------------------------------------------------------------------
 def test_our_identities_write_the_reconciler_entry_and_our_annotations(
-    writer: tuple[kubeapi.KubeApi, RSyncKey],
+    writer: tuple[kubeapi.KubeClient, RSyncKey],
 ) -> None:
     client, key = writer
     theirs = {"containerName": "git-sync", "memoryLimit": "64Mi"}
@@ -246,7 +246,7 @@ def test_our_identities_write_the_reconciler_entry_and_our_annotations(
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_our_identities_resize_the_reconciler_container_of_a_reconciler_pod(
-    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], identity: str
+    admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient], identity: str
 ) -> None:
     reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
     body = resizing(shipped[identity], reconciler_pod, "reconciler", "300Mi")()
@@ -254,7 +254,7 @@ def test_our_identities_resize_the_reconciler_container_of_a_reconciler_pod(
     assert reconciler["resources"]["limits"]["memory"] == "300Mi"
 
 
-def resizing(client: kubeapi.KubeApi, pod: JSON, container: str, memory: str) -> Callable[[], JSON]:
+def resizing(client: kubeapi.KubeClient, pod: JSON, container: str, memory: str) -> Callable[[], JSON]:
     """A `pods/resize` of one container of `pod` to `memory` (request and limit), by `client`."""
     return lambda: client.patch(
         kubeapi.POD,
@@ -276,18 +276,18 @@ def _resize(pod: JSON, container: str, memory: str) -> JSON:
 
 
 # ----- refused by the policy -------------------------------------------------------------------------
-def test_changing_spec_git_repo_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+def test_changing_spec_git_repo_is_refused(writer: tuple[kubeapi.KubeClient, RSyncKey]) -> None:
     patch = {"spec": {"git": {"repo": "https://attacker.example/repo"}}}
     refused_by_policy(patch_rsync(*writer, patch), "may not change an RSync's source")
 
 
-def test_changing_spec_source_type_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+def test_changing_spec_source_type_is_refused(writer: tuple[kubeapi.KubeClient, RSyncKey]) -> None:
     refused_by_policy(
         patch_rsync(*writer, {"spec": {"sourceType": "helm"}}), "may not change an RSync's source"
     )
 
 
-def test_turning_monitoring_off_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+def test_turning_monitoring_off_is_refused(writer: tuple[kubeapi.KubeClient, RSyncKey]) -> None:
     # Config Sync v1.25's field: false takes the otel-agent, and the RSync's metrics, away.
     patch = {"spec": {"monitoring": {"enabled": False}}}
     refused_by_policy(patch_rsync(*writer, patch), "may not change an RSync's spec.monitoring")
@@ -295,20 +295,20 @@ def test_turning_monitoring_off_is_refused(writer: tuple[kubeapi.KubeApi, RSyncK
 
 # RepoSyncs have no roleRefs (the API server drops the field): RootSyncs only.
 @pytest.mark.parametrize("writer", [w for w in WRITERS if "RootSync" in w], indirect=True)
-def test_changing_spec_override_role_refs_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+def test_changing_spec_override_role_refs_is_refused(writer: tuple[kubeapi.KubeClient, RSyncKey]) -> None:
     patch = {"spec": {"override": {"roleRefs": [{"kind": "ClusterRole", "name": "cluster-admin"}]}}}
     refused_by_policy(patch_rsync(*writer, patch), "only spec.override.resources")
 
 
 def test_changing_another_containers_override_entry_is_refused(
-    writer: tuple[kubeapi.KubeApi, RSyncKey],
+    writer: tuple[kubeapi.KubeClient, RSyncKey],
 ) -> None:
     patch = {"spec": {"override": {"resources": [{"containerName": "git-sync", "memoryLimit": "1Gi"}]}}}
     refused_by_policy(patch_rsync(*writer, patch), "only the reconciler entry")
 
 
 def test_changing_a_label_or_an_annotation_not_ours_is_refused(
-    writer: tuple[kubeapi.KubeApi, RSyncKey],
+    writer: tuple[kubeapi.KubeClient, RSyncKey],
 ) -> None:
     for metadata in (
         {"labels": {"team": "attacker"}},
@@ -318,7 +318,7 @@ def test_changing_a_label_or_an_annotation_not_ours_is_refused(
 
 
 def test_changing_another_managers_applied_fields_is_refused(
-    admin_api: kubeapi.KubeApi, writer: tuple[kubeapi.KubeApi, RSyncKey]
+    admin_api: kubeapi.KubeClient, writer: tuple[kubeapi.KubeClient, RSyncKey]
 ) -> None:
     """An applier's next server-side apply deletes the fields it owns but no longer declares: handing it
     `spec.override.roleRefs` (which a user set by hand) would make it delete them."""
@@ -338,7 +338,7 @@ def test_changing_another_managers_applied_fields_is_refused(
 
 
 def test_resizing_a_pod_that_is_not_a_reconciler_is_refused(
-    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
+    admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient]
 ) -> None:
     manager = pod(admin_api, {"app": "reconciler-manager"}, ["reconciler-manager"])
     write = resizing(shipped["objcount-autoscaler"], manager, "reconciler-manager", "1Gi")
@@ -346,7 +346,7 @@ def test_resizing_a_pod_that_is_not_a_reconciler_is_refused(
 
 
 def test_resizing_another_container_of_a_reconciler_pod_is_refused(
-    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi]
+    admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient]
 ) -> None:
     reconciler_pod = pod(admin_api, RECONCILER_LABELS, ["reconciler", "git-sync"])
     write = resizing(shipped["objcount-sidecar"], reconciler_pod, "git-sync", "1Gi")
@@ -355,7 +355,7 @@ def test_resizing_another_container_of_a_reconciler_pod_is_refused(
 
 # ----- Deployments (the `deployment` target) -------------------------------------------------------------
 @pytest.fixture
-def deployment(admin_api: kubeapi.KubeApi, shipped: object) -> Iterator[RSyncKey]:
+def deployment(admin_api: kubeapi.KubeClient, shipped: object) -> Iterator[RSyncKey]:
     """A reconciler Deployment nobody else manages (what the `deployment` target is for), created by
     the admin; PLAYED BY US: no controller runs it on this API server."""
     key = RSyncKey("RootSync", NAMESPACE, f"guard-{uuid.uuid4().hex[:8]}")
@@ -366,7 +366,7 @@ def deployment(admin_api: kubeapi.KubeApi, shipped: object) -> Iterator[RSyncKey
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_our_identities_apply_the_reconciler_resources_to_a_deployment(
-    shipped: dict[str, kubeapi.KubeApi], deployment: RSyncKey, identity: str
+    shipped: dict[str, kubeapi.KubeClient], deployment: RSyncKey, identity: str
 ) -> None:
     size = Resources(300, 300, 300, 300)
     assert (
@@ -393,7 +393,7 @@ def test_our_identities_apply_the_reconciler_resources_to_a_deployment(
     ],
 )
 def test_changing_anything_else_in_a_deployment_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], deployment: RSyncKey, what: str, change: JSON
+    shipped: dict[str, kubeapi.KubeClient], deployment: RSyncKey, what: str, change: JSON
 ) -> None:
     patch = {"spec": {"template": {"spec": change}}}
     write = lambda: shipped["objcount-autoscaler"].patch(  # noqa: E731
@@ -403,7 +403,7 @@ def test_changing_anything_else_in_a_deployment_is_refused(
 
 
 def test_the_guard_names_every_field_of_a_deployment_the_api_server_serves(
-    admin_api: kubeapi.KubeApi,
+    admin_api: kubeapi.KubeClient,
 ) -> None:
     """A Deployment, PodSpec or Container field the policy does not compare would be writable by our
     identities (read from the API server's own OpenAPI schema)."""
@@ -429,7 +429,9 @@ def test_the_guard_names_every_field_of_a_deployment_the_api_server_serves(
 
 # ----- a RepoSync's sidecar: its own RepoSync only ------------------------------------------------------
 @pytest.fixture
-def tenants(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, shipped: object) -> Iterator[JSON]:
+def tenants(
+    control_plane: LocalControlPlane, admin_api: kubeapi.KubeClient, shipped: object
+) -> Iterator[JSON]:
     """Two tenants' RepoSyncs, the first granted as the README says (`objcount grant-reposync`), and a
     client with the token of its sidecar's account."""
     namespaces = [f"team-{uuid.uuid4().hex[:6]}" for _ in range(2)]
@@ -446,7 +448,7 @@ def tenants(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, shippe
 
 def test_a_reposync_sidecar_writes_its_own_reposync_and_watches_it_by_name(tenants: JSON) -> None:
     own: RSyncKey = tenants["own"]
-    client: kubeapi.KubeApi = tenants["client"]
+    client: kubeapi.KubeClient = tenants["client"]
     entry = {"containerName": "reconciler", "memoryRequest": "256Mi", "memoryLimit": "256Mi"}
     body = client.patch(
         kubeapi.REPOSYNC, own.namespace, own.name, {"spec": {"override": {"resources": [entry]}}}
@@ -475,9 +477,9 @@ def test_writing_a_rootsync_from_a_reposync_sidecar_is_refused(tenants: JSON, rs
 
 
 def test_a_reposync_sidecar_resizes_only_its_own_reconciler(
-    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], tenants: JSON
+    admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient], tenants: JSON
 ) -> None:
-    client: kubeapi.KubeApi = tenants["client"]
+    client: kubeapi.KubeClient = tenants["client"]
 
     def resize(deployment_name: str) -> Any:
         target = pod(
@@ -494,7 +496,7 @@ def test_a_reposync_sidecar_resizes_only_its_own_reconciler(
 
 
 def test_a_reposync_sidecar_writes_only_its_own_reconciler_deployment(
-    admin_api: kubeapi.KubeApi, tenants: JSON, deployment: RSyncKey
+    admin_api: kubeapi.KubeClient, tenants: JSON, deployment: RSyncKey
 ) -> None:
     own: RSyncKey = tenants["own"]
     admin_api.create(kubeapi.DEPLOYMENT, NAMESPACE, reconciler_deployment(own, NAMESPACE))
@@ -507,7 +509,7 @@ def test_a_reposync_sidecar_writes_only_its_own_reconciler_deployment(
 
 
 def test_the_rootsync_sidecars_identity_resizes_no_reposync_reconciler(
-    admin_api: kubeapi.KubeApi, shipped: dict[str, kubeapi.KubeApi], tenants: JSON
+    admin_api: kubeapi.KubeClient, shipped: dict[str, kubeapi.KubeClient], tenants: JSON
 ) -> None:
     labels = {"app": "reconciler", "configsync.gke.io/deployment-name": reconciler_name(tenants["own"])}
     target = pod(admin_api, labels, ["reconciler"])
@@ -517,7 +519,7 @@ def test_the_rootsync_sidecars_identity_resizes_no_reposync_reconciler(
     )
 
 
-def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeApi], tenants: JSON) -> None:
+def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeClient], tenants: JSON) -> None:
     """Leader election is cluster mode's (its own Lease): a sidecar that could update the cluster
     Deployment's Lease could stall it."""
     for client in (shipped["objcount-sidecar"], tenants["client"]):
@@ -532,7 +534,7 @@ def test_no_sidecar_reads_or_takes_a_lease(shipped: dict[str, kubeapi.KubeApi], 
 
 
 def test_the_webhook_reads_rsyncs_and_nothing_else(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey
+    shipped: dict[str, kubeapi.KubeClient], rsync: RSyncKey
 ) -> None:
     """It sizes new reconciler Pods from a watch of RootSyncs and RepoSyncs (every namespace): it may list,
     watch and get them, and write nothing, not even them; no Pods, no Deployments, no Lease."""
@@ -547,7 +549,7 @@ def test_the_webhook_reads_rsyncs_and_nothing_else(
 
 
 # ----- refused by RBAC -------------------------------------------------------------------------------
-def test_deleting_an_rsync_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) -> None:
+def test_deleting_an_rsync_is_refused(writer: tuple[kubeapi.KubeClient, RSyncKey]) -> None:
     client, key = writer
     refused_by_rbac(
         lambda: client.delete(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name), "delete"
@@ -555,7 +557,7 @@ def test_deleting_an_rsync_is_refused(writer: tuple[kubeapi.KubeApi, RSyncKey]) 
 
 
 @pytest.mark.parametrize("identity", IDENTITIES)
-def test_creating_an_rsync_is_refused(shipped: dict[str, kubeapi.KubeApi], identity: str) -> None:
+def test_creating_an_rsync_is_refused(shipped: dict[str, kubeapi.KubeClient], identity: str) -> None:
     body = rootsync(f"attacker-{uuid.uuid4().hex[:6]}")
     refused_by_rbac(lambda: shipped[identity].create(kubeapi.ROOTSYNC, NAMESPACE, body), "create")
 
@@ -565,7 +567,7 @@ def test_creating_an_rsync_is_refused(shipped: dict[str, kubeapi.KubeApi], ident
     [kubeapi.Resource("", "v1", "secrets", "Secret"), kubeapi.Resource("", "v1", "configmaps", "ConfigMap")],
 )
 def test_reading_secrets_or_configmaps_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], tenants: JSON, resource: kubeapi.Resource
+    shipped: dict[str, kubeapi.KubeClient], tenants: JSON, resource: kubeapi.Resource
 ) -> None:
     """Every identity of ours, in the reconcilers' namespace, in the RepoSync's, and cluster-wide."""
     own: RSyncKey = tenants["own"]
@@ -576,7 +578,7 @@ def test_reading_secrets_or_configmaps_is_refused(
 
 
 def test_creating_rbac_or_service_accounts_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], tenants: JSON
+    shipped: dict[str, kubeapi.KubeClient], tenants: JSON
 ) -> None:
     """The service creates no RBAC and no ServiceAccount; none of our identities could."""
     binding = {
@@ -596,7 +598,7 @@ def test_creating_rbac_or_service_accounts_is_refused(
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_writing_the_status_is_refused(
-    shipped: dict[str, kubeapi.KubeApi], rsync: RSyncKey, identity: str
+    shipped: dict[str, kubeapi.KubeClient], rsync: RSyncKey, identity: str
 ) -> None:
     patch = {"status": {"sync": {"commit": "0" * 40}}}
     write = lambda: shipped[identity].patch(  # noqa: E731
@@ -665,7 +667,7 @@ def test_the_policies_match_only_our_identities_and_type_check(config_sync_on_no
 
 @pytest.mark.parametrize("identity", ["objcount-autoscaler", WEBHOOK])
 def test_the_platform_is_detected_with_the_shipped_rbac_as_config_sync_tells_autopilot(
-    shipped: dict[str, kubeapi.KubeApi], admin_api: kubeapi.KubeApi, identity: str
+    shipped: dict[str, kubeapi.KubeClient], admin_api: kubeapi.KubeClient, identity: str
 ) -> None:
     """On the bare API server (v1.34.4, no GKE build): Standard; once one of Autopilot's own webhook
     configurations exists, Autopilot (its stricter rules: the version does not say bursting). Read with

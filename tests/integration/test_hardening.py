@@ -28,7 +28,7 @@ from tests.integration.test_targets import FAST, Rig
 
 
 @pytest.fixture
-def rig(api: kubeapi.KubeApi, namespace: str, tmp_path: Path) -> Iterator[Rig]:
+def rig(api: kubeapi.KubeClient, namespace: str, tmp_path: Path) -> Iterator[Rig]:
     made = Rig(api, namespace, tmp_path)
     yield made
     if made.controller is not None:

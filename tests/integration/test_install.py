@@ -50,7 +50,7 @@ def kubectl_apply_k(control_plane: LocalControlPlane, directory: Path) -> list[t
 
 @pytest.mark.parametrize("directory", [CLUSTER_MANIFESTS, SIDECAR_MANIFESTS], ids=["cluster", "sidecar"])
 def test_kubectl_apply_k_installs_the_guard_and_what_the_tests_install(
-    control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi, directory: Path
+    control_plane: LocalControlPlane, admin_api: kubeapi.KubeClient, directory: Path
 ) -> None:
     ensure_namespace(admin_api, NAMESPACE)
     applied = kubectl_apply_k(control_plane, directory)

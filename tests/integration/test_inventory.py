@@ -27,17 +27,17 @@ from tests.helpers import Sampler, kib, wait_for
 FAST = WatchSettings(server_timeout=60, inactivity_timeout=20, backoff_initial=0.05, backoff_max=1.0)
 
 
-def read_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+def read_counts(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
     """The counts a restarted service restores for one RSync (status, else annotations)."""
     return restored_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
 
 
-def _recorded_counts(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+def _recorded_counts(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
     """The recorded object counts (the source's KiB, kinds and CRDs are checked where a test is about them)."""
     return replace(_recorded(api, key), source_kib=None, source_kinds=None, source_crd_path_steps=None)
 
 
-def _recorded(api: kubeapi.KubeApi, key: RSyncKey) -> ObjectCounts:
+def _recorded(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
     return annotation_counts(api.get(kubeapi.RSYNC_RESOURCES[key.kind], key.namespace, key.name))
 
 
@@ -51,7 +51,7 @@ def _metric(name: str, **labels: str) -> float:
 
 @pytest.fixture
 def sidecar(
-    api: kubeapi.KubeApi, namespace: str, tmp_path: Path
+    api: kubeapi.KubeClient, namespace: str, tmp_path: Path
 ) -> Iterator[tuple[RSyncKey, Path, list[Controller]]]:
     """An RSync with an inventory and a source volume; controllers started by the test are stopped."""
     key = RSyncKey("RootSync", namespace, "root-sync")
@@ -65,7 +65,7 @@ def sidecar(
 
 
 def _start(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     key: RSyncKey,
     repo: Path,
     controllers: list[Controller],
@@ -83,7 +83,7 @@ def _start(
     return controller
 
 
-def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeClient, namespace: str) -> None:
     mine = RSyncKey("RootSync", namespace, "mine")
     seen: list[tuple[str, str]] = []
     reflector = Reflector(
@@ -113,7 +113,7 @@ def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeApi, na
 
 
 def test_counts_are_recorded_after_inventory_and_source_changes(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+    api: kubeapi.KubeClient, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     _start(api, key, repo, controllers)
@@ -133,7 +133,7 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
     )
 
 
-def _record_counts(api: kubeapi.KubeApi, key: RSyncKey) -> Sampler[ObjectCounts]:
+def _record_counts(api: kubeapi.KubeClient, key: RSyncKey) -> Sampler[ObjectCounts]:
     """Poll the stored counts in the background, to check they never go down."""
     # The API server may be restarting: its Transient errors are expected; anything else fails the test.
     return Sampler(lambda: _recorded_counts(api, key), tolerate=(kubeapi.Transient,))
@@ -151,7 +151,7 @@ def _never_lower(seen: list[ObjectCounts], floor: ObjectCounts) -> None:
 
 
 def test_restarting_the_watcher_never_lowers_a_count(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+    api: kubeapi.KubeClient, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     first = _start(api, key, repo, controllers)
@@ -168,7 +168,7 @@ def test_restarting_the_watcher_never_lowers_a_count(
     _never_lower(sampler.stop(), ObjectCounts(42, 100))
 
 
-def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeClient, namespace: str) -> None:
     """Config Sync's reconciler updates the status while we write the counts: neither loses a write."""
     key = RSyncKey("RepoSync", namespace, "repo-sync")
     api.create(kubeapi.REPOSYNC, namespace, rsync(key))
@@ -211,7 +211,7 @@ def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeApi, namespace:
 
 
 def test_counts_in_status_where_the_crd_defines_the_fields(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]], status_count_crds: None
+    api: kubeapi.KubeClient, sidecar: tuple[RSyncKey, Path, list[Controller]], status_count_crds: None
 ) -> None:
     key, repo, controllers = sidecar
     _start(api, key, repo, controllers, counts_in_status=True)
@@ -232,7 +232,7 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
 
 
 def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+    api: kubeapi.KubeClient, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     fallbacks = _metric("objcount_pruned_status_fallbacks_total")
@@ -253,7 +253,7 @@ def test_counts_in_status_on_the_released_crd_go_to_annotations_and_are_restored
 
 
 def test_malformed_inventory_and_a_rejected_commit_keep_the_last_good_counts(
-    api: kubeapi.KubeApi, sidecar: tuple[RSyncKey, Path, list[Controller]]
+    api: kubeapi.KubeClient, sidecar: tuple[RSyncKey, Path, list[Controller]]
 ) -> None:
     key, repo, controllers = sidecar
     controller = _start(api, key, repo, controllers)

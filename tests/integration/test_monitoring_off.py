@@ -89,7 +89,7 @@ def containers(cs: NodeConfigSync, key: RSyncKey) -> list[str]:
 def sized(cs: NodeConfigSync, key: RSyncKey, size: tuple[str, str], pod: list[str]) -> None:
     """Waits for the override of `size` (requests equal limits), the reconciler running in a memory cgroup
     of that size, in a Pod of exactly the containers `pod`."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     cpu, memory = size
     wanted = {"cpuRequest": cpu, "cpuLimit": cpu, "memoryRequest": memory, "memoryLimit": memory}
     wait_for(
@@ -119,7 +119,7 @@ def test_cluster_mode_sizes_a_reconciler_pod_without_the_otel_agent(
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     install_cluster(
         api, tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted", "OBJCOUNT_TARGET": "rsync-override"}
     )
@@ -138,7 +138,7 @@ def test_an_rsync_switched_off_monitoring_and_back_is_sized_for_the_pod_it_has_e
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], install_sidecar: Install
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     install_sidecar(SIDECAR)
     key = created(cs, rsyncs, "switched", monitoring=True)
     with_otel = sorted([GIT_SYNC, OTEL_AGENT, "reconciler", SIDECAR_CONTAINER])

@@ -58,7 +58,7 @@ WEBHOOK = f"app.kubernetes.io/name={WEBHOOK_NAME}"
 def sized_rootsync(cs: NodeConfigSync, rsyncs: list[RSyncKey], configmaps: int) -> tuple[RSyncKey, str, JSON]:
     """A RootSync of `configmaps` ConfigMaps with our sidecar, synced, counted and running at the size
     worked out by hand: its key, the namespace of its objects and its reconciler Pod."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     apps = f"apps-{uuid.uuid4().hex[:8]}"
     key = RSyncKey("RootSync", NAMESPACE, f"fault-{uuid.uuid4().hex[:8]}")
     manifests = configmaps_yaml(configmaps, namespace=apps)
@@ -92,7 +92,7 @@ def live(cs: NodeConfigSync, key: RSyncKey) -> JSON:
 
 
 def a_new_commit_is_counted_and_sized(cs: NodeConfigSync, key: RSyncKey, apps: str, configmaps: int) -> None:
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     manifests = configmaps_yaml(configmaps, namespace=apps)
     commit = cs.commit(key, {"configmaps.yaml": manifests})
     size = size_aware_size(api, manifests, configmaps, 1)
@@ -134,7 +134,7 @@ def test_our_sidecar_killed_is_restarted_by_the_kubelet_and_keeps_the_size_from_
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, _, pod = sized_rootsync(cs, rsyncs, 30)
     before = containers_of(pod)
     sized, rolled = applied(api, key), generation(api, key)
@@ -170,7 +170,7 @@ def test_the_reconciler_killed_mid_apply_is_restarted_finishes_and_its_size_hold
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 1500)
     before = containers_of(pod)
     sized, rolled = applied(api, key), generation(api, key)
@@ -213,7 +213,7 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
     cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=0")
     # Gone, not only terminating: a terminating Pod can still be among the Service's endpoints the API
@@ -283,7 +283,7 @@ def test_under_memory_pressure_the_kubelet_evicts_every_pod_in_an_order_reported
     comes. Checked: the Node reports MemoryPressure, every eviction is the kubelet's, for memory, and the
     reconciler outlasts our own Pods (the webhook's two)."""
     with running_config_sync_on_node() as cs:
-        api = cast(kubeapi.KubeApi, cs.api)
+        api = cs.api
         cs.install_sidecar(tmp_path / "certs", {"OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "10"})
         _, _, sized = sized_rootsync(cs, [], 100)
         running_before = {
@@ -347,11 +347,11 @@ def evicted_for(pod: JSON) -> str:
     return str(target.get("message", "")) if target.get("reason") == "TerminationByKubelet" else ""
 
 
-def all_pods(api: kubeapi.KubeApi) -> list[JSON]:
+def all_pods(api: kubeapi.KubeClient) -> list[JSON]:
     return cast(list[JSON], api.request_json("GET", "/api/v1/pods")["items"])
 
 
-def node_condition(api: kubeapi.KubeApi, kind: str) -> str | None:
+def node_condition(api: kubeapi.KubeClient, kind: str) -> str | None:
     (node,) = api.request_json("GET", "/api/v1/nodes")["items"]
     return next((c["status"] for c in node["status"]["conditions"] if c["type"] == kind), None)
 
@@ -363,7 +363,7 @@ def test_on_a_node_short_of_cpu_a_scale_up_keeps_the_reconciler_running_and_the_
     that. The kubelet defers the resize (its report, seen here); the memory is asked for alone and
     applied, the same Pod syncs the commit without a restart; once the filler is gone, the CPU follows."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
     small = size_aware_size(api, configmaps_yaml(30, namespace=apps), 30, 1)
     manifests = configmaps_yaml(1000, namespace=apps)
@@ -398,7 +398,7 @@ def test_a_kubelet_without_in_place_resize_gets_the_fallback_said(
     A new commit's size goes through the fallback (the RSync override: Config Sync rolls the reconciler
     out), said on the RSync (its annotation, an Event); the new Pod runs the size in its cgroup."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
     cs.stack.node.restart_kubelet(config={"featureGates": {"InPlacePodVerticalScaling": False}})
     try:

@@ -28,7 +28,7 @@ RBAC_PLURALS = {
 }
 
 
-def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) -> None:
+def _install_shipped_rbac(api: kubeapi.KubeClient, namespace: str, account: str) -> None:
     """The cluster install's roles (`kubectl apply -k manifests/cluster`) with their rules untouched,
     moved to the test's namespace and account."""
     for manifest in kustomization_objects(CLUSTER_MANIFESTS):
@@ -52,19 +52,19 @@ def _install_shipped_rbac(api: kubeapi.KubeApi, namespace: str, account: str) ->
 
 @pytest.fixture
 def restricted(
-    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane
-) -> tuple[Path, kubeapi.KubeApi]:
+    api: kubeapi.KubeClient, namespace: str, control_plane: LocalControlPlane
+) -> tuple[Path, kubeapi.KubeClient]:
     _install_shipped_rbac(api, namespace, "objcount-autoscaler")
     token = control_plane.issue_service_account_token(namespace, "objcount-autoscaler")
     kubeconfig = control_plane.kubeconfig_for_token(token, f"restricted-{namespace}")
-    return kubeconfig, kubeapi.KubeApi.connect(str(kubeconfig))
+    return kubeconfig, kubeapi.KubeClient.connect(str(kubeconfig))
 
 
 @pytest.mark.parametrize("target", ["deployment", "rsync-override"])
 def test_cluster_mode_works_with_exactly_the_shipped_rbac(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     namespace: str,
-    restricted: tuple[Path, kubeapi.KubeApi],
+    restricted: tuple[Path, kubeapi.KubeClient],
     tmp_path: Path,
     target: str,
 ) -> None:
@@ -109,7 +109,7 @@ def test_cluster_mode_works_with_exactly_the_shipped_rbac(
     assert "Forbidden" not in logged
 
 
-def _applied_memory(api: kubeapi.KubeApi, key: RSyncKey, target: str) -> int | None:
+def _applied_memory(api: kubeapi.KubeClient, key: RSyncKey, target: str) -> int | None:
     if target == "deployment":
         containers = api.get(kubeapi.DEPLOYMENT, key.namespace, reconciler_name(key))["spec"]["template"][
             "spec"
@@ -129,7 +129,7 @@ def _applied_memory(api: kubeapi.KubeApi, key: RSyncKey, target: str) -> int | N
 
 
 def test_shipped_rbac_refuses_what_the_service_does_not_own(
-    api: kubeapi.KubeApi, namespace: str, restricted: tuple[Path, kubeapi.KubeApi]
+    api: kubeapi.KubeClient, namespace: str, restricted: tuple[Path, kubeapi.KubeClient]
 ) -> None:
     _, limited = restricted
     elsewhere = f"{namespace}-other"

@@ -58,7 +58,7 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, _ = sized_rootsync(cs, rsyncs, 30)
     sized, rolled = applied(api, key), generation(api, key)
     # 1,500 ConfigMaps would need a larger reconciler, but one file holds a ConfigMap without a name:
@@ -116,7 +116,7 @@ def test_a_commit_with_the_equals_crd_is_counted_and_sized_before_the_reconciler
     config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], node_sidecar: None
 ) -> None:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
     small = memory_mib(applied(api, key))
     crd = equals_crd()

@@ -29,7 +29,7 @@ NO_CREDENTIALS = {
 
 
 def test_sidecar_reacts_serves_endpoints_and_exits_0_on_sigterm(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     namespace: str,
     control_plane: LocalControlPlane,
     tmp_path: Path,
@@ -191,7 +191,7 @@ def test_invalid_settings_list_every_problem_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_cluster_mode_only_the_leader_acts_and_a_killed_leader_hands_over(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     namespace: str,
     control_plane: LocalControlPlane,
     tmp_path: Path,
@@ -243,7 +243,7 @@ def test_cluster_mode_only_the_leader_acts_and_a_killed_leader_hands_over(
 
 
 def test_a_sidecar_whose_account_may_not_read_its_rsync_stays_alive_says_why_and_goes_on_once_granted(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     namespace: str,
     control_plane: LocalControlPlane,
     tmp_path: Path,

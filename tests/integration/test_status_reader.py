@@ -26,7 +26,7 @@ from inventory.kube import kubeapi
 
 
 def test_reader_reports_counts_and_where_they_are_stored(
-    api: kubeapi.KubeApi, namespace: str, status_count_crds: None
+    api: kubeapi.KubeClient, namespace: str, status_count_crds: None
 ) -> None:
     root = RSyncKey("RootSync", namespace, "root-sync")
     repo = RSyncKey("RepoSync", namespace, "repo-sync")
@@ -103,7 +103,7 @@ def test_reader_reports_counts_and_where_they_are_stored(
 
 
 def test_cli_status_json_all_namespaces(
-    api: kubeapi.KubeApi, namespace: str, control_plane: LocalControlPlane
+    api: kubeapi.KubeClient, namespace: str, control_plane: LocalControlPlane
 ) -> None:
     key = RSyncKey("RootSync", namespace, "cli")
     api.create(kubeapi.ROOTSYNC, namespace, rsync(key))
@@ -156,7 +156,7 @@ def test_cli_status_reports_unreachable_cluster(tmp_path: object) -> None:
 
 
 def test_cli_status_yaml_in_a_context_and_namespace_with_hostile_annotations(
-    api: kubeapi.KubeApi,
+    api: kubeapi.KubeClient,
     namespace: str,
     control_plane: LocalControlPlane,
     tmp_path: Path,

@@ -105,7 +105,7 @@ def reconciler_pod(key: RSyncKey, namespace: str) -> dict[str, Any]:
 class Rig:
     """An RSync with its inventory, reconciler Deployment, source volume and a controller."""
 
-    def __init__(self, api: kubeapi.KubeApi, namespace: str, repo: Path) -> None:
+    def __init__(self, api: kubeapi.KubeClient, namespace: str, repo: Path) -> None:
         self.api, self.namespace, self.repo = api, namespace, repo
         self.key = RSyncKey("RootSync", namespace, "root-sync")
         self.clock = FakeClock()
@@ -186,7 +186,7 @@ class Rig:
 
 
 @pytest.fixture
-def rig(api: kubeapi.KubeApi, namespace: str, tmp_path: Path) -> Iterator[Rig]:
+def rig(api: kubeapi.KubeClient, namespace: str, tmp_path: Path) -> Iterator[Rig]:
     rig = Rig(api, namespace, tmp_path)
     yield rig
     if rig.controller is not None:
@@ -279,10 +279,10 @@ def test_rsync_override_target_preserves_other_entries_and_retries_conflicts(rig
     assert [e["containerName"] for e in spec["override"]["resources"]] == ["git-sync", "reconciler"]
 
 
-class RacingApi(kubeapi.KubeApi):
+class RacingApi(kubeapi.KubeClient):
     """The real API, with another writer changing the RSync right after each of our first reads."""
 
-    def __init__(self, api: kubeapi.KubeApi, races: int) -> None:
+    def __init__(self, api: kubeapi.KubeClient, races: int) -> None:
         super().__init__(api._client)
         self.races = races
 
@@ -572,11 +572,11 @@ def test_a_resize_the_kubelet_defers_is_read_with_the_size_it_asks(rig: Rig) -> 
     assert reading.deferred == (at(5000), deferred["message"])
 
 
-def test_the_real_api_server_serves_pods_resize_in_discovery(api: kubeapi.KubeApi) -> None:
+def test_the_real_api_server_serves_pods_resize_in_discovery(api: kubeapi.KubeClient) -> None:
     assert api.serves_pod_resize() is True
 
 
-def test_pods_resize_is_served_by_the_real_api_server(api: kubeapi.KubeApi, namespace: str) -> None:
+def test_pods_resize_is_served_by_the_real_api_server(api: kubeapi.KubeClient, namespace: str) -> None:
     key = RSyncKey("RootSync", namespace, "root-sync")
     pod = api.create(kubeapi.POD, namespace, reconciler_pod(key, namespace))
     patch = {

@@ -89,7 +89,7 @@ def vpa_alone(config_sync_on_node: NodeConfigSync, vpa: None) -> Iterator[JSON]:
     recommender); its running Pod as it was then. Made first, so that VPA's recommender loop (a minute)
     runs while the RootSync sized through our recommender does, beside ours the whole time."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     commit = cs.commit(ROOT, configmaps(10, namespace="vpa-apps"))
     api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(ROOT))
     try:
@@ -104,7 +104,7 @@ def vpa_alone(config_sync_on_node: NodeConfigSync, vpa: None) -> Iterator[JSON]:
         remove(api, ROOT)
 
 
-def remove(api: kubeapi.KubeApi, key: RSyncKey) -> None:
+def remove(api: kubeapi.KubeClient, key: RSyncKey) -> None:
     """The RootSync deleted (Config Sync's finalizers run: its reconciler goes), then its VPA."""
     with contextlib.suppress(kubeapi.NotFound):
         api.delete(kubeapi.ROOTSYNC, NAMESPACE, key.name)
@@ -271,7 +271,7 @@ def annotations_of(obj: JSON) -> dict[str, str]:
 
 
 def snapshot(cs: NodeConfigSync, key: RSyncKey) -> Snapshot:
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     pod = cast(JSON | None, cs.reconciler_pod(key))
     return Snapshot(time.monotonic(), rsync_of(api, key), pod, api.get(VPA, NAMESPACE, reconciler_name(key)))
 
@@ -308,13 +308,13 @@ def ours_sidecar(
     cs = config_sync_on_node
     cs.install_sidecar(tmp_path_factory.mktemp("certs"), sidecar_env(**SETTINGS))
     yield
-    uninstall_webhook(cast(kubeapi.KubeApi, cs.api))
+    uninstall_webhook(cs.api)
 
 
 @pytest.fixture(scope="module")
 def timeline(config_sync_on_node: NodeConfigSync, vpa_alone: JSON, ours_sidecar: None) -> Iterator[Timeline]:
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key = RSyncKey("RootSync", NAMESPACE, f"vpa-ours-{suffix()}")
     apps = f"apps-{suffix()}"
     api.create(VPA, NAMESPACE, ours(key))
@@ -372,7 +372,7 @@ def sampled(cs: NodeConfigSync, key: RSyncKey, done: Callable[[Snapshot], bool],
 
 def restarted_sidecar(cs: NodeConfigSync, key: RSyncKey) -> tuple[Snapshot, Snapshot]:
     """Our sidecar SIGKILLed, restarted by the kubelet, until its first decision: before and after."""
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     before = snapshot(cs, key)
     assert before.pod is not None
     os.kill(main_pid(cs.stack, status_of(before.pod, SIDECAR_CONTAINER)["containerID"]), signal.SIGKILL)
@@ -476,7 +476,7 @@ def test_the_vpa_resizes_the_running_reconciler_in_place_to_its_recommendation(
 ) -> None:
     """(After the tests of the timeline, which ran while VPA's recommender looped for this one.)"""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     before = vpa_alone
     uid, name = before["metadata"]["uid"], before["metadata"]["name"]
     initial = status_of(before, RECONCILER)
@@ -553,7 +553,7 @@ def test_an_oom_kill_of_the_reconciler_raises_its_vpa_target(
     gets 32Mi of limit, where the kernel kills the reconciler. Our sidecar reads the kill and raises the
     target to 160 MiB (by hand, above), and VPA's updater applies it."""
     cs = config_sync_on_node
-    api = cast(kubeapi.KubeApi, cs.api)
+    api = cs.api
     key = RSyncKey("RootSync", NAMESPACE, f"vpa-oom-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
     body = cs.rsync(key)

@@ -35,7 +35,7 @@ POLICY = "objcount-guard-vpas"
 
 
 @pytest.fixture(scope="module")
-def clients(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dict[str, kubeapi.KubeApi]:
+def clients(control_plane: LocalControlPlane, admin_api: kubeapi.KubeClient) -> dict[str, kubeapi.KubeClient]:
     """VPA's CRDs as released, and our accounts with the shipped roles and bindings and the VPA guard,
     each as a client with its own token."""
     ensure_namespace(admin_api, NAMESPACE)  # before the CRDs: the probe VPA lives there
@@ -47,7 +47,7 @@ def clients(control_plane: LocalControlPlane, admin_api: kubeapi.KubeApi) -> dic
     return made
 
 
-def _served(admin: kubeapi.KubeApi) -> bool:
+def _served(admin: kubeapi.KubeClient) -> bool:
     try:
         admin.list_page(kubeapi.VPA, NAMESPACE)
     except kubeapi.ApiError:
@@ -55,7 +55,7 @@ def _served(admin: kubeapi.KubeApi) -> bool:
     return True
 
 
-def _guarded(admin: kubeapi.KubeApi, client: kubeapi.KubeApi) -> bool:
+def _guarded(admin: kubeapi.KubeClient, client: kubeapi.KubeClient) -> bool:
     """Whether the guard refuses a status write of ours to a VPA of the default recommender yet."""
     probe = a_vpa(f"root-reconciler-probe-{uuid.uuid4().hex[:6]}", recommender=None)
     admin.create(kubeapi.VPA, NAMESPACE, probe)
@@ -87,7 +87,7 @@ def a_vpa(deployment: str, recommender: str | None = "objcount", policy: JSON | 
 
 
 @pytest.fixture
-def key(admin_api: kubeapi.KubeApi, clients: object) -> Iterator[RSyncKey]:
+def key(admin_api: kubeapi.KubeClient, clients: object) -> Iterator[RSyncKey]:
     """A RootSync's key and its reconciler Deployment, as the reconciler-manager writes it (no RootSync
     object is needed: the target writes only the VPA)."""
     key = RSyncKey("RootSync", NAMESPACE, f"vpa-{uuid.uuid4().hex[:8]}")
@@ -98,7 +98,7 @@ def key(admin_api: kubeapi.KubeApi, clients: object) -> Iterator[RSyncKey]:
             admin_api.delete(resource, NAMESPACE, reconciler_name(key))
 
 
-def entry_of(admin: kubeapi.KubeApi, key: RSyncKey) -> JSON:
+def entry_of(admin: kubeapi.KubeClient, key: RSyncKey) -> JSON:
     status = admin.get(kubeapi.VPA, NAMESPACE, reconciler_name(key)).get("status") or {}
     (entry,) = status["recommendation"]["containerRecommendations"]
     return cast(JSON, entry)
@@ -109,7 +109,7 @@ SIZE = Resources(300, 512, None, 640)
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_the_recommendation_of_a_users_vpa_naming_us_is_written_and_read_back(
-    admin_api: kubeapi.KubeApi, clients: dict[str, kubeapi.KubeApi], key: RSyncKey, identity: str
+    admin_api: kubeapi.KubeClient, clients: dict[str, kubeapi.KubeClient], key: RSyncKey, identity: str
 ) -> None:
     admin_api.create(kubeapi.VPA, NAMESPACE, a_vpa(reconciler_name(key)))
     target = VpaTarget(clients[identity])
@@ -126,7 +126,7 @@ def test_the_recommendation_of_a_users_vpa_naming_us_is_written_and_read_back(
 
 
 def test_a_vpa_of_the_default_recommender_is_never_written(
-    admin_api: kubeapi.KubeApi, clients: dict[str, kubeapi.KubeApi], key: RSyncKey
+    admin_api: kubeapi.KubeClient, clients: dict[str, kubeapi.KubeClient], key: RSyncKey
 ) -> None:
     admin_api.create(kubeapi.VPA, NAMESPACE, a_vpa(reconciler_name(key), recommender=None))
     with pytest.raises(WriteError) as refused:
@@ -144,7 +144,7 @@ def test_a_vpa_of_the_default_recommender_is_never_written(
 
 
 def test_the_policys_max_allowed_caps_what_is_written_and_says_so(
-    admin_api: kubeapi.KubeApi, clients: dict[str, kubeapi.KubeApi], key: RSyncKey
+    admin_api: kubeapi.KubeClient, clients: dict[str, kubeapi.KubeClient], key: RSyncKey
 ) -> None:
     policy = {"maxAllowed": {"memory": "400Mi"}, "controlledResources": ["memory"]}
     admin_api.create(kubeapi.VPA, NAMESPACE, a_vpa(reconciler_name(key), policy=policy))
@@ -160,7 +160,7 @@ def test_the_policys_max_allowed_caps_what_is_written_and_says_so(
 
 
 def test_without_a_vpa_one_is_made_only_when_asked_and_belongs_to_the_deployment(
-    admin_api: kubeapi.KubeApi, clients: dict[str, kubeapi.KubeApi], key: RSyncKey
+    admin_api: kubeapi.KubeClient, clients: dict[str, kubeapi.KubeClient], key: RSyncKey
 ) -> None:
     client = clients["objcount-sidecar"]
     with pytest.raises(WriteError) as missing:
@@ -176,7 +176,7 @@ def test_without_a_vpa_one_is_made_only_when_asked_and_belongs_to_the_deployment
 
 
 def test_our_identities_never_change_a_vpas_spec_nor_delete_one_nor_make_one_of_another_kind(
-    admin_api: kubeapi.KubeApi, clients: dict[str, kubeapi.KubeApi], key: RSyncKey
+    admin_api: kubeapi.KubeClient, clients: dict[str, kubeapi.KubeClient], key: RSyncKey
 ) -> None:
     name = reconciler_name(key)
     admin_api.create(kubeapi.VPA, NAMESPACE, a_vpa(name))

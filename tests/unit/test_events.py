@@ -4,7 +4,6 @@ on test_step's in-memory port) and a writer that never blocks or fails a reconci
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.core.oom import OomKill
@@ -21,6 +20,7 @@ from autoscaler.kube.events import (
 )
 from inventory.core.counts import ObjectCounts
 from inventory.kube import kubeapi
+from tests.fake_api import FakeApi
 from tests.helpers import wait_for
 from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, metric, rig
 
@@ -152,60 +152,35 @@ def test_an_rsync_without_a_uid_gets_no_event_and_the_reconcile_goes_on() -> Non
 
 
 # ----- the writer -----------------------------------------------------------------------------------------
-@dataclass
-class FakeEventsApi:
-    """The two calls the writer makes; `gate` holds them (a slow API server), `refuse` fails them."""
-
-    gate: threading.Event = field(default_factory=threading.Event)
-    refuse: bool = False
-    created: list[dict[str, Any]] = field(default_factory=list)
-    patched: list[tuple[str, object]] = field(default_factory=list)
-
-    def create(
-        self, resource: kubeapi.Resource, namespace: str | None, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        self.gate.wait()
-        if self.refuse:
-            raise kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden")
-        self.created.append(body)
-        return body
-
-    def patch(
-        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: object
-    ) -> dict[str, Any]:
-        self.gate.wait()
-        if self.refuse:
-            raise kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden")
-        self.patched.append((name, body))
-        return {}
-
-
 def test_a_slow_api_server_never_blocks_a_recording_and_a_burst_writes_two_requests() -> None:
-    api = FakeEventsApi()
-    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()  # type: ignore[arg-type]
+    gate = threading.Event()
+    api = FakeApi(gate=gate)  # the API server holds every request until the gate opens
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()
     for i in range(1000):
-        writer.record(held(float(i) / 1000))  # the API server holds every request: none of these waits
-    api.gate.set()
-    wait_for(lambda: api.created and api.patched, timeout=10, what="the Event and its series written")
+        writer.record(held(float(i) / 1000))  # none of these waits
+    gate.set()
+    wait_for(lambda: api.calls["patch events"], timeout=10, what="the Event and its series written")
     writer.stop()
-    assert len(api.created) == 1
-    assert [name for name, _ in api.patched] == [api.created[0]["metadata"]["name"]]
+    assert api.calls["create events"] == 1
+    assert api.calls["patch events"] == 1
+    ((_, _, name), event), *others = api.objects.items()
+    assert others == []
+    assert "series" in event, f"the series patched into the Event created, {name}"
 
 
 def test_a_refused_event_is_counted_and_tried_again_as_a_new_event() -> None:
-    api = FakeEventsApi(refuse=True)
-    api.gate.set()
+    api = FakeApi(failure=kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden"))
     before = metric("objcount_event_write_errors_total", reason="Forbidden")
-    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()  # type: ignore[arg-type]
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()
     writer.record(held(0))
     writer.record(held(1))
     writer.stop()
     assert metric("objcount_event_write_errors_total", reason="Forbidden") == before + 2
-    assert api.created == api.patched == []
+    assert api.objects == {}, "nothing written"
 
 
 def test_a_full_queue_drops_and_counts() -> None:
-    writer = EventWriter(FakeEventsApi(), "pod-1")  # type: ignore[arg-type]  # not started: nothing drains
+    writer = EventWriter(FakeApi(), "pod-1")  # not started: nothing drains
     before = metric("objcount_event_write_errors_total", reason="dropped")
     for i in range(1001):
         writer.record(held(i))

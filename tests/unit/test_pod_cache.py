@@ -15,10 +15,11 @@ from autoscaler.core.resources import Resources
 from autoscaler.kube.pod_cache import ReconcilerPods, newer, trimmed
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import TARGETS, TargetOptions
-from inventory.core.ids import RSyncKey
+from inventory.core.ids import RSyncKey, reconciler_pods
 from inventory.core.objects import Pod, PodView
 from inventory.kube.watch import RawObject
-from tests.unit.test_reflector import ScriptedApi, Waits, line
+from tests.fake_api import FakeApi
+from tests.unit.test_reflector import Waits, line, scripted
 
 NAMESPACE = "config-management-system"
 RUNNING = {"requests": {"cpu": "50m", "memory": "200Mi"}, "limits": {"memory": "400Mi"}}
@@ -87,13 +88,6 @@ def changed(body: dict[str, Any], rv: str, **spec_or_status: Any) -> dict[str, A
     return body
 
 
-class PortApi(ScriptedApi):
-    """The scripted API, with what building a port reads lazily (never called here)."""
-
-    def api_resource_types(self) -> int:
-        raise AssertionError("not read by these tests")
-
-
 def cache_after(
     listed: list[dict[str, Any]], events: list[bytes], deployment: str | None = None
 ) -> tuple[ReconcilerPods, list[tuple[str, str | None]]]:
@@ -101,8 +95,8 @@ def cache_after(
     ends), and what it told the controller."""
     told: list[tuple[str, str | None]] = []
     stop = Waits()  # the end of the script stops it; a backoff records its wait instead of sleeping
-    api = PortApi([listed], [(events, None)], stop)
-    cache = ReconcilerPods(api, lambda name, node: told.append((name, node)), deployment=deployment)  # type: ignore[arg-type]
+    api = scripted([listed], [(events, None)], stop)
+    cache = ReconcilerPods(api, lambda name, node: told.append((name, node)), deployment=deployment)
     cache.reflector.stopping = stop
     cache.reflector.run()
     return cache, told
@@ -192,17 +186,18 @@ def test_our_own_write_is_read_before_its_watch_event_and_an_older_event_does_no
 def test_until_the_cache_has_listed_a_reconcile_lists_and_then_it_reads_the_cache() -> None:
     """The port reads the cache once it synced (no list of its own, the room too), and lists before."""
     cache, _ = cache_after([ROOT, deferred(TENANT, "50")], [])
-    api = cast(PortApi, cache.reflector.api)
+    api = cache.reflector.api
+    assert isinstance(api, FakeApi)
     key = RSyncKey("RootSync", NAMESPACE, "root-sync")
     target = TARGETS["in-place"].build(cache.reflector.api, TargetOptions())
     port = KubePort(cache.reflector.api, target, pods=cache)
-    calls = list(api.calls)
+    calls = list(api.log)
     assert port._reconciler_pods(key) == cache.of("root-reconciler")
     assert port._room(0.0) == (
         (("node-1", "ns-reconciler-t-b", "requests 50m/200Mi, limits none/400Mi"),),
         None,
     )
-    assert api.calls == calls, "no list of its own"
+    assert api.log == calls, "no list of its own"
     assert target.on_resized == cache.wrote  # type: ignore[attr-defined]
     unsynced = ReconcilerPods(cache.reflector.api, lambda name, node: None)
     assert unsynced.of("root-reconciler") is None
@@ -210,7 +205,7 @@ def test_until_the_cache_has_listed_a_reconcile_lists_and_then_it_reads_the_cach
     api.lists.append([ROOT])
     listed = KubePort(cache.reflector.api, target, pods=unsynced)._reconciler_pods(key)
     assert [PodView.of(p).meta.name for p in listed] == ["root-reconciler-a"]
-    assert api.calls[-1] == "list"
+    assert api.log[-1] == f"list pods {reconciler_pods(key)}"
 
 
 def test_a_resize_in_flight_counts_as_the_size_asked_and_one_the_kubelet_holds_back_as_the_size_run() -> None:

@@ -5,10 +5,9 @@ the platform needs the other containers' requests; the in-place target resizes t
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
-import orjson
 import pytest
 from prometheus_client import REGISTRY
 
@@ -32,9 +31,10 @@ from autoscaler.kube.port import KubePort, Periodic
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from autoscaler.service.executor import Executor
 from inventory.core.counts import ObjectCounts
-from inventory.core.ids import RSyncKey, reconciler_pods
+from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RSyncKey, reconciler_pods
 from inventory.core.objects import RSync
 from inventory.kube import kubeapi
+from tests.fake_api import FakeApi
 
 KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
 NAMESPACE = "config-management-system"
@@ -50,6 +50,7 @@ POD = {
         "name": "root-reconciler-abc",
         "namespace": NAMESPACE,
         "creationTimestamp": "2026-11-26T00:00:00Z",
+        "labels": {"app": "reconciler", DEPLOYMENT_NAME_LABEL: "root-reconciler"},
     },
     "spec": {"containers": CONTAINERS},
     "status": {"containerStatuses": [{"name": "reconciler", "resources": CONTAINERS[0]["resources"]}]},
@@ -63,51 +64,22 @@ VPA = {
         "recommenders": [{"name": "objcount"}],
     },
 }
-LISTED = {kubeapi.POD: [POD], kubeapi.VPA: [VPA]}
+DEPLOYMENT = {
+    "metadata": {"name": "root-reconciler", "namespace": NAMESPACE},
+    "spec": {"template": {"spec": {"containers": CONTAINERS}}},
+}
+ONE_POD = f"list pods {reconciler_pods(KEY)}"  # the calls of the fake API a test counts
+EVERY_POD = f"list pods {reconciler_pods()}"
 
 
-@dataclass
-class CountingApi:
-    """The calls a port makes, answered from memory: one reconciler Pod, its Deployment, its VPA, the
-    RSync."""
-
-    calls: Counter[str] = field(default_factory=Counter)
-
-    def list_page(self, resource: kubeapi.Resource, namespace: str | None, **kwargs: Any) -> bytes:
-        every = resource == kubeapi.POD and kwargs.get("label_selector") == reconciler_pods()
-        self.calls["list every reconciler pod" if every else f"list {resource.plural}"] += 1
-        return orjson.dumps({"items": LISTED.get(resource, [])})
-
-    def pages(self, resource: kubeapi.Resource, namespace: str | None, label_selector: str = "") -> Any:
-        yield orjson.loads(self.list_page(resource, namespace, label_selector=label_selector))
-
-    def get(self, resource: kubeapi.Resource, namespace: str | None, name: str, **kwargs: Any) -> Any:
-        self.calls[f"get {resource.plural}"] += 1
-        if resource == kubeapi.DEPLOYMENT:
-            return {"metadata": {"name": name}, "spec": {"template": {"spec": {"containers": CONTAINERS}}}}
-        return dict(RSYNC)
-
-    def patch(
-        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
-    ) -> Any:
-        self.calls[
-            f"patch {resource.plural}" + (f"/{kwargs['subresource']}" if kwargs.get("subresource") else "")
-        ] += 1
-        return body if resource != kubeapi.RSYNC_RESOURCES[KEY.kind] else dict(RSYNC)
-
-    def replace(
-        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
-    ) -> Any:
-        self.calls[f"replace {resource.plural}"] += 1
-        return body
-
-    def api_resource_types(self) -> int:
-        self.calls["discovery"] += 1
-        return 100
-
-    def serves_pod_resize(self) -> bool:
-        self.calls["pods/resize in discovery"] += 1
-        return True
+def cluster(pods: list[dict[str, Any]] | None = None, vpa: dict[str, Any] = VPA) -> FakeApi:
+    """The API a port talks to: one reconciler Pod (or `pods`), its Deployment, its VPA, the RSync."""
+    return FakeApi.holding(
+        *[(kubeapi.POD, pod) for pod in ([POD] if pods is None else pods)],
+        (kubeapi.DEPLOYMENT, DEPLOYMENT),
+        (kubeapi.VPA, vpa),
+        (kubeapi.RSYNC_RESOURCES[KEY.kind], RSYNC),
+    )
 
 
 @pytest.mark.parametrize(
@@ -117,9 +89,9 @@ class CountingApi:
 def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
     target_name: str, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api = CountingApi()
-    target = TARGETS[target_name].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
-    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE, clock=lambda: 1000.0)
+    api = cluster()
+    target = TARGETS[target_name].build(api, TargetOptions(NAMESPACE))
+    port = KubePort(api, target, NAMESPACE, clock=lambda: 1000.0)
     config = StepConfig(
         Profile(PROTOTYPE, platform),
         Hysteresis(600, 100),
@@ -143,12 +115,12 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
     node_lists = waiting_lists = 0
     for counts in (ObjectCounts(5000, 5000), ObjectCounts(5000, 5000), ObjectCounts(100, 100)):
         node_lists += api.calls["list nodes"]
-        waiting_lists += api.calls["list every reconciler pod"]
-        api.calls.clear()
+        waiting_lists += api.calls[EVERY_POD]
+        api.log.clear()
         parses.clear()
         outcome = executor.reconcile(KEY, RSYNC, counts)
         assert outcome in (Outcome.SCALED_UP, Outcome.UNCHANGED, Outcome.POSTPONED), outcome
-        assert api.calls["list pods"] == 1, api.calls
+        assert api.calls[ONE_POD] == 1, api.calls
         assert parses == {"view": 1, "status": 1}, "the RSync is parsed once, its status once"
         assert api.calls["discovery"] <= 1
         assert api.calls["pods/resize in discovery"] <= 1  # once per target, not per reconcile
@@ -158,7 +130,7 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
         assert api.calls["get deployments"] == 0, "the in-place target reads the size from the Pod listed"
     node_lists += api.calls["list nodes"]
     assert node_lists == (0 if platform.has_pod_rules else 1), "the Nodes once per interval, not on Autopilot"
-    waiting_lists += api.calls["list every reconciler pod"]
+    waiting_lists += api.calls[EVERY_POD]
     # In place, the Pods waiting for room: one list for every RSync per interval, none for other targets.
     assert waiting_lists == (1 if target.in_place else 0)
 
@@ -173,10 +145,9 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
     ids=["every pod deleting", "no pod", "a live pod"],
 )
 def test_a_reading_says_when_every_reconciler_pod_is_being_deleted(
-    pods: list[dict[str, Any]], going: bool, monkeypatch: pytest.MonkeyPatch
+    pods: list[dict[str, Any]], going: bool
 ) -> None:
-    monkeypatch.setitem(LISTED, kubeapi.POD, pods)
-    api = cast(kubeapi.KubeApi, CountingApi())
+    api = cluster(pods)
     port = KubePort(api, TARGETS["in-place"].build(api, TargetOptions(NAMESPACE)), NAMESPACE)
     reading = port.read(KEY, RSyncView.of(RSYNC), Needs(others=True))
     assert (reading.pods_going, reading.pod is None) == (going, not pods or going)
@@ -203,19 +174,19 @@ def test_a_read_that_keeps_failing_is_told_once_and_tried_again_each_interval() 
 
 
 def test_the_in_place_target_resizes_the_pod_it_listed() -> None:
-    api = CountingApi()
-    target = TARGETS["in-place"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
-    port = KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE)
+    api = cluster()
+    target = TARGETS["in-place"].build(api, TargetOptions(NAMESPACE))
+    port = KubePort(api, target, NAMESPACE)
     config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), reread_current=True)
     executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
     assert executor.reconcile(KEY, RSYNC, ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
-    assert api.calls["list pods"] == 1
+    assert api.calls[ONE_POD] == 1
     assert api.calls["patch pods/resize"] == 1
     assert executor.states[KEY].decision is not None
     assert executor.states[KEY].decision.resources == Resources(1125, 1152, 1125, 1152)
 
 
-def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so() -> None:
     capped = {
         **VPA,
         "spec": {
@@ -225,12 +196,11 @@ def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so(monkeypatch: 
             },
         },
     }
-    monkeypatch.setitem(LISTED, kubeapi.VPA, [capped])
-    api = CountingApi()
-    target = TARGETS["vpa"].build(cast(kubeapi.KubeApi, api), TargetOptions(NAMESPACE))
+    api = cluster(vpa=capped)
+    target = TARGETS["vpa"].build(api, TargetOptions(NAMESPACE))
     events: list[Occurrence] = []
     executor = Executor(
-        KubePort(cast(kubeapi.KubeApi, api), target, NAMESPACE),
+        KubePort(api, target, NAMESPACE),
         StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100)),
         lambda: 1000.0,
         lambda key, delay: None,
@@ -259,22 +229,11 @@ class RefusingTarget:
         raise WriteError(Reason.TRANSIENT, "injected: the API server answered 503")
 
 
-@dataclass
-class PatchRecordingApi(CountingApi):
-    annotations: list[dict[str, Any]] = field(default_factory=list)
-
-    def patch(
-        self, resource: kubeapi.Resource, namespace: str | None, name: str, body: Any, **kwargs: Any
-    ) -> Any:
-        self.annotations.append(body["metadata"]["annotations"])
-        return super().patch(resource, namespace, name, body, **kwargs)
-
-
 def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() -> None:
     """The OOM floor and the calibration are published before the size, so a restart of ours after a
     failed write still knows them; what describes the size (recommended, applied) waits for the size."""
-    api = PatchRecordingApi()
-    port = KubePort(cast(kubeapi.KubeApi, api), cast(Any, RefusingTarget()), NAMESPACE)
+    api = cluster()
+    port = KubePort(api, cast(Any, RefusingTarget()), NAMESPACE)
     publish = {
         OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}',
         CALIBRATION_ANNOTATION: '{"factor": "1.2"}',
@@ -283,9 +242,11 @@ def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() ->
     }
     with pytest.raises(WriteError):
         port.write(KEY, Reading(), Resources(100, 512), publish)
-    assert api.annotations == [
-        {OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}', CALIBRATION_ANNOTATION: '{"factor": "1.2"}'}
-    ]
+    assert api.log.count("patch rootsyncs") == 1
+    assert api.stored(kubeapi.ROOTSYNC, KEY.namespace, KEY.name)["metadata"]["annotations"] == {
+        OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}',
+        CALIBRATION_ANNOTATION: '{"factor": "1.2"}',
+    }
 
 
 def reconciler_pod(name: str, node: str | None, *, deferred: bool, deleting: bool = False) -> dict[str, Any]:

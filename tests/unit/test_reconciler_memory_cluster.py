@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from inventory.core.ids import RSyncKey
-from inventory.kube import kubeapi
 from profiles.reconciler_memory import Cluster, manifests
+from tests.fake_api import FakeApi
 
 KEY = RSyncKey("RootSync", "config-management-system", "mem-configmaps-3-0")
 URL = "https://git.example.invalid/platform/config.git"
@@ -38,7 +38,7 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def cluster(clone: Path, secret: str | None = None) -> Cluster:
-    return Cluster(cast(kubeapi.KubeApi, None), clone, URL, "main", secret)
+    return Cluster(FakeApi(), clone, URL, "main", secret)
 
 
 def test_each_commit_is_pushed_to_the_point_s_directory(clone: Path) -> None:

@@ -6,7 +6,6 @@ Each watch call plays the next script entry: a list of raw event lines, optional
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -16,6 +15,7 @@ from prometheus_client import REGISTRY
 from inventory.core.backoff import Backoff
 from inventory.kube import kubeapi
 from inventory.kube.watch import ObjectCodec, Reflector, WatchSettings
+from tests.fake_api import FakeApi, ScriptedStream
 
 
 def obj(name: str, rv: str) -> dict[str, Any]:
@@ -26,50 +26,15 @@ def line(kind: str, body: dict[str, Any]) -> bytes:
     return orjson.dumps({"type": kind, "object": body})
 
 
-class ScriptedApi:
-    def __init__(
-        self,
-        lists: list[Any],  # each list's items, or the error it raises
-        watches: list[tuple[list[bytes], Exception | None]],
-        stop: threading.Event,
-    ) -> None:
-        self.lists, self.watches, self.stop = lists, watches, stop
-        self.calls: list[str] = []
-
-    def list_page(self, resource: Any, namespace: Any, **kwargs: Any) -> bytes:
-        items = self.lists.pop(0)
-        self.calls.append("list")
-        if isinstance(items, Exception):
-            raise items
-        return orjson.dumps({"metadata": {"resourceVersion": str(len(self.calls))}, "items": items})
-
-    def watch(
-        self, resource: Any, namespace: Any, *, resource_version: str, **kwargs: Any
-    ) -> Iterator[bytes]:
-        self.calls.append(f"watch@{resource_version}")
-        if not self.watches:
-            self.stop.set()
-            return _Stream(iter(()))
-        lines, error = self.watches.pop(0)
-
-        def stream() -> Iterator[bytes]:
-            yield from lines
-            if error is not None:
-                raise error
-
-        return _Stream(stream())
-
-
-class _Stream:
-    def __init__(self, inner: Iterator[bytes]) -> None:
-        self.inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self.inner
-
-    def close(self) -> None: ...
-
-    def shutdown(self) -> None: ...
+def scripted(
+    lists: list[Any],  # each list's items, or the error it raises
+    watches: list[tuple[list[bytes], Exception | None]],  # each watch's lines, and the error it ends with
+    stop: threading.Event,
+) -> FakeApi:
+    """The fake API answering the reflector's lists and watches from a script; `stop` set once the
+    script's watches are done."""
+    streams = [ScriptedStream(lines, error) for lines, error in watches]
+    return FakeApi(lists=list(lists), watches=streams, watches_done=stop.set)
 
 
 class Waits(threading.Event):
@@ -85,7 +50,7 @@ class Waits(threading.Event):
 
 
 def run(
-    api: ScriptedApi, stop: threading.Event, settings: WatchSettings | None = None
+    api: FakeApi, stop: threading.Event, settings: WatchSettings | None = None
 ) -> tuple[Reflector[Any], list[tuple[str, str]]]:
     changes: list[tuple[str, str]] = []
     reflector: Reflector[Any] = Reflector(
@@ -103,13 +68,13 @@ def run(
 def test_relists_on_410_and_reports_what_changed_meanwhile() -> None:
     stop = threading.Event()
     gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
-    api = ScriptedApi(
+    api = scripted(
         lists=[[obj("a", "1"), obj("b", "1")], [obj("a", "5"), obj("c", "5")]],
         watches=[([line("MODIFIED", obj("a", "2")), gone], None)],
         stop=stop,
     )
     reflector, changes = run(api, stop)
-    assert api.calls[:3] == ["list", "watch@1", "list"]
+    assert api.log[:3] == ["list rootsyncs", "watch rootsyncs@1", "list rootsyncs"]
     assert changes == [
         ("ADDED", "a"),
         ("ADDED", "b"),
@@ -125,7 +90,7 @@ def test_relists_on_410_and_reports_what_changed_meanwhile() -> None:
 def test_resumes_from_the_last_resource_version_after_a_timeout_or_a_closed_stream() -> None:
     stop = threading.Event()
     timeout = kubeapi.WatchSilent("read timed out", reason="ReadTimeoutError")
-    api = ScriptedApi(
+    api = scripted(
         lists=[[obj("a", "1")]],
         watches=[
             ([line("MODIFIED", obj("a", "7"))], timeout),
@@ -135,7 +100,13 @@ def test_resumes_from_the_last_resource_version_after_a_timeout_or_a_closed_stre
         stop=stop,
     )
     reflector, changes = run(api, stop)
-    assert api.calls == ["list", "watch@1", "watch@7", "watch@9", "watch@10"]
+    assert api.log == [
+        "list rootsyncs",
+        "watch rootsyncs@1",
+        "watch rootsyncs@7",
+        "watch rootsyncs@9",
+        "watch rootsyncs@10",
+    ]
     assert changes == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
     assert reflector.store == {}
 
@@ -157,9 +128,9 @@ def test_a_server_timeout_is_a_failure_every_list_after_it_waits_its_backoff() -
     wait within the growing bounds (0.2 to 0.4 s, 0.4 to 0.8 s, ...), never an immediate retry."""
     stop = Waits()
     timeout = kubeapi.Transient("GET rootsyncs: HTTP 504 Timeout", status=504, reason="Timeout")
-    api = ScriptedApi(lists=[timeout] * 4 + [[obj("a", "1")]], watches=[], stop=stop)
+    api = scripted(lists=[timeout] * 4 + [[obj("a", "1")]], watches=[], stop=stop)
     _, changes = run(api, stop, BOUNDED)
-    assert api.calls[:5] == ["list"] * 5
+    assert api.log[:5] == ["list rootsyncs"] * 5
     # A wait before every retry (and one after the script's last, empty watch).
     assert len(stop.delays) == 4 + 1
     assert all(0.2 * 2**i <= delay <= 0.4 * 2**i for i, delay in enumerate(stop.delays[:4])), stop.delays
@@ -169,7 +140,7 @@ def test_a_server_timeout_is_a_failure_every_list_after_it_waits_its_backoff() -
 def test_a_server_that_says_when_to_come_back_is_waited_for_at_least_that_long() -> None:
     stop = Waits()
     throttled = kubeapi.Transient("HTTP 429 TooManyRequests", status=429, retry_after=5.0)
-    api = ScriptedApi(lists=[throttled, [obj("a", "1")]], watches=[], stop=stop)
+    api = scripted(lists=[throttled, [obj("a", "1")]], watches=[], stop=stop)
     run(api, stop, BOUNDED)
     assert stop.delays[0] >= 5.0
 
@@ -177,18 +148,27 @@ def test_a_server_that_says_when_to_come_back_is_waited_for_at_least_that_long()
 def test_a_410_on_every_watch_relists_only_after_a_growing_wait() -> None:
     stop = Waits()
     gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
-    api = ScriptedApi(lists=[[obj("a", "1")]] * 4, watches=[([gone], None)] * 3, stop=stop)
+    api = scripted(lists=[[obj("a", "1")]] * 4, watches=[([gone], None)] * 3, stop=stop)
     run(api, stop, BOUNDED)
-    assert api.calls == ["list", "watch@1", "list", "watch@3", "list", "watch@5", "list", "watch@7"]
+    assert api.log == [
+        "list rootsyncs",
+        "watch rootsyncs@1",
+        "list rootsyncs",
+        "watch rootsyncs@3",
+        "list rootsyncs",
+        "watch rootsyncs@5",
+        "list rootsyncs",
+        "watch rootsyncs@7",
+    ]
     assert len(stop.delays) == 3 + 1, "a wait before every re-list (and after the script's end)"
     assert all(0.2 * 2**i <= delay <= 0.4 * 2**i for i, delay in enumerate(stop.delays[:3])), stop.delays
 
 
 def test_a_watch_closed_before_it_says_anything_is_watched_again_only_after_a_wait() -> None:
     stop = Waits()
-    api = ScriptedApi(lists=[[obj("a", "1")]], watches=[([], None)] * 3, stop=stop)
+    api = scripted(lists=[[obj("a", "1")]], watches=[([], None)] * 3, stop=stop)
     run(api, stop, BOUNDED)
-    assert api.calls == ["list", "watch@1", "watch@1", "watch@1", "watch@1"]
+    assert api.log == ["list rootsyncs"] + ["watch rootsyncs@1"] * 4
     assert len(stop.delays) == 3 + 1, "a wait after every empty watch (the script's end is one too)"
 
 
@@ -217,7 +197,7 @@ def test_a_cache_that_cannot_sync_shows_0_until_it_does() -> None:
 
     stop = Watching()
     forbidden = kubeapi.Forbidden("GET rootsyncs: HTTP 403", status=403)
-    api = ScriptedApi(lists=[forbidden, [obj("a", "1")]], watches=[], stop=stop)
+    api = scripted(lists=[forbidden, [obj("a", "1")]], watches=[], stop=stop)
     run(api, stop, BOUNDED)
     assert shown[0] == 0.0, "the failed list's wait"
     assert REGISTRY.get_sample_value("objcount_cache_synced", {"resource": "rootsyncs"}) == 1.0

@@ -4,7 +4,6 @@ settings reaching the profile; the CLI commands that need no cluster. Expected v
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import pytest
 from pydantic import ValidationError
@@ -21,7 +20,7 @@ from autoscaler.service.settings import (
     load_settings,
     markdown_table,
 )
-from inventory.kube import kubeapi
+from tests.fake_api import FakeApi
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +194,7 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_every_target_in_the_registry_is_a_setting_and_builds_itself(name: str) -> None:
     settings = Settings(mode="cluster", target=name)
-    target = TARGETS[settings.target].build(cast(kubeapi.KubeApi, object()), TargetOptions())
+    target = TARGETS[settings.target].build(FakeApi(), TargetOptions())
     assert target.name == name
     view = RSyncView.of({"metadata": {"name": "root-sync"}})
     assert target.declared(view) is None, "an RSync without an override"

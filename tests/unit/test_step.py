@@ -42,6 +42,7 @@ from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync
 from inventory.kube import kubeapi
+from tests.fake_api import FakeApi
 
 KEY = RSyncKey("RootSync", "config-management-system", "root-sync")
 AT_100 = Resources(157, 160, 157, 160)
@@ -506,7 +507,7 @@ def test_a_deleted_rsync_is_forgotten() -> None:
 def test_no_decision_before_startup_is_complete() -> None:
     """Until the caches synced (and with them the counts stored on the RSync) nothing is read or sized."""
     port = FakePort(size=AT_100)
-    controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=port)
+    controller = Controller(FakeApi(), Scope.cluster(), port=port)
     deferred = metric("objcount_decisions_total", outcome="deferred_startup")
     assert controller.reconcile(KEY) == Outcome.DEFERRED_STARTUP
     assert (port.reads, port.applied, port.size) == ([], [], AT_100)
@@ -549,7 +550,7 @@ def test_a_write_the_api_server_throttled_keeps_its_retry_after_for_the_retry() 
 
 
 def test_one_hung_worker_is_unhealthy_while_the_others_turn() -> None:
-    controller = Controller(cast(kubeapi.KubeApi, object()), Scope.cluster(), port=FakePort())
+    controller = Controller(FakeApi(), Scope.cluster(), port=FakePort())
     now = time.monotonic()
     controller.heartbeats.update({"reconcile-0": now, "reconcile-1": now - 31})
     assert "worker reconcile-1 stalled" in controller.unhealthy()
