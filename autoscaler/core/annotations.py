@@ -39,9 +39,9 @@ import orjson
 
 from autoscaler.core import quantity
 from autoscaler.core.calibration import MAX_FACTOR, MIN_FACTOR, Calibration, Window
-from autoscaler.core.codecs import resources_json, resources_of
 from autoscaler.core.oom import OomFloor
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import resources_json, resources_of
 from inventory.core.counts import MAX_KIND_LENGTH, MAX_KINDS, Kinds, ObjectCounts, kinds_of
 from inventory.core.objects import annotations_of, block_of
 from inventory.core.times import api_time, timestamp

@@ -37,9 +37,9 @@ from autoscaler.core.annotations import (
     WAITING_ANNOTATION,
     parse_resources_annotation,
 )
-from autoscaler.core.codecs import is_reconciler_entry, override_entries, resources_of_override
 from autoscaler.core.quantity import QuantityError
 from autoscaler.core.reasons import ReadError
+from autoscaler.core.size_fields import is_reconciler_entry, override_entries, resources_of_override
 from inventory.core.objects import annotations_of
 
 JSON = dict[str, object]

@@ -42,8 +42,8 @@ from autoscaler.core.annotations import (
     autoscale_enabled,
     parse_resources_annotation,
 )
-from autoscaler.core.codecs import resources_json
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import resources_json
 from inventory.core.ids import (
     RECONCILER_CONTAINER,
     ROOT_SIDECAR_ACCOUNT,

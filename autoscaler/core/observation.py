@@ -22,10 +22,10 @@ from autoscaler.core.annotations import (
     status_counts,
 )
 from autoscaler.core.calibration import Calibration, Sample
-from autoscaler.core.codecs import monitoring_enabled, reconciler_override
 from autoscaler.core.oom import OomFloor, OomKill
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import monitoring_enabled, reconciler_override
 from autoscaler.core.sizing import NodeRoom
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey

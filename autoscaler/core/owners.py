@@ -13,8 +13,8 @@ from autoscaler.core.annotations import (
     OVERRIDE_WRITTEN_ANNOTATION,
     parse_resources_annotation,
 )
-from autoscaler.core.codecs import reconciler_override
 from autoscaler.core.reasons import ReadError
+from autoscaler.core.size_fields import reconciler_override
 from inventory.core.ids import SYNC_KIND_LABEL
 from inventory.core.objects import CONFIG_SYNC_APPLIER, annotations_of, applied_by_others, block_of
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from autoscaler.core.codecs import resize_deferred
+from autoscaler.core.pods import resize_deferred
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_NAMESPACE, reconciler_pods
 from inventory.core.objects import Pod, PodView
 from inventory.kube import kubeapi

@@ -20,21 +20,20 @@ import orjson
 
 from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch, learned_first
 from autoscaler.core.calibration import Sampled, usages
-from autoscaler.core.codecs import (
+from autoscaler.core.nodes import largest_node, largest_node_of
+from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread, Written
+from autoscaler.core.oom import oom_kill_of
+from autoscaler.core.pods import (
     ResizesWaiting,
-    largest_node,
-    largest_node_of,
     newest_live,
     others_requests,
     resize_deferred,
     resizes_waiting,
     room_wanted,
-    template_containers,
 )
-from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread, Written
-from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import template_containers
 from autoscaler.core.sizing import NodeRoom
 from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.pod_cache import ReconcilerPods

@@ -28,7 +28,7 @@ from autoscaler.core.annotations import (
     restored_of,
     status_counts,
 )
-from autoscaler.core.codecs import newest_live
+from autoscaler.core.pods import newest_live
 from autoscaler.core.quantity import format_memory
 from inventory.core.ids import (
     DEPLOYMENT_NAME_LABEL,

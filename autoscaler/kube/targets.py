@@ -29,22 +29,6 @@ from autoscaler.core.annotations import (
     parse_resources_annotation,
     resources_annotation,
 )
-from autoscaler.core.codecs import (
-    accepted,
-    container_resources,
-    is_reconciler_entry,
-    kubelet_without_resize,
-    limit_lowered,
-    override_entries,
-    override_entry,
-    pod_name,
-    pod_resources,
-    reconciler_override,
-    resize_infeasible,
-    resize_refused,
-    resources_json,
-    template_containers,
-)
 from autoscaler.core.observation import Applied, RSyncView
 from autoscaler.core.owners import (
     RECONCILER_MANAGER,
@@ -53,8 +37,26 @@ from autoscaler.core.owners import (
     reconciler_manager_owns,
     users_own_override,
 )
+from autoscaler.core.pods import (
+    kubelet_without_resize,
+    limit_lowered,
+    pod_name,
+    pod_resources,
+    resize_infeasible,
+    resize_refused,
+)
 from autoscaler.core.reasons import ReadError, Reason, SizeError, WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import (
+    accepted,
+    container_resources,
+    is_reconciler_entry,
+    override_entries,
+    override_entry,
+    reconciler_override,
+    resources_json,
+    template_containers,
+)
 from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Meta, Pod, PodView, RSync, generation_of
 from inventory.core.times import api_time

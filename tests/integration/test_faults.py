@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.core.annotations import annotation_counts
-from autoscaler.core.codecs import resources_of
+from autoscaler.core.size_fields import resources_of
 from autoscaler.service.controller import Controller, Scope
 from controlplane import LocalControlPlane, running_control_plane
 from controlplane.configsync_build import ConfigSyncBuild

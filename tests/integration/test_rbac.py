@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from autoscaler.core.annotations import annotation_counts
-from autoscaler.core.codecs import resources_of
+from autoscaler.core.size_fields import resources_of
 from controlplane import LocalControlPlane
 from controlplane.autoscaler_install import CLUSTER_MANIFESTS, WEBHOOK_NAME, kustomization_objects
 from controlplane.seed import reconciler_deployment, resourcegroup, rsync

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from autoscaler.core.codecs import resources_of
+from autoscaler.core.size_fields import resources_of
 from controlplane import LocalControlPlane
 from controlplane.seed import configmaps_yaml, reconciler_deployment, resourcegroup, rsync, write_commit
 from inventory.core.ids import RSyncKey, reconciler_name

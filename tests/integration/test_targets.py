@@ -22,13 +22,13 @@ from autoscaler.core.annotations import (
     annotation_counts,
     parse_resources_annotation,
 )
-from autoscaler.core.codecs import resources_json, resources_of
 from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.owners import DECLARED_FIELDS_ANNOTATION
 from autoscaler.core.reasons import WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import resources_json, resources_of
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
 from autoscaler.kube.events import EventWriter
 from autoscaler.kube.port import KubePort

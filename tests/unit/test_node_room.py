@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from autoscaler.core.codecs import largest_node
+from autoscaler.core.nodes import largest_node
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Load, NodeRoom, Profile, fitted, size
 

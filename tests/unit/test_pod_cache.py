@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import orjson
 
-from autoscaler.core.codecs import others_requests, pod_resources, resize_deferred
 from autoscaler.core.oom import oom_kill_of
+from autoscaler.core.pods import others_requests, pod_resources, resize_deferred
 from autoscaler.core.resources import Resources
 from autoscaler.kube.pod_cache import ReconcilerPods, newer, trimmed
 from autoscaler.kube.port import KubePort

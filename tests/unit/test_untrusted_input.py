@@ -25,11 +25,11 @@ from autoscaler.core.annotations import (
     parse_synced_source,
     synced_source_annotation,
 )
-from autoscaler.core.codecs import reconciler_override, resources_of
 from autoscaler.core.hysteresis import Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_fields import reconciler_override, resources_of
 from autoscaler.core.sizing import FITTED, STANDARD, Profile
 from inventory.core.counts import ObjectCounts, kinds_of
 from inventory.core.ids import RSyncKey, key_from_inventory_labels
