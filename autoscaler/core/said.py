@@ -14,7 +14,7 @@ from autoscaler.core.hysteresis import Hysteresis
 from autoscaler.core.observation import CountsWritten, Unread, Written
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason, WriteError
-from autoscaler.core.step import Plan, RSyncState, failed, failed_before, settled
+from autoscaler.core.step import Plan, RSyncState, failed_before
 from inventory.core.counts import ObjectCounts
 
 
@@ -244,17 +244,13 @@ def of_counts_written(written: CountsWritten, counts: ObjectCounts) -> list[Said
     return said
 
 
-def after_write(
-    before: RSyncState, plan: Plan, written: Written | WriteError, target: str, now: float
-) -> tuple[RSyncState, list[Said]]:
-    """What became of a plan's write: the state to keep, and what is said of it (the size written, capped
-    or through the fallback, the annotations not published; or the write that failed, said once while it
-    repeats)."""
+def of_written(before: RSyncState, plan: Plan, written: Written | WriteError, target: str) -> list[Said]:
+    """What is said of a plan's write: the size written, capped or through the fallback, the annotations
+    not published; or the write that failed, said once while it repeats."""
     if isinstance(written, WriteError):
         repeated = failed_before(before, plan, written.reason)
-        said = of_write_failure(plan, target, written.reason, str(written), repeated=repeated)
-        return failed(before, plan, written.reason), said
-    state, said = plan.state, []
+        return of_write_failure(plan, target, written.reason, str(written), repeated=repeated)
+    said = []
     applied = written.applied
     if applied is not None:
         said += of_write(plan, target, applied.restarted)
@@ -262,10 +258,9 @@ def after_write(
             said += of_capped(plan, target, applied.capped)
         if applied.fell_back is not None:
             said += of_fallback(plan, target, applied.fell_back)
-        state = settled(plan, applied.restarted, applied.rsync_generation, now)
     if written.unpublished is not None:
         said += of_unpublished(written.unpublished)
-    return state, said
+    return said
 
 
 # ----- the working sets, read for every reconciler at once (said of the service, not of one RSync) ---------

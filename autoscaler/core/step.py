@@ -3,8 +3,8 @@ give the plan: what to write, what to remember, what to say, and when to look ag
 
     needs = needs(view, state, config)         # what the Kubernetes side must read for this reconcile
     plan = step(observation, state, config)    # the decision and what follows from it
-    state = settled(plan, restarted, generation, now)   # after the write: the restart it really caused
-    state = failed(state, plan, reason)        # or after a failed write: what is kept
+    state = after_write(state, plan, written, now)   # the state to keep: `settled` (the restart the
+                                               # write really caused), or `failed` (what is kept)
 
 The executor (autoscaler.service.executor) reads the observation through the port, writes the plan
 through it, and keeps the state; `autoscaler.core.said` turns a plan into what is logged, counted and
@@ -46,10 +46,10 @@ from autoscaler.core.calibration import (
     same_lesson,
 )
 from autoscaler.core.hysteresis import HOUR, Decision, Hysteresis, decide, initial
-from autoscaler.core.observation import Needs, Observation, RSyncView
+from autoscaler.core.observation import Needs, Observation, RSyncView, Written
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
-from autoscaler.core.reasons import Reason
+from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PLATFORMS, Load, Profile, Sizing, SizingError, fitted, size
 from inventory.core.counts import ObjectCounts
@@ -609,6 +609,17 @@ def _held_by_owner(
         publish=seen.view.lacks(published(held.recommended, held.resources, seen.reading.held_by_owner)),
         log_level=logging.WARNING if last.outcome != Outcome.HELD_BY_OWNER else logging.DEBUG,
     )
+
+
+def after_write(before: RSyncState, plan: Plan, written: Written | WriteError, now: float) -> RSyncState:
+    """The state to keep after a plan's write: settled once its size is written, `failed` when the write
+    failed, the plan's own state when it wrote no size."""
+    if isinstance(written, WriteError):
+        return failed(before, plan, written.reason)
+    applied = written.applied
+    if applied is None:
+        return plan.state
+    return settled(plan, applied.restarted, applied.rsync_generation, now)
 
 
 def settled(plan: Plan, restarted: bool, rsync_generation: int | None, now: float) -> RSyncState:

@@ -2,9 +2,10 @@
 step, writes once through the port, and delivers what the plan says (`autoscaler.core.said`) as log
 lines, Events and metrics. It keeps each RSync's state between reconciles, and nothing else decides.
 
-Order of the writes: the size first (a scale-up should not wait for a counts write), then the published
-annotations, then the counts. A failed read or write ends the reconcile `failed` (the work queue tries
-again after its backoff); the counts are still recorded when the sizing failed.
+Order of the writes (`KubePort.write`): what was learned (the OOM floor, the calibration: kept even when
+the size cannot be written), then the size, then the other published annotations; the counts last (a
+scale-up should not wait for a counts write). A failed read or write ends the reconcile `failed` (the work
+queue tries again after its backoff); the counts are still recorded when the sizing failed.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
     Said,
-    after_write,
     of_counts_unwritten,
     of_counts_written,
     of_plan,
     of_read_failure,
+    of_written,
 )
-from autoscaler.core.step import Plan, RSyncState, StepConfig, needs, step
+from autoscaler.core.step import Plan, RSyncState, StepConfig, after_write, needs, step
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
 from autoscaler.service.metrics import (
@@ -147,8 +148,8 @@ class Executor:
         except WriteError as error:
             self._asked_to_wait(key, error.retry_after)
             written = error
-        self.states[key], said = after_write(before, plan, written, target, self.clock())
-        self._say(key, view, said)
+        self.states[key] = after_write(before, plan, written, self.clock())
+        self._say(key, view, of_written(before, plan, written, target))
         if isinstance(written, WriteError):
             return Outcome.FAILED
         self._show_sizes(key, plan)
