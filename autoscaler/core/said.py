@@ -34,6 +34,32 @@ class Counted(StrEnum):
     PRUNED_STATUS_FALLBACKS = "objcount_pruned_status_fallbacks_total"
 
 
+class Shown(StrEnum):
+    """The gauges a reconcile sets for its RSync (the executor maps each to its Prometheus metric); each
+    is labelled by the RSync first."""
+
+    OBJECTS = "objcount_objects"  # label: count (source, sync)
+    COUNT_UNKNOWN = "objcount_count_unknown"
+    SOURCE_REJECTED = "objcount_source_rejected"
+    WAITING_FOR_ROOM = "objcount_waiting_for_room"
+    CALIBRATION_FACTOR = "objcount_calibration_factor"
+    RECOMMENDED = "objcount_recommended"  # label: resource (cpu_millicores, memory_mib)
+    APPLIED = "objcount_applied"  # label: resource
+
+
+# A gauge's value for one RSync: the gauge, its labels after the RSync's, the value.
+Gauged = tuple[Shown, tuple[str, ...], float]
+_COUNTS = ("source", "sync")
+_RESOURCES = ("cpu_millicores", "memory_mib")
+# Every series a reconcile may set for an RSync, by its labels after the RSync's (removed when it goes).
+SHOWN_SERIES: dict[Shown, tuple[tuple[str, ...], ...]] = {
+    **{gauge: ((),) for gauge in Shown},
+    Shown.OBJECTS: tuple((name,) for name in _COUNTS),
+    Shown.RECOMMENDED: tuple((name,) for name in _RESOURCES),
+    Shown.APPLIED: tuple((name,) for name in _RESOURCES),
+}
+
+
 @dataclass(frozen=True)
 class Said:
     """One thing that happened: a log line (None: none), an Event on the RSync (its reason; the note is
@@ -242,6 +268,43 @@ def of_counts_written(written: CountsWritten, counts: ObjectCounts) -> list[Said
             )
         )
     return said
+
+
+def shown_of_plan(plan: Plan, *, reads_source: bool) -> list[Gauged]:
+    """What /metrics shows of a plan before its write: the counts it used, whether one is unknown, a
+    rejected source, a wait for room, the calibration."""
+    counts = plan.counts
+    shown: list[Gauged] = [
+        (Shown.OBJECTS, (name,), value)
+        for name, value in zip(_COUNTS, (counts.source, counts.sync), strict=True)
+        if value is not None
+    ]
+    shown += [
+        (Shown.COUNT_UNKNOWN, (), 1 if counts.unknown_to(reads_source) else 0),
+        (Shown.SOURCE_REJECTED, (), 0 if counts.source_rejected is None else 1),
+        (Shown.WAITING_FOR_ROOM, (), 0 if plan.waiting_for_room is None else 1),
+    ]
+    if plan.state.calibration is not None:
+        shown.append((Shown.CALIBRATION_FACTOR, (), float(plan.state.calibration.factor)))
+    return shown
+
+
+def shown_of_sizes(plan: Plan) -> list[Gauged]:
+    """The recommended and applied resources, once written (not where nothing is sized)."""
+    decision = plan.state.decision
+    if decision is None or plan.outcome in (Outcome.HANDS_OFF, Outcome.OPTED_OUT):
+        return []
+    return [
+        (gauge, (resource,), value)
+        for gauge, resources in (
+            (Shown.RECOMMENDED, decision.recommended),
+            (Shown.APPLIED, decision.resources),
+        )
+        if resources is not None
+        for resource, value in zip(
+            _RESOURCES, (resources.cpu_request_m, resources.memory_request_mib), strict=True
+        )
+    ]
 
 
 def of_written(before: RSyncState, plan: Plan, written: Written | WriteError, target: str) -> list[Said]:

@@ -17,36 +17,31 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from prometheus_client import Gauge
-
 from autoscaler.core.calibration import Peak, Sample, folded, observed
 from autoscaler.core.observation import Observation, RSyncView, Written
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
-from autoscaler.core.resources import Resources
 from autoscaler.core.said import (
+    SHOWN_SERIES,
+    Gauged,
     Said,
     of_counts_unwritten,
     of_counts_written,
     of_plan,
     of_read_failure,
     of_written,
+    shown_of_plan,
+    shown_of_sizes,
 )
-from autoscaler.core.step import Plan, RSyncState, StepConfig, after_write, needs, step
+from autoscaler.core.step import RSyncState, StepConfig, after_write, needs, step
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
 from autoscaler.service.metrics import (
-    APPLIED,
-    CALIBRATION_FACTOR,
-    COUNT_UNKNOWN,
     COUNTED,
     DECISIONS,
-    OBJECTS,
-    RECOMMENDED,
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
-    SOURCE_REJECTED,
-    WAITING_FOR_ROOM,
+    SHOWN,
     WORKING_SET,
 )
 from inventory.core.counts import ObjectCounts
@@ -140,7 +135,7 @@ class Executor:
             key, view, reading, counts, self.clock(), self.wall_clock(), self._take_samples(key)
         )
         plan = step(seen, before, self.config)
-        self._show(key, plan)
+        self._show(key, shown_of_plan(plan, reads_source=self.config.reads_source))
         self._say(key, view, of_plan(plan, target, self.config.hysteresis, reading.unread))
         written: Written | WriteError
         try:
@@ -152,7 +147,7 @@ class Executor:
         self._say(key, view, of_written(before, plan, written, target))
         if isinstance(written, WriteError):
             return Outcome.FAILED
-        self._show_sizes(key, plan)
+        self._show(key, shown_of_sizes(plan))
         if plan.recheck_after is not None:
             self.later(key, plan.recheck_after)
         return plan.outcome
@@ -181,25 +176,11 @@ class Executor:
                 counter, labels = each.counted
                 (COUNTED[counter].labels(*labels) if labels else COUNTED[counter]).inc()
 
-    # ----- what /metrics shows of each RSync ---------------------------------------------------------
-    def _show(self, key: RSyncKey, plan: Plan) -> None:
-        """The counts the decision used, whether one is unknown, a rejected source, the calibration."""
-        for name, value in (("source", plan.counts.source), ("sync", plan.counts.sync)):
-            if value is not None:
-                OBJECTS.labels(str(key), name).set(value)
-        COUNT_UNKNOWN.labels(str(key)).set(1 if plan.counts.unknown_to(self.config.reads_source) else 0)
-        SOURCE_REJECTED.labels(str(key)).set(0 if plan.counts.source_rejected is None else 1)
-        WAITING_FOR_ROOM.labels(str(key)).set(0 if plan.waiting_for_room is None else 1)
-        if plan.state.calibration is not None:
-            CALIBRATION_FACTOR.labels(str(key)).set(float(plan.state.calibration.factor))
-
-    def _show_sizes(self, key: RSyncKey, plan: Plan) -> None:
-        """Recommended and applied resources, once written (not where nothing is sized)."""
-        decision = plan.state.decision
-        sized = plan.outcome not in (Outcome.HANDS_OFF, Outcome.OPTED_OUT)
-        if decision is not None and sized:
-            _set_gauges(RECOMMENDED, key, decision.recommended)
-            _set_gauges(APPLIED, key, decision.resources)
+    @staticmethod
+    def _show(key: RSyncKey, shown: Iterable[Gauged]) -> None:
+        """Set what /metrics shows of an RSync, as the plan says (`autoscaler.core.said.shown_of_*`)."""
+        for gauge, labels, value in shown:
+            SHOWN[gauge].labels(str(key), *labels).set(value)
 
     # ----- the counts ----------------------------------------------------------------------------------
     def _write_counts(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> None:
@@ -216,21 +197,9 @@ class Executor:
         self.retry_after.pop(key, None)
         with self._samples_lock:
             self._samples.pop(key, None)
-        for gauge in (WORKING_SET, CALIBRATION_FACTOR, COUNT_UNKNOWN, SOURCE_REJECTED, WAITING_FOR_ROOM):
-            with contextlib.suppress(KeyError):
-                gauge.remove(str(key))
-        for gauge, labels in (
-            (OBJECTS, ("source", "sync")),
-            (RECOMMENDED, ("cpu_millicores", "memory_mib")),
-            (APPLIED, ("cpu_millicores", "memory_mib")),
-        ):
-            for label in labels:
+        with contextlib.suppress(KeyError):
+            WORKING_SET.remove(str(key))
+        for gauge, series in SHOWN_SERIES.items():
+            for labels in series:
                 with contextlib.suppress(KeyError):
-                    gauge.remove(str(key), label)
-
-
-def _set_gauges(gauge: Gauge, key: RSyncKey, resources: Resources | None) -> None:
-    if resources is None:
-        return
-    gauge.labels(str(key), "cpu_millicores").set(resources.cpu_request_m)
-    gauge.labels(str(key), "memory_mib").set(resources.memory_request_mib)
+                    SHOWN[gauge].remove(str(key), *labels)

@@ -1,14 +1,15 @@
 """Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed.
 
-The counters a reconcile's plan says to increment are named by `Counted` (autoscaler/core/said.py) and
-found through `COUNTED`; docs/metrics.md lists every metric (tests/unit/test_docs.py)."""
+The counters a reconcile's plan says to increment are named by `Counted`, the gauges it sets by `Shown`
+(autoscaler/core/said.py), found through `COUNTED` and `SHOWN`; docs/metrics.md lists every metric
+(tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from autoscaler.core.reasons import Reason
-from autoscaler.core.said import Counted
+from autoscaler.core.said import Counted, Shown
 
 DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
 APPLY_ERRORS = Counter(
@@ -25,14 +26,14 @@ RECONCILE_SECONDS = Histogram(
     "Time of one reconcile (counts, decision, apply).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-OBJECTS = Gauge("objcount_objects", "Object counts the decision used.", ["rsync", "count"])
+OBJECTS = Gauge(Shown.OBJECTS, "Object counts the decision used.", ["rsync", "count"])
 RECOMMENDED = Gauge(
-    "objcount_recommended",
+    Shown.RECOMMENDED,
     "Recommended reconciler resources (cpu in millicores, memory in MiB).",
     ["rsync", "resource"],
 )
 APPLIED = Gauge(
-    "objcount_applied",
+    Shown.APPLIED,
     "Reconciler resources last applied (cpu in millicores, memory in MiB).",
     ["rsync", "resource"],
 )
@@ -66,7 +67,7 @@ WORKING_SET = Gauge(
     ["rsync"],
 )
 CALIBRATION_FACTOR = Gauge(
-    "objcount_calibration_factor",
+    Shown.CALIBRATION_FACTOR,
     "The factor on the model learned from the reconciler's working set (objcount.dev/calibration).",
     ["rsync"],
 )
@@ -76,18 +77,18 @@ CALIBRATIONS = Counter(
     ["direction"],
 )
 COUNT_UNKNOWN = Gauge(
-    "objcount_count_unknown",
+    Shown.COUNT_UNKNOWN,
     "1 while a count of the RSync is unknown (its source or its inventory): no scale-down until both are.",
     ["rsync"],
 )
 SOURCE_REJECTED = Gauge(
-    "objcount_source_rejected",
+    Shown.SOURCE_REJECTED,
     "1 while Config Sync rejects the RSync's newest source commit (sidecar): it syncs none of it, and "
     "nothing is sized for it or lowered.",
     ["rsync"],
 )
 WAITING_FOR_ROOM = Gauge(
-    "objcount_waiting_for_room",
+    Shown.WAITING_FOR_ROOM,
     "1 while the kubelet defers the reconciler's resize in place (no room on its node now): the running "
     "container keeps its size (objcount.dev/waiting-for-room; docs/sizing.md, Room on the node).",
     ["rsync"],
@@ -120,4 +121,13 @@ COUNTED: dict[Counted, Counter] = {
     Counted.STATUS_WRITES: STATUS_WRITES,
     Counted.STATUS_WRITE_ERRORS: STATUS_WRITE_ERRORS,
     Counted.PRUNED_STATUS_FALLBACKS: PRUNED_STATUS_FALLBACKS,
+}
+SHOWN: dict[Shown, Gauge] = {
+    Shown.OBJECTS: OBJECTS,
+    Shown.COUNT_UNKNOWN: COUNT_UNKNOWN,
+    Shown.SOURCE_REJECTED: SOURCE_REJECTED,
+    Shown.WAITING_FOR_ROOM: WAITING_FOR_ROOM,
+    Shown.CALIBRATION_FACTOR: CALIBRATION_FACTOR,
+    Shown.RECOMMENDED: RECOMMENDED,
+    Shown.APPLIED: APPLIED,
 }
