@@ -20,7 +20,7 @@ from types import FrameType
 from typing import cast
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from autoscaler.core.reasons import Reason
 from autoscaler.core.sizing import STANDARD
@@ -31,7 +31,7 @@ from autoscaler.kube.targets import TARGETS, Target, TargetOptions, refusal_if_k
 from autoscaler.service import logs, malloc_tuning
 from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.http_endpoint import QuietHandler
-from autoscaler.service.metrics import APPLY_ERRORS, RECONCILE_ERRORS
+from autoscaler.service.metrics import APPLY_ERRORS, LEADER, RECONCILE_ERRORS
 from autoscaler.service.settings import DETECT, Settings
 from inventory.core.backoff import exponential
 from inventory.core.objects import RSync
@@ -40,7 +40,6 @@ from inventory.kube.watch import WatchSettings
 from inventory.source.source_watch import SourceLayout
 
 log = logging.getLogger(__name__)
-LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
 EXIT_OK, EXIT_FAILED = 0, 1
 CREDENTIALS_RETRY_S = 30.0  # the kubelet refreshes Secret volumes about every minute
 RSYNC_RETRY_S, RSYNC_RETRY_MAX_S = 2.0, 60.0  # a sidecar's first read of its RSync, retried with backoff

@@ -11,6 +11,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from autoscaler.core.reasons import Reason
 from autoscaler.core.said import Counted, Shown
 
+LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
 DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
 APPLY_ERRORS = Counter(
     Counted.APPLY_ERRORS,
