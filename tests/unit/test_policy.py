@@ -215,8 +215,20 @@ P = Profile(PROTOTYPE, STANDARD)
 H = Hysteresis(scale_down_delay_s=600, max_restarts_per_hour=3)
 
 
-def at(objects: int) -> Resources:
-    return size(Load(objects), P)
+# The prototype's size by hand: memory 128 MiB + 0.2 MiB per object, up to the next 32 MiB step; CPU
+# 1000m per GiB of it, rounded up; limits = requests. 100 objects: 148 -> 160Mi, 156.25 -> 157m;
+# 2,000: 528 -> 544Mi, 531.25 -> 532m; 3,000: 728 -> 736Mi, 718.75 -> 719m; 5,000: 1128 -> 1152Mi,
+# 1125m; 8,000: 1728Mi, 1687.5 -> 1688m.
+AT = {
+    n: Resources(cpu, memory, cpu, memory)
+    for n, cpu, memory in (
+        (100, 157, 160),
+        (2000, 532, 544),
+        (3000, 719, 736),
+        (5000, 1125, 1152),
+        (8000, 1688, 1728),
+    )
+}
 
 
 def step(counts: ObjectCounts, last: Decision, now: float, **kwargs: object) -> Decision:
@@ -224,28 +236,28 @@ def step(counts: ObjectCounts, last: Decision, now: float, **kwargs: object) -> 
 
 
 def test_scales_up_at_once() -> None:
-    d = step(ObjectCounts(100, 100), initial(at(100)), 0)
+    d = step(ObjectCounts(100, 100), initial(AT[100]), 0)
     assert d.outcome == Outcome.UNCHANGED
     d = step(ObjectCounts(5000, 100), d, 1)
-    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, at(5000))
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, AT[5000])
 
 
 def test_scales_down_only_after_the_delay_and_to_the_largest_target_seen() -> None:
-    d = initial(at(5000))
+    d = initial(AT[5000])
     d = step(ObjectCounts(100, 100), d, 0)
-    assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
+    assert (d.outcome, d.resources) == (Outcome.POSTPONED, AT[5000])
     # A commit of 2,000 objects fetched, then replaced before the reconciler applied it: the inventory
     # stays at 100 entries, so the delay keeps counting from 0, and the 2,000 seen bound the way down.
     d = step(ObjectCounts(2000, 100), d, 300)
     assert d.outcome == Outcome.POSTPONED
     d = step(ObjectCounts(100, 100), d, 599)
-    assert (d.outcome, d.resources) == (Outcome.POSTPONED, at(5000))
+    assert (d.outcome, d.resources) == (Outcome.POSTPONED, AT[5000])
     d = step(ObjectCounts(100, 100), d, 600)
-    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(2000))
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, AT[2000])
     d = step(ObjectCounts(100, 100), d, 601)
     assert d.outcome == Outcome.POSTPONED  # a new window starts for the rest of the way down
     d = step(ObjectCounts(100, 100), d, 1201)
-    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(100))
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, AT[100])
 
 
 def test_an_inventory_change_restarts_the_scale_down_delay_and_its_window() -> None:
@@ -276,7 +288,7 @@ def test_a_source_change_alone_does_not_restart_the_scale_down_delay() -> None:
 
 
 def test_a_scale_up_resets_the_scale_down_window() -> None:
-    d = step(ObjectCounts(100, 100), initial(at(3000)), 0)
+    d = step(ObjectCounts(100, 100), initial(AT[3000]), 0)
     d = step(ObjectCounts(4000, 4000), d, 500)
     assert d.outcome == Outcome.SCALED_UP
     d = step(ObjectCounts(100, 100), d, 700)
@@ -295,18 +307,18 @@ def test_a_scale_up_resets_the_scale_down_window() -> None:
 def test_never_scales_down_during_a_prune_or_with_an_unknown_count(
     name: str, counts: ObjectCounts, reason: str
 ) -> None:
-    d = initial(at(8000))
+    d = initial(AT[8000])
     for now in (0, 10_000, 100_000):
         d = step(counts, d, now)
         assert d.outcome == Outcome.POSTPONED
-        assert d.resources == at(8000)
+        assert d.resources == AT[8000]
         assert reason in d.reason
 
 
 def test_unknown_counts_still_allow_a_scale_up() -> None:
-    d = step(ObjectCounts(source=None, sync=5000), initial(at(100)), 0)
-    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, at(5000))
-    assert step(ObjectCounts(), initial(at(100)), 0).outcome == Outcome.POSTPONED
+    d = step(ObjectCounts(source=None, sync=5000), initial(AT[100]), 0)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, AT[5000])
+    assert step(ObjectCounts(), initial(AT[100]), 0).outcome == Outcome.POSTPONED
 
 
 def restarted(d: Decision, now: float) -> Decision:
@@ -315,7 +327,7 @@ def restarted(d: Decision, now: float) -> Decision:
 
 
 def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
-    d = initial(at(100))
+    d = initial(AT[100])
     now = 0.0
     for objects in (1000, 2000, 3000, 4000):  # four restarts within the hour
         now += 60
@@ -327,11 +339,11 @@ def test_restart_cap_holds_scale_downs_but_not_scale_ups() -> None:
     assert d.outcome == Outcome.POSTPONED
     assert "restart cap" in d.reason
     d = step(ObjectCounts(100, 100), d, 120 + 3600)  # two of the four restarts have left the hour
-    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, at(100))
+    assert (d.outcome, d.resources) == (Outcome.SCALED_DOWN, AT[100])
 
 
 def test_restart_cap_ignores_changes_that_do_not_restart() -> None:
-    d = initial(at(100))
+    d = initial(AT[100])
     for i, objects in enumerate((1000, 2000, 3000, 4000)):
         d = step(ObjectCounts(objects, objects), d, i)  # resized in place: nothing restarted
         assert d.outcome == Outcome.SCALED_UP
@@ -344,11 +356,11 @@ def test_sizing_error_is_an_error_outcome() -> None:
     d = decide(
         ObjectCounts(10_000_000, 0),
         Profile(Sizing("huge", max_mib=10**7), AUTOPILOT),
-        initial(at(100)),
+        initial(AT[100]),
         now=0,
     )
     assert d.outcome == Outcome.ERROR
-    assert d.resources == at(100)
+    assert d.resources == AT[100]
     assert "over the autopilot pod maximum" in d.reason
 
 
