@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Observation, Reading, RSyncView
 from autoscaler.core.oom import OomKill
 from autoscaler.core.sizing import FITTED, Load, size

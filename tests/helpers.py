@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 
 import yaml
 
-from autoscaler.core.hysteresis import Decision
+from autoscaler.core.decision import Decision
 from autoscaler.service.controller import Controller
 from controlplane.ports import free_port
 from inventory.core.ids import RSyncKey

@@ -45,13 +45,14 @@ from autoscaler.core.calibration import (
     running,
     same_lesson,
 )
-from autoscaler.core.hysteresis import HOUR, Decision, Hysteresis, decide, initial
-from autoscaler.core.observation import Needs, Observation, RSyncView, Written
+from autoscaler.core.decision import HOUR, Decision, Hysteresis, decide, initial
+from autoscaler.core.observation import Needs, Observation, RSyncView
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PLATFORMS, Load, Profile, Sizing, SizingError, fitted, size
+from autoscaler.core.written import Written
 from inventory.core.counts import ObjectCounts
 
 DEFERRED_RECHECK_S = 30.0  # how soon a resize the kubelet deferred is looked at again

@@ -22,7 +22,7 @@ from autoscaler.core.annotations import (
     status_counts,
     status_patch,
 )
-from autoscaler.core.observation import CountsWritten
+from autoscaler.core.written import CountsWritten
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import RSync

@@ -21,7 +21,7 @@ import orjson
 from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch, learned_first
 from autoscaler.core.calibration import Sampled, usages
 from autoscaler.core.nodes import largest_node, largest_node_of
-from autoscaler.core.observation import CountsWritten, Needs, Reading, RSyncView, Unread, Written
+from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import oom_kill_of
 from autoscaler.core.pods import (
     ResizesWaiting,
@@ -35,6 +35,7 @@ from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_fields import template_containers
 from autoscaler.core.sizing import NodeRoom
+from autoscaler.core.written import CountsWritten, Written
 from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.pod_cache import ReconcilerPods
 from autoscaler.kube.targets import InPlaceTarget, Target, read_error

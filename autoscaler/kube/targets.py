@@ -29,7 +29,7 @@ from autoscaler.core.annotations import (
     parse_resources_annotation,
     resources_annotation,
 )
-from autoscaler.core.observation import Applied, RSyncView
+from autoscaler.core.observation import RSyncView
 from autoscaler.core.owners import (
     RECONCILER_MANAGER,
     override_declared_by_another,
@@ -57,6 +57,7 @@ from autoscaler.core.size_fields import (
     resources_json,
     template_containers,
 )
+from autoscaler.core.written import Applied
 from inventory.core.ids import RECONCILER_CONTAINER, RECONCILER_NAMESPACE, RSyncKey, reconciler_name
 from inventory.core.objects import OUR_FIELD_MANAGER, Deployment, Meta, Pod, PodView, RSync, generation_of
 from inventory.core.times import api_time

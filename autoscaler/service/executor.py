@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
-from autoscaler.core.observation import Observation, RSyncView, Written
+from autoscaler.core.observation import Observation, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.said import (
@@ -34,6 +34,7 @@ from autoscaler.core.said import (
     shown_of_sizes,
 )
 from autoscaler.core.step import RSyncState, StepConfig, after_write, needs, step
+from autoscaler.core.written import Written
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
 from autoscaler.service.metrics import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.decision import Hysteresis
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_fields import resources_of

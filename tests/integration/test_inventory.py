@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.core.annotations import annotation_counts, restored_counts, status_counts
-from autoscaler.core.observation import CountsWritten
+from autoscaler.core.written import CountsWritten
 from autoscaler.kube.count_writer import CountWriter
 from autoscaler.service.controller import Controller, Scope
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit

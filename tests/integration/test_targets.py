@@ -22,7 +22,7 @@ from autoscaler.core.annotations import (
     annotation_counts,
     parse_resources_annotation,
 )
-from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.owners import DECLARED_FIELDS_ANNOTATION

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.hysteresis import Decision, Hysteresis, decide, initial
+from autoscaler.core.decision import Decision, Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import (

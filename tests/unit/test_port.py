@@ -18,7 +18,7 @@ from autoscaler.core.annotations import (
     OOM_FLOOR_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
-from autoscaler.core.hysteresis import Hysteresis
+from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.pods import resizes_waiting, room_wanted

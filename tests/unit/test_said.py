@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from autoscaler.core.calibration import Calibration, Window
-from autoscaler.core.hysteresis import Decision
+from autoscaler.core.decision import Decision
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import SHOWN_SERIES, Shown, shown_of_plan, shown_of_sizes

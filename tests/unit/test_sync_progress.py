@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.core.hysteresis import Hysteresis, decide, initial
+from autoscaler.core.decision import Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile

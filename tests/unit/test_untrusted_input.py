@@ -25,7 +25,7 @@ from autoscaler.core.annotations import (
     parse_synced_source,
     synced_source_annotation,
 )
-from autoscaler.core.hysteresis import Hysteresis, decide, initial
+from autoscaler.core.decision import Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
