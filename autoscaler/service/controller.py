@@ -30,12 +30,12 @@ from autoscaler.kube.targets import RecommendTarget, Target
 from autoscaler.service.executor import Executor
 from autoscaler.service.logs import CURRENT_RSYNC
 from autoscaler.service.metrics import DECISIONS
+from autoscaler.service.observer import Observer, Scope
 from autoscaler.service.workqueue import ShutDown, WorkQueue
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
 from inventory.core.sync_progress import sync_progress
 from inventory.kube import kubeapi
-from inventory.kube.observer import Observer, Scope
 from inventory.kube.watch import WatchSettings
 from inventory.source.source_watch import SourceLayout
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.service.observer import Observer, Scope
 from inventory.core.ids import RSyncKey
 from inventory.core.inventory_count import InventorySummary
-from inventory.kube.observer import Observer, Scope
 from inventory.kube.watch import Reflector
 from inventory.source.source_watch import SourceLayout
 
