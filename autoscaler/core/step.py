@@ -578,8 +578,10 @@ def _memory_first_plan(
     is asked for again once that is in (the kubelet then defers it, or applies it when the node has room)."""
     assert seen.reading.deferred is not None
     asked, why = seen.reading.deferred
-    wanted = f"{decision.resources}'s" if decision.resources not in (None, asked) else "its"
-    reason = f"the kubelet deferred the resize to {asked} ({why}); {wanted} memory first: {memory}"
+    wanted = (
+        f"the memory of {decision.resources}" if decision.resources not in (None, asked) else "the memory"
+    )
+    reason = f"the kubelet deferred the resize to {asked} ({why}); {wanted} first: {memory}"
     first = replace(decision, outcome=Outcome.SCALED_UP, resources=memory, reason=reason)
     return Plan(
         Outcome.SCALED_UP,

@@ -870,7 +870,7 @@ def test_a_new_size_while_a_resize_is_deferred_is_asked_memory_first() -> None:
     assert port.applied == [MEMORY_FIRST]
     decision = test.executor.states[KEY].decision
     assert decision is not None
-    assert "memory first" in decision.reason
+    assert "first: requests 157m/1152Mi" in decision.reason
     port.size, port.deferred = MEMORY_FIRST, None  # the kubelet applied the memory
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert port.applied == [MEMORY_FIRST, AT_5000]
