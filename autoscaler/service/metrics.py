@@ -6,19 +6,37 @@ The counters a reconcile's plan says to increment are named by `Counted`, the ga
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from autoscaler.core.reasons import Reason
 from autoscaler.core.said import Counted, Shown
 
+# Each counter a plan says to increment, by its `Counted` name; each gauge it sets, by its `Shown` name.
+COUNTED: dict[Counted, Counter] = {}
+SHOWN: dict[Shown, Gauge] = {}
+
+
+def _counted(name: Counted, documentation: str, labels: Sequence[str] = ()) -> Counter:
+    COUNTED[name] = Counter(name, documentation, labels)
+    return COUNTED[name]
+
+
+def _shown(name: Shown, documentation: str, labels: Sequence[str] = ()) -> Gauge:
+    """A gauge labelled by the RSync first, then `labels`."""
+    SHOWN[name] = Gauge(name, documentation, ("rsync", *labels))
+    return SHOWN[name]
+
+
 LEADER = Gauge("objcount_leader", "1 while this replica acts (always 1 in sidecar mode).")
 DECISIONS = Counter("objcount_decisions_total", "Reconcile outcomes.", ["outcome"])
-APPLY_ERRORS = Counter(
+APPLY_ERRORS = _counted(
     Counted.APPLY_ERRORS,
     f"Failed or refused reads and writes of the reconciler's size, by reason ({', '.join(Reason)}).",
     ["target", "reason"],
 )
-RESTARTS_CAUSED = Counter(
+RESTARTS_CAUSED = _counted(
     Counted.RESTARTS_CAUSED,
     "Applies that restart the reconciler pod (template or override changes).",
 )
@@ -27,18 +45,18 @@ RECONCILE_SECONDS = Histogram(
     "Time of one reconcile (counts, decision, apply).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-OBJECTS = Gauge(Shown.OBJECTS, "Object counts the decision used.", ["rsync", "count"])
-RECOMMENDED = Gauge(
+OBJECTS = _shown(Shown.OBJECTS, "Object counts the decision used.", ["count"])
+RECOMMENDED = _shown(
     Shown.RECOMMENDED,
     "Recommended reconciler resources (cpu in millicores, memory in MiB).",
-    ["rsync", "resource"],
+    ["resource"],
 )
-APPLIED = Gauge(
+APPLIED = _shown(
     Shown.APPLIED,
     "Reconciler resources last applied (cpu in millicores, memory in MiB).",
-    ["rsync", "resource"],
+    ["resource"],
 )
-RECONCILE_ERRORS = Counter(
+RECONCILE_ERRORS = _counted(
     Counted.RECONCILE_ERRORS,
     "Reconciles that ended in an error, by stage (read, decide, apply, counts, crash), failed reads of "
     "the API surface (discovery), of the Nodes (nodes) and of the reconciler Pods waiting for room "
@@ -46,17 +64,17 @@ RECONCILE_ERRORS = Counter(
     "credentials that failed (credentials).",
     ["stage"],
 )
-OOM_FLOORS = Counter(
+OOM_FLOORS = _counted(
     Counted.OOM_FLOORS,
     "OOM kills of a reconciler answered by raising its RSync's memory floor (objcount.dev/oom-floor).",
 )
-CAPPED = Counter(
+CAPPED = _counted(
     Counted.CAPPED,
     "Sizes written and capped by the applier's own policy (target vpa: the VerticalPodAutoscaler's "
     "resourcePolicy minAllowed/maxAllowed) or to the cluster's largest node, by target.",
     ["target"],
 )
-FALLBACKS = Counter(
+FALLBACKS = _counted(
     Counted.FALLBACKS,
     "Sizes the target could not apply its own way and applied through its fallback (in-place: the RSync "
     "override, a rollout), by target; an Event FellBack on the RSync and objcount.dev/fallback say why.",
@@ -67,68 +85,41 @@ WORKING_SET = Gauge(
     "The reconciler container's working set as the metrics API (metrics-server) last reported it.",
     ["rsync"],
 )
-CALIBRATION_FACTOR = Gauge(
+CALIBRATION_FACTOR = _shown(
     Shown.CALIBRATION_FACTOR,
     "The factor on the model learned from the reconciler's working set (objcount.dev/calibration).",
-    ["rsync"],
 )
-CALIBRATIONS = Counter(
+CALIBRATIONS = _counted(
     Counted.CALIBRATIONS,
     "Calibrations learned after a finished sync, by direction (first, lowered, raised).",
     ["direction"],
 )
-COUNT_UNKNOWN = Gauge(
+COUNT_UNKNOWN = _shown(
     Shown.COUNT_UNKNOWN,
     "1 while a count of the RSync is unknown (its source or its inventory): no scale-down until both are.",
-    ["rsync"],
 )
-SOURCE_REJECTED = Gauge(
+SOURCE_REJECTED = _shown(
     Shown.SOURCE_REJECTED,
     "1 while Config Sync rejects the RSync's newest source commit (sidecar): it syncs none of it, and "
     "nothing is sized for it or lowered.",
-    ["rsync"],
 )
-WAITING_FOR_ROOM = Gauge(
+WAITING_FOR_ROOM = _shown(
     Shown.WAITING_FOR_ROOM,
     "1 while the kubelet defers the reconciler's resize in place (no room on its node now): the running "
     "container keeps its size (objcount.dev/waiting-for-room; docs/sizing.md, Room on the node).",
-    ["rsync"],
 )
-RESIZES_DEFERRED = Counter(
+RESIZES_DEFERRED = _counted(
     Counted.RESIZES_DEFERRED,
     "Waits for room on the node begun: resizes in place the kubelet deferred (an Event ResizeDeferred each).",
 )
 
-STATUS_WRITES = Counter(
+STATUS_WRITES = _counted(
     Counted.STATUS_WRITES, "Object-count writes to RSyncs, by where they went.", ["destination"]
 )
-STATUS_WRITE_ERRORS = Counter(
+STATUS_WRITE_ERRORS = _counted(
     Counted.STATUS_WRITE_ERRORS, "Object-count writes that failed, by error.", ["reason"]
 )
-PRUNED_STATUS_FALLBACKS = Counter(
+PRUNED_STATUS_FALLBACKS = _counted(
     Counted.PRUNED_STATUS_FALLBACKS,
     "RSyncs whose CRD pruned status.*.objectCount, so the counts went to annotations instead.",
 )
-
-COUNTED: dict[Counted, Counter] = {
-    Counted.APPLY_ERRORS: APPLY_ERRORS,
-    Counted.RECONCILE_ERRORS: RECONCILE_ERRORS,
-    Counted.RESTARTS_CAUSED: RESTARTS_CAUSED,
-    Counted.OOM_FLOORS: OOM_FLOORS,
-    Counted.CALIBRATIONS: CALIBRATIONS,
-    Counted.CAPPED: CAPPED,
-    Counted.FALLBACKS: FALLBACKS,
-    Counted.RESIZES_DEFERRED: RESIZES_DEFERRED,
-    Counted.STATUS_WRITES: STATUS_WRITES,
-    Counted.STATUS_WRITE_ERRORS: STATUS_WRITE_ERRORS,
-    Counted.PRUNED_STATUS_FALLBACKS: PRUNED_STATUS_FALLBACKS,
-}
-SHOWN: dict[Shown, Gauge] = {
-    Shown.OBJECTS: OBJECTS,
-    Shown.COUNT_UNKNOWN: COUNT_UNKNOWN,
-    Shown.SOURCE_REJECTED: SOURCE_REJECTED,
-    Shown.WAITING_FOR_ROOM: WAITING_FOR_ROOM,
-    Shown.CALIBRATION_FACTOR: CALIBRATION_FACTOR,
-    Shown.RECOMMENDED: RECOMMENDED,
-    Shown.APPLIED: APPLIED,
-}
