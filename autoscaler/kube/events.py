@@ -27,8 +27,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from prometheus_client import Counter
-
 from inventory.core.times import micro_time
 from inventory.kube import kubeapi
 
@@ -40,14 +38,6 @@ SERIES_FLUSH_S = 60.0  # a series is patched with its count at most this often
 MAX_NOTE = 1024  # the API server's limit on `note`
 QUEUE_SIZE = 1000
 
-EVENTS_WRITTEN = Counter(
-    "objcount_events_total", "Kubernetes Events created or patched into a series, by reason.", ["reason"]
-)
-EVENT_ERRORS = Counter(
-    "objcount_event_write_errors_total",
-    "Event writes that failed or were dropped (queue full); a reconcile never waits for them.",
-    ["reason"],
-)
 
 EventType = Literal["Normal", "Warning"]
 Key = tuple["Regarding", str, str, str, str]
@@ -210,6 +200,10 @@ class EventWriter:
     api: kubeapi.KubeApi
     reporting_instance: str
     clock: Callable[[], float] = time.time
+    # Told each Event written (its reason), and each write that failed or was dropped (why): the service
+    # counts them (objcount_events_total, objcount_event_write_errors_total).
+    written: Callable[[str], None] = lambda reason: None
+    failed: Callable[[str], None] = lambda reason: None
     book: SeriesBook = field(default_factory=SeriesBook)
     _queue: queue.Queue[Occurrence | None] = field(default_factory=lambda: queue.Queue(QUEUE_SIZE))
     _last: dict[Key, Occurrence] = field(default_factory=dict)
@@ -229,7 +223,7 @@ class EventWriter:
         try:
             self._queue.put_nowait(occurrence)
         except queue.Full:
-            EVENT_ERRORS.labels("dropped").inc()
+            self.failed("dropped")
 
     def _run(self) -> None:
         while True:
@@ -263,7 +257,7 @@ class EventWriter:
         except kubeapi.ApiError as error:
             if write.kind == "create":  # nothing to patch: the next occurrence creates it again
                 self.book.series.pop(o.key, None)
-            EVENT_ERRORS.labels(error.reason or type(error).__name__.lower()).inc()
+            self.failed(error.reason or type(error).__name__.lower())
             log.debug(
                 "could not write the %s Event on %s/%s: %s",
                 o.reason,
@@ -272,4 +266,4 @@ class EventWriter:
                 error,
             )
             return
-        EVENTS_WRITTEN.labels(o.reason).inc()
+        self.written(o.reason)

@@ -31,7 +31,14 @@ from autoscaler.kube.targets import TARGETS, Target, TargetOptions, refusal_if_k
 from autoscaler.service import logs, malloc_tuning
 from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.http_endpoint import QuietHandler
-from autoscaler.service.metrics import APPLY_ERRORS, LEADER, RECONCILE_ERRORS
+from autoscaler.service.metrics import (
+    APPLY_ERRORS,
+    EVENT_ERRORS,
+    EVENTS_WRITTEN,
+    LEADER,
+    RECONCILE_ERRORS,
+    WEBHOOK_ONLY,
+)
 from autoscaler.service.settings import DETECT, Settings
 from inventory.core.backoff import exponential
 from inventory.core.objects import RSync
@@ -355,6 +362,18 @@ def refusal_at_start(settings: Settings, target: Target) -> str | None:
     return refusal_if_known(target, settings.rsync)
 
 
+def _serve_webhook(settings: Settings, stop: threading.Event) -> int:
+    # Loaded only here: its TLS server is nothing a sidecar or controller runs, and its metrics are
+    # registered only here (a 0 from another process would read as a webhook that sizes nothing).
+    from autoscaler.service import webhook  # noqa: PLC0415
+
+    # The webhook leads nothing: a 0 from it would read as "no replica acts" (ObjcountNotReady).
+    REGISTRY.unregister(LEADER)
+    for collector in WEBHOOK_ONLY:
+        REGISTRY.register(collector)
+    return webhook.serve(settings, stop)
+
+
 def run(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (or `stop`); the exit code."""
     stop = stop or threading.Event()
@@ -375,12 +394,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         log.info("asked to stop as it started: stopped")
         return EXIT_OK
     if settings.mode == "webhook":
-        # Loaded only here: its metrics (and TLS server) are nothing a sidecar or controller exposes.
-        from autoscaler.service import webhook  # noqa: PLC0415
-
-        # The webhook leads nothing: a 0 from it would read as "no replica acts" (ObjcountNotReady).
-        REGISTRY.unregister(LEADER)
-        return webhook.serve(settings, stop)
+        return _serve_webhook(settings, stop)
     api = _connected(settings, stop)
     if api is None:
         return EXIT_OK if stop.is_set() else EXIT_FAILED
@@ -398,7 +412,16 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         api.close()  # nothing is read or written while refusing
         return _refuse(settings, refusal, stop)
     # Events name this replica (a sidecar: its Pod, whose host name it is).
-    events = EventWriter(api, settings.identity or socket.gethostname()).start() if settings.events else None
+    events = (
+        EventWriter(
+            api,
+            settings.identity or socket.gethostname(),
+            written=lambda reason: EVENTS_WRITTEN.labels(reason).inc(),
+            failed=lambda reason: EVENT_ERRORS.labels(reason).inc(),
+        ).start()
+        if settings.events
+        else None
+    )
     controller = build_controller(settings, api, target, stop, events)
     leading = threading.Event()
     threads: dict[str, Callable[[], bool]] = {}

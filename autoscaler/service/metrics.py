@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from autoscaler.core.injection import RESULTS, SIZE_RESULTS
 from autoscaler.core.reasons import Reason
 from autoscaler.core.said import Counted, Shown
 
@@ -122,4 +123,35 @@ STATUS_WRITE_ERRORS = _counted(
 PRUNED_STATUS_FALLBACKS = _counted(
     Counted.PRUNED_STATUS_FALLBACKS,
     "RSyncs whose CRD pruned status.*.objectCount, so the counts went to annotations instead.",
+)
+
+# The webhook's, registered by its process alone (`autoscaler.service.main`): a sidecar or a controller
+# answers no admission, and a 0 from them would read as a webhook that sizes nothing.
+WEBHOOK_ADMISSIONS = Counter(
+    "objcount_webhook_admissions_total",
+    "Reconciler Pod admissions answered by the webhook, by result (every answer allows the Pod).",
+    ["result"],
+    registry=None,
+)
+WEBHOOK_SIZES = Counter(
+    "objcount_webhook_sizes_total",
+    "Reconciler Pods the webhook was asked to size at admission, by result (`sized`: the size applied in "
+    "place to the RSync's reconciler; any other: the template's size).",
+    ["result"],
+    registry=None,
+)
+WEBHOOK_ONLY = (WEBHOOK_ADMISSIONS, WEBHOOK_SIZES)
+for _result in RESULTS:
+    WEBHOOK_ADMISSIONS.labels(_result)
+for _size in SIZE_RESULTS:
+    WEBHOOK_SIZES.labels(_size)
+
+# The Events writer's (`autoscaler.kube.events.EventWriter`, told through its callbacks).
+EVENTS_WRITTEN = Counter(
+    "objcount_events_total", "Kubernetes Events created or patched into a series, by reason.", ["reason"]
+)
+EVENT_ERRORS = Counter(
+    "objcount_event_write_errors_total",
+    "Event writes that failed or were dropped (queue full); a reconcile never waits for them.",
+    ["reason"],
 )

@@ -23,11 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from autoscaler.core.injection import (
-    RESULTS,
-    SIZE_RESULTS,
     Decision,
     RSyncLookup,
     SidecarTemplate,
@@ -36,27 +34,13 @@ from autoscaler.core.injection import (
 )
 from autoscaler.kube.platform import detect
 from autoscaler.service.http_endpoint import QuietHandler
+from autoscaler.service.metrics import WEBHOOK_ADMISSIONS, WEBHOOK_SIZES
 from autoscaler.service.settings import Settings
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 from inventory.kube.watch import ObjectCodec, RawObject, Reflector
 
 log = logging.getLogger(__name__)
-ADMISSIONS = Counter(
-    "objcount_webhook_admissions_total",
-    "Reconciler Pod admissions answered by the webhook, by result (every answer allows the Pod).",
-    ["result"],
-)
-for _result in RESULTS:
-    ADMISSIONS.labels(_result)
-SIZES = Counter(
-    "objcount_webhook_sizes_total",
-    "Reconciler Pods the webhook was asked to size at admission, by result (`sized`: the size applied in "
-    "place to the RSync's reconciler; any other: the template's size).",
-    ["result"],
-)
-for _size in SIZE_RESULTS:
-    SIZES.labels(_size)
 MAX_REVIEW_BYTES = 4 << 20  # a Pod's AdmissionReview is a few KiB; anything near this is not one
 
 
@@ -148,7 +132,7 @@ class _Mutate(QuietHandler):
 
 
 def _record(decision: Decision) -> None:
-    ADMISSIONS.labels(decision.result).inc()
+    WEBHOOK_ADMISSIONS.labels(decision.result).inc()
     if decision.result == "injected":
         log.info("sidecar added to a reconciler Pod of %s", decision.detail)
     elif decision.result in ("invalid_labels", "malformed_review"):
@@ -157,7 +141,7 @@ def _record(decision: Decision) -> None:
         log.debug("Pod admitted unchanged (%s): %s", decision.result, decision.detail)
     if decision.sized is None:
         return
-    SIZES.labels(decision.sized).inc()
+    WEBHOOK_SIZES.labels(decision.sized).inc()
     if decision.sized == "sized":
         log.info("reconciler Pod of %s sized at admission: %s", decision.detail, decision.size_detail)
     elif decision.sized in ("size_unreadable", "rsync_unknown", "no_reconciler_container"):

@@ -22,7 +22,7 @@ from inventory.core.counts import ObjectCounts
 from inventory.kube import kubeapi
 from tests.fake_api import FakeApi
 from tests.helpers import wait_for
-from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, metric, rig
+from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, rig
 
 ROOT = Regarding("configsync.gke.io/v1beta1", "RootSync", "config-management-system", "root-sync", "uid-1")
 
@@ -155,7 +155,8 @@ def test_an_rsync_without_a_uid_gets_no_event_and_the_reconcile_goes_on() -> Non
 def test_a_slow_api_server_never_blocks_a_recording_and_a_burst_writes_two_requests() -> None:
     gate = threading.Event()
     api = FakeApi(gate=gate)  # the API server holds every request until the gate opens
-    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()
+    written: list[str] = []
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0, written=written.append).start()
     for i in range(1000):
         writer.record(held(float(i) / 1000))  # none of these waits
     gate.set()
@@ -166,22 +167,23 @@ def test_a_slow_api_server_never_blocks_a_recording_and_a_burst_writes_two_reque
     ((_, _, name), event), *others = api.objects.items()
     assert others == []
     assert "series" in event, f"the series patched into the Event created, {name}"
+    assert written == ["ScaleDownPostponed"] * 2, "the Event and its series, each told"
 
 
 def test_a_refused_event_is_counted_and_tried_again_as_a_new_event() -> None:
     api = FakeApi(failure=kubeapi.Forbidden("events is forbidden", status=403, reason="Forbidden"))
-    before = metric("objcount_event_write_errors_total", reason="Forbidden")
-    writer = EventWriter(api, "pod-1", clock=lambda: 0.0).start()
+    failed: list[str] = []
+    writer = EventWriter(api, "pod-1", clock=lambda: 0.0, failed=failed.append).start()
     writer.record(held(0))
     writer.record(held(1))
     writer.stop()
-    assert metric("objcount_event_write_errors_total", reason="Forbidden") == before + 2
+    assert failed == ["Forbidden", "Forbidden"], "each told (the service counts it)"
     assert api.objects == {}, "nothing written"
 
 
 def test_a_full_queue_drops_and_counts() -> None:
-    writer = EventWriter(FakeApi(), "pod-1")  # not started: nothing drains
-    before = metric("objcount_event_write_errors_total", reason="dropped")
+    failed: list[str] = []
+    writer = EventWriter(FakeApi(), "pod-1", failed=failed.append)  # not started: nothing drains
     for i in range(1001):
         writer.record(held(i))
-    assert metric("objcount_event_write_errors_total", reason="dropped") == before + 1
+    assert failed == ["dropped"]
