@@ -136,6 +136,9 @@ class Reading:
     # Every Pod of the reconciler is being deleted (a Recreate rollout between two Pods): its Deployment's
     # template is not what the next Pod will hold (admission adds a sidecar to it).
     pods_going: bool = False
+    # A sidecar's own Pod is being deleted: it is leaving, and sizes no other Pod on its way out (a
+    # replacement created meanwhile is sized by its own sidecar, or keeps its template's size without one).
+    own_pod_going: bool = False
     # A resize of the running Pod the kubelet defers (the size asked, the kubelet's message): asked for
     # already, so it is not asked again; the running container keeps its size meanwhile.
     deferred: tuple[Resources, str] | None = None

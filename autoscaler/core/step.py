@@ -151,17 +151,21 @@ def needs(view: RSyncView, state: RSyncState, config: StepConfig) -> Needs:
     )
 
 
-OWN_POD_GOING = (
-    "every reconciler Pod is being deleted, this sidecar's own among them; the next Pod's sidecar sizes it"
-)
+OWN_POD_GOING = "this sidecar's own Pod is being deleted; the next Pod's sidecar sizes that Pod"
 
 
 def _own_pod_going(seen: Observation, profile: Profile, config: StepConfig) -> bool:
-    """A sidecar that finds every reconciler Pod being deleted runs in one of them (Config Sync's
-    Recreate rollout deletes it before the next is created). It must not size from the other containers
-    then: the Deployment's template lacks the sidecar our webhook adds at admission, so its size would
-    differ from the one the next Pod's sidecar reads, and each write is a rollout (seen on the real node:
-    the two sizes written in turn, a rollout every 3 s)."""
+    """A sidecar whose own Pod is being deleted sizes nothing more. Its Pod known by name: a replacement
+    created while it still runs (a Pod deleted by hand, its ReplicaSet making the next) is not its Pod;
+    sized by it on its way out, a replacement our webhook could not give a sidecar (the webhook down)
+    would not keep its template's size, as failing open promises (seen on the real node). Its name
+    unknown: a sidecar that finds every reconciler Pod being deleted runs in one of them (Config Sync's
+    Recreate rollout deletes it before the next is created); where the platform prices the Pod's other
+    containers it must not size from the Deployment's template then, which lacks the sidecar our webhook
+    adds at admission: its size would differ from the one the next Pod's sidecar reads, and each write
+    is a rollout (seen on the real node: the two sizes written in turn, a rollout every 3 s)."""
+    if config.reads_source and seen.reading.own_pod_going:
+        return True
     pod_rules = config.measure_others and profile.platform.has_pod_rules
     return config.reads_source and pod_rules and seen.reading.pods_going
 

@@ -111,6 +111,7 @@ class KubePort:
     surface_ttl_s: float = API_SURFACE_TTL_S
     clock: Callable[[], float] = time.monotonic
     pods: ReconcilerPods | None = None  # the cache of the reconciler Pods (None: each read lists them)
+    own_pod: str | None = None  # a sidecar's own Pod, by name (None: cluster mode, or not known)
     writer: CountWriter = field(init=False)
     _surface: Periodic[int] = field(init=False)
     _nodes: Periodic[NodeRoom] = field(init=False)
@@ -178,6 +179,7 @@ class KubePort:
             node_room=room,
             pod=pod,
             pods_going=pod is None and bool(pods),
+            own_pod_going=self._own_pod_going(pods),
             unread=tuple(unread),
             deferred=resize_deferred(pod) if pod is not None and self.target.in_place else None,
             room_wanted=room_wanted(pod, waiting or ()),
@@ -187,6 +189,11 @@ class KubePort:
         """Who waits for room: from the cache where it holds every reconciler Pod, else listed."""
         every = self.pods.every() if self.pods is not None and self.pods.holds_every_reconciler else None
         return (resizes_waiting(every), None) if every is not None else self._waiting.get(now)
+
+    def _own_pod_going(self, pods: list[Pod]) -> bool:
+        """Whether this sidecar's own Pod, among its reconciler's Pods, is being deleted."""
+        views = (PodView.of(pod) for pod in pods)
+        return any(view.meta.name == self.own_pod and view.meta.deleting for view in views)
 
     def _reconciler_pods(self, key: RSyncKey) -> list[Pod]:
         """The reconciler Pods of an RSync, those being deleted too: cached, else listed."""

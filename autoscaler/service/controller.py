@@ -63,6 +63,7 @@ class Controller:
     # pod really has them (read from its Pod or Deployment) instead of the profile's assumed ones.
     measure_others: bool = False
     reconciler_namespace: str = RECONCILER_NAMESPACE
+    own_pod: str | None = None  # a sidecar's own Pod, by name: it sizes nothing once that is deleted
     # Counts in the RSync status instead of our annotations (a future Config Sync defining the fields).
     counts_in_status: bool = False
     # The port to the cluster (default: on `api`, through `target`).
@@ -107,6 +108,7 @@ class Controller:
             self.reconciler_namespace,
             self.counts_in_status,
             pods=self.pods,
+            own_pod=self.own_pod,
         )
         config = StepConfig(
             self.profile,

@@ -141,6 +141,9 @@ def build_controller(
         margin=settings.margin(),
         measure_others=settings.others_cpu_m is None and settings.others_memory_mib is None,
         reconciler_namespace=settings.reconciler_namespace,
+        # A sidecar's Pod: the template sets OBJCOUNT_IDENTITY to it; its host name is the Pod's name too,
+        # cut to 63 characters (then it matches no Pod, and the sidecar sizes as it did without it).
+        own_pod=(settings.identity or socket.gethostname()) if settings.mode == "sidecar" else None,
         counts_in_status=settings.counts_in_status,
         events=None if events is None else events.record,
         # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.

@@ -295,7 +295,11 @@ class Settings(BaseSettings):
     lease_duration_seconds: float = Field(
         15, ge=2, le=600, description="A leader that has not renewed for this long is replaced."
     )
-    identity: str = Field("", description="This replica's name in the Lease (default: the host name).")
+    identity: str = Field(
+        "",
+        description="This replica's name: in the Lease, and the Events' reporting instance; a sidecar's, its "
+        "Pod's (it sizes nothing once that Pod is deleted). Default: the host name.",
+    )
     # ----- webhook mode -------------------------------------------------------------------------------
     webhook_port: int = Field(9443, ge=1, le=65535, description="Webhook mode: port of `/mutate` (HTTPS).")
     webhook_cert_dir: Path = Field(

@@ -49,6 +49,7 @@ class Row:
     reading: Reading = field(default_factory=Reading)
     now: float = 0.0
     in_place: bool = False
+    reads_source: bool = False  # a sidecar
 
 
 def planned(row: Row) -> Plan:
@@ -63,7 +64,11 @@ def planned(row: Row) -> Plan:
     reading = replace(row.reading, current=row.current)
     seen = Observation(KEY, RSyncView.of(rsync), reading, row.counts, row.now, KILLED_AT_WALL)
     config = StepConfig(
-        Profile(PROTOTYPE, STANDARD), Hysteresis(DELAY, 100), reread_current=True, in_place=row.in_place
+        Profile(PROTOTYPE, STANDARD),
+        Hysteresis(DELAY, 100),
+        reread_current=True,
+        in_place=row.in_place,
+        reads_source=row.reads_source,
     )
     return step(seen, row.state, config)
 
@@ -122,6 +127,18 @@ TABLE: dict[str, tuple[Row, Outcome, Resources | None, str]] = {
         Outcome.OPTED_OUT,
         None,
         "counts recorded",
+    ),
+    "a sidecar whose own Pod is being deleted sizes nothing": (
+        Row(ObjectCounts(5000, 5000), reading=Reading(own_pod_going=True), reads_source=True),
+        Outcome.POSTPONED,
+        None,
+        "this sidecar's own Pod is being deleted",
+    ),
+    "cluster mode sizes whatever Pod goes": (
+        Row(ObjectCounts(5000, 5000), reading=Reading(own_pod_going=True)),
+        Outcome.SCALED_UP,
+        AT_5000,
+        "5000 objects",
     ),
     "in place, a larger size while the last waits for room: its memory first": (
         Row(

@@ -287,3 +287,24 @@ def test_a_reconciler_learns_which_other_reconciler_on_its_node_waits_for_room()
     assert room_wanted(near, waiting) is None, "its own wait is not a neighbour's"
     assert room_wanted(None, waiting) is None
     assert room_wanted(reconciler_pod("root-reconciler-b", None, deferred=False), waiting) is None
+
+
+def test_a_sidecar_knows_when_its_own_pod_is_being_deleted_and_no_other_pod_is_taken_for_it() -> None:
+    """Its Pod being deleted, a replacement created meanwhile: going. Another Pod of its reconciler being
+    deleted, its own live: not going. Its name unknown (cluster mode): never."""
+    mine = {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-11-29T21:00:00Z"}}
+    replacement = {**POD, "metadata": {**POD["metadata"], "name": "root-reconciler-def"}}
+    for pods, own_pod, going in (
+        ([mine, replacement], "root-reconciler-abc", True),
+        ([mine, replacement], "root-reconciler-def", False),
+        ([mine, replacement], None, False),
+        ([replacement], "root-reconciler-def", False),
+    ):
+        api = cluster(pods)
+        port = KubePort(
+            api, TARGETS["in-place"].build(api, TargetOptions(NAMESPACE)), NAMESPACE, own_pod=own_pod
+        )
+        reading = port.read(KEY, RSyncView.of(RSYNC), Needs(current=True))
+        assert reading.own_pod_going == going, (own_pod, [p["metadata"]["name"] for p in pods])
+        assert reading.pod is not None
+        assert reading.pod["metadata"]["name"] == "root-reconciler-def", "the live Pod is the one read"
