@@ -61,6 +61,10 @@ RESIZE_ANSWER_S = 10.0
 # How soon a held scale-down in the steady state is looked at again in place: a neighbour on its node may
 # wait for the room it holds (docs/sizing.md, "Room on the node").
 ROOM_RECHECK_S = 10.0
+# After the kubelet deferred a resize of this Pod for want of room, how long more CPU is not asked again:
+# memory keeps the reconciler alive, CPU only makes it faster, and each ask the node cannot hold is a
+# deferral that every reconciler on the node is woken for (docs/sizing.md, "Room on the node").
+CPU_HOLD_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class RSyncState:
     calibration: Calibration | None = None
     # The reconciler container's largest working set in its current window (calibration).
     peak: Peak | None = None
+    # Until when more CPU is not asked (the service's clock): the kubelet deferred a resize for want of room.
+    cpu_held_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -478,16 +484,12 @@ def _decided(
             recheck = min(recheck, ROOM_RECHECK_S)
     if decision.changes and seen.reading.held_by_owner is not None:
         return _held_by_owner(seen, state, counts, decision, last)
-    deferred = seen.reading.deferred
-    if deferred is not None and _waits_for(deferred[0], decision):
-        memory = None if profile.platform.has_pod_rules else _memory_first(seen)
-        if memory is not None:
-            return _memory_first_plan(seen, state, counts, decision, memory=memory, target=config.target)
-        return _waiting_for_the_kubelet(seen, state, counts, decision, config.target)
-    if deferred is not None and decision.changes and not profile.platform.has_pod_rules:
-        held = _cpu_held(seen, decision)
-        if held is not None:
-            return _memory_first_plan(seen, state, counts, decision, memory=held, target=config.target)
+    split = not profile.platform.has_pod_rules  # Autopilot's ratio rules tie the CPU to the memory
+    roomless = _deferred(seen, state, counts, decision, split=split, target=config.target)
+    if roomless is None and split and decision.changes:
+        roomless = _cpu_still_held(seen, state, counts, decision, target=config.target)
+    if roomless is not None:
+        return roomless
     if config.in_place and decision.changes:  # the kubelet answers a resize later: look at its answer soon
         recheck = RESIZE_ANSWER_S if recheck is None else min(recheck, RESIZE_ANSWER_S)
     starts = decision.outcome in (Outcome.POSTPONED, Outcome.ERROR) and last.outcome != decision.outcome
@@ -557,6 +559,76 @@ def _memory_first(seen: Observation) -> Resources | None:
     return None if memory in (asked, running) else memory
 
 
+def _deferred(
+    seen: Observation,
+    state: RSyncState,
+    counts: ObjectCounts,
+    decision: Decision,
+    *,
+    split: bool,
+    target: str | None,
+) -> Plan | None:
+    """In place, while the kubelet defers this Pod's resize for want of room on its node: the memory asked
+    first, CPU as it runs (`split`: where the platform lets the two apart), also for a new, larger size;
+    what still does not fit waited for. None: no resize is deferred, or the decision is not held by it."""
+    deferred = seen.reading.deferred
+    if deferred is None:
+        return None
+    if _waits_for(deferred[0], decision):
+        memory = _memory_first(seen) if split else None
+        if memory is not None:
+            return _memory_first_plan(seen, state, counts, decision, memory=memory, target=target)
+        return _waiting_for_the_kubelet(seen, state, counts, decision, target)
+    held = _cpu_held(seen, decision) if split and decision.changes else None
+    if held is None:
+        return None
+    return _memory_first_plan(seen, state, counts, decision, memory=held, target=target)
+
+
+def _cpu_still_held(
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, *, target: str | None
+) -> Plan | None:
+    """A moment after the kubelet deferred this Pod's resize (`CPU_HOLD_S`), a new size's memory is asked
+    with the CPU it runs with, and a size that only asks more CPU waits. None: no hold, or it ended."""
+    if state.cpu_held_until is None or seen.now >= state.cpu_held_until:
+        return None
+    held = _cpu_held(seen, decision)
+    if held is not None:
+        plan = _memory_first_plan(seen, state, counts, decision, memory=held, target=target)
+        return replace(plan, state=replace(plan.state, cpu_held_until=state.cpu_held_until))
+    return _cpu_waits(seen, state, counts, decision, target) if _asks_more_cpu(seen, decision) else None
+
+
+def _asks_more_cpu(seen: Observation, decision: Decision) -> bool:
+    wanted, running = decision.resources, seen.reading.current
+    return wanted is not None and running is not None and wanted.cpu_request_m > running.cpu_request_m
+
+
+def _cpu_waits(
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, target: str | None
+) -> Plan:
+    """More CPU is all a new size asks, and the kubelet deferred this Pod's last resize for want of room
+    a moment ago: not asked until the hold ends (it would be deferred too); the Pod keeps what it runs."""
+    running, until = seen.reading.current, state.cpu_held_until
+    assert running is not None
+    assert until is not None
+    reason = (
+        f"{decision.reason}; more CPU is asked again in {until - seen.now:.0f}s (the kubelet had no room "
+        f"for this Pod's last resize); the running Pod keeps {running}"
+    )
+    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason, resources=running)
+    starts = state.decision is None or state.decision.outcome != Outcome.POSTPONED
+    return Plan(
+        Outcome.POSTPONED,
+        reason,
+        replace(state, decision=waiting),
+        counts,
+        publish=seen.view.lacks(published(decision.recommended, running, target=target)),
+        recheck_after=until - seen.now + 0.01,
+        log_level=logging.INFO if starts else logging.DEBUG,
+    )
+
+
 def _cpu_held(seen: Observation, decision: Decision) -> Resources | None:
     """A new size that asks more CPU while the kubelet defers this Pod's last resize: its memory asked
     with the CPU the Pod runs with, as `_memory_first` does (the node could not hold the last ask; more
@@ -578,19 +650,25 @@ def _memory_first_plan(
     memory: Resources,
     target: str | None,
 ) -> Plan:
-    """The kubelet defers the whole resize: its memory part is asked for alone (CPU as it runs); the rest
-    is asked for again once that is in (the kubelet then defers it, or applies it when the node has room)."""
-    assert seen.reading.deferred is not None
-    asked, why = seen.reading.deferred
+    """The kubelet defers the whole resize (or did a moment ago): its memory part is asked for alone (CPU
+    as it runs); more CPU is asked again once the hold ends (`CPU_HOLD_S`: the kubelet then defers it, or
+    applies it when the node has room)."""
+    deferred = seen.reading.deferred
+    asked = None if deferred is None else deferred[0]
     wanted = (
         f"the memory of {decision.resources}" if decision.resources not in (None, asked) else "the memory"
     )
-    reason = f"the kubelet deferred the resize to {asked} ({why}); {wanted} first: {memory}"
+    if deferred is None:
+        reason = (
+            f"{wanted} first, CPU as it runs (the kubelet had no room for this Pod's last resize): {memory}"
+        )
+    else:
+        reason = f"the kubelet deferred the resize to {asked} ({deferred[1]}); {wanted} first: {memory}"
     first = replace(decision, outcome=Outcome.SCALED_UP, resources=memory, reason=reason)
     return Plan(
         Outcome.SCALED_UP,
         reason,
-        replace(state, decision=first),
+        replace(state, decision=first, cpu_held_until=seen.now + CPU_HOLD_S),
         counts,
         apply=memory,
         publish=seen.view.lacks(published(decision.recommended, memory, target=target)),

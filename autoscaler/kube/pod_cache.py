@@ -69,11 +69,22 @@ def newer(cached: RawObject | None, new: RawObject) -> RawObject:
 
 def what_the_kubelet_says(pod: RawObject | None) -> object:
     """What a change must alter to concern the service: the Pod's status, its node, whether it is being
-    deleted (a spec changed alone is a resize not answered yet)."""
+    deleted (a spec changed alone is a resize not answered yet). A condition's probe time is not news: the
+    kubelet writes it each time it looks at a deferred resize again, which on a full node is often."""
     if pod is None:
         return None
     metadata = pod.body.get("metadata") or {}
-    return (pod.body.get("status"), pod.body["spec"].get("nodeName"), metadata.get("deletionTimestamp"))
+    status = dict(pod.body.get("status") or {})
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        status["conditions"] = [_without_probe_time(c) for c in conditions]
+    return (status, pod.body["spec"].get("nodeName"), metadata.get("deletionTimestamp"))
+
+
+def _without_probe_time(condition: object) -> object:
+    if not isinstance(condition, dict):
+        return condition
+    return {k: v for k, v in condition.items() if k != "lastProbeTime"}
 
 
 def _pod(item: RawObject) -> Pod:

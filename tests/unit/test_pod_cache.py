@@ -252,3 +252,18 @@ def test_a_resize_condition_of_an_older_generation_is_not_the_kubelets_answer_to
     assert asked is not None
     assert asked[0] == Resources(50, 300, None, 600)
     assert pod_resources(answered) == Resources(50, 200, None, 400), "deferred: the size run"
+
+
+def test_the_kubelet_looking_again_at_a_deferred_resize_is_not_news() -> None:
+    """On a full node the kubelet looks at every deferred resize again whenever a resize elsewhere ends,
+    writing the condition's probe time each time: that alone reconciles nothing; a new message does."""
+    waits = deferred(ROOT, "70")
+    waits["status"]["conditions"][0]["lastProbeTime"] = "2026-11-29T21:00:00Z"
+    again = copy.deepcopy(waits)
+    again["metadata"]["resourceVersion"] = "71"
+    again["status"]["conditions"][0]["lastProbeTime"] = "2026-11-29T21:00:05Z"
+    news = copy.deepcopy(again)
+    news["metadata"]["resourceVersion"] = "72"
+    news["status"]["conditions"][0]["message"] = "still no room"
+    _, told = cache_after([waits], [line("MODIFIED", again), line("MODIFIED", news)])
+    assert told == [("root-reconciler", "node-1"), ("root-reconciler", None)]

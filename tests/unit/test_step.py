@@ -788,17 +788,22 @@ SHORT_OF_MEMORY = "Node didn't have enough resource: memory, requested: 12079595
 def test_a_deferred_resize_asks_for_its_memory_first_then_waits_for_the_cpu() -> None:
     """The Pod runs at the size for 100 objects; the size for 5,000 was asked for and the kubelet defers
     it (the node's CPU is all requested): its memory is asked for alone, CPU as it runs; once that is
-    in, the CPU is asked for again, and while the kubelet defers it, nothing is asked or rolled out:
-    postponed, looked at again within 30 s; once the kubelet applies it, the size stands."""
+    in, more CPU is not asked for a minute (CPU_HOLD_S: it would be deferred again), then asked again, and
+    while the kubelet defers it, nothing is asked or rolled out: postponed, looked at again within 30 s;
+    once the kubelet applies it, the size stands."""
     port = FakePort(size=AT_100, deferred=(AT_5000, SHORT_OF_CPU))
     test = in_place_rig(port, in_place=True)
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert port.applied == [MEMORY_FIRST]
     assert test.rechecks == [10.0], "the kubelet's answer looked at soon"
     port.deferred = None  # the kubelet applied the memory
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
+    assert port.applied == [MEMORY_FIRST], "more CPU not asked yet"
+    assert test.rechecks[-1] == pytest.approx(60.0, abs=0.1), "looked at again when the hold ends"
+    test.clock.now += 60.0
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert port.applied == [MEMORY_FIRST, AT_5000]
-    assert test.rechecks == [10.0, 10.0]
+    assert test.rechecks[-1] == 10.0
     port.size, port.deferred = MEMORY_FIRST, (AT_5000, SHORT_OF_CPU)  # and deferred the CPU again
     test.rechecks.clear()
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED
@@ -808,6 +813,24 @@ def test_a_deferred_resize_asks_for_its_memory_first_then_waits_for_the_cpu() ->
     port.size, port.deferred = AT_5000, None  # the kubelet found room
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.UNCHANGED
     assert len(port.applied) == 2
+
+
+def test_while_the_cpu_is_held_a_larger_count_raises_the_memory_at_once_and_the_hold_ends_on_time() -> None:
+    """The kubelet deferred the size for 1,000 objects (no CPU on the node): its memory went first (CPU
+    as it runs, 157m). 30 s later the count grows to 5,000 and no resize is deferred: the memory for
+    5,000 is asked at once with the CPU held (157m/1152Mi), not the whole size; the hold still ends a
+    minute after the deferral, not after the new ask. By hand: 1,000 objects, 352 MiB at 157m."""
+    port = FakePort(size=AT_100, deferred=(AT_1000, SHORT_OF_CPU))
+    test = in_place_rig(port, in_place=True)
+    assert test.reconcile(ObjectCounts(1000, 1000)) == Outcome.SCALED_UP
+    assert port.applied == [Resources(157, 352, 157, 352)]
+    port.deferred = None
+    test.clock.now += 30.0
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied[-1] == MEMORY_FIRST
+    test.clock.now += 30.0
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
+    assert port.applied[-1] == AT_5000, "the hold ended a minute after the deferral"
 
 
 def test_a_deferred_resize_whose_memory_does_not_fit_either_is_waited_out_not_asked_again() -> None:
@@ -872,6 +895,8 @@ def test_a_new_size_while_a_resize_is_deferred_is_asked_memory_first() -> None:
     assert decision is not None
     assert "first: requests 157m/1152Mi" in decision.reason
     port.size, port.deferred = MEMORY_FIRST, None  # the kubelet applied the memory
+    assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.POSTPONED, "more CPU held a minute"
+    test.clock.now += 60.0
     assert test.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert port.applied == [MEMORY_FIRST, AT_5000]
     lower = FakePort(size=AT_5000, deferred=(AT_1000, SHORT_OF_CPU))
