@@ -101,17 +101,29 @@ def resize_deferred(pod: Mapping[str, object]) -> tuple[Resources, str] | None:
 ResizesWaiting = tuple[tuple[str, str, str], ...]
 
 
+# The kubelet's reason when a resize does not fit for CPU alone (its InsufficientResourceError).
+SHORT_OF_CPU_ONLY = "enough resource: cpu,"
+
+
+def waits_for_memory(pod: Mapping[str, object]) -> bool:
+    """Whether the kubelet defers the Pod's resize for want of memory on its node: what a neighbour can
+    give back. Deferred for CPU alone (the kubelet says so), memory given back would not help; a reason
+    it does not say is taken as wanting memory."""
+    deferred = resize_deferred(pod)
+    return deferred is not None and SHORT_OF_CPU_ONLY not in deferred[1]
+
+
 def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> ResizesWaiting:
-    """The reconciler Pods whose resize the kubelet defers, as (node, Pod, what it asks): those being
-    deleted, or not yet on a node, are not waiting for room there."""
+    """The reconciler Pods whose resize the kubelet defers for want of memory, as (node, Pod, what it
+    asks): those being deleted, or not yet on a node, are not waiting for room there."""
     waiting = []
     for pod in pods:
         view = PodView.of(pod)
-        if view.meta.deleting or not view.node:
+        if view.meta.deleting or not view.node or not waits_for_memory(pod):
             continue
         deferred = resize_deferred(pod)
-        if deferred is not None:
-            waiting.append((view.node, view.meta.name, str(deferred[0])))
+        assert deferred is not None
+        waiting.append((view.node, view.meta.name, str(deferred[0])))
     return tuple(waiting)
 
 

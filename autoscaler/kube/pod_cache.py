@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from autoscaler.core.pods import resize_deferred
+from autoscaler.core.pods import waits_for_memory
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_NAMESPACE, reconciler_pods
 from inventory.core.objects import Pod, PodView
 from inventory.kube import kubeapi
@@ -195,5 +195,5 @@ class Known:
     @classmethod
     def of(cls, pod: RawObject) -> Known:
         view = PodView.of(pod.body)
-        waiting = resize_deferred(pod.body) is not None and not view.meta.deleting
+        waiting = waits_for_memory(pod.body) and not view.meta.deleting
         return cls(deployment_of(pod), what_the_kubelet_says(pod), view.node if waiting else None)

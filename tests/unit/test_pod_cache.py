@@ -10,7 +10,7 @@ from typing import Any, cast
 import orjson
 
 from autoscaler.core.oom import oom_kill_of
-from autoscaler.core.pods import others_requests, pod_resources, resize_deferred
+from autoscaler.core.pods import others_requests, pod_resources, resize_deferred, resizes_waiting
 from autoscaler.core.resources import Resources
 from autoscaler.kube.pod_cache import ReconcilerPods, newer, trimmed
 from autoscaler.kube.port import KubePort
@@ -267,3 +267,21 @@ def test_the_kubelet_looking_again_at_a_deferred_resize_is_not_news() -> None:
     news["status"]["conditions"][0]["message"] = "still no room"
     _, told = cache_after([waits], [line("MODIFIED", again), line("MODIFIED", news)])
     assert told == [("root-reconciler", "node-1"), ("root-reconciler", None)]
+
+
+def test_a_resize_deferred_for_cpu_alone_asks_no_neighbour_for_memory() -> None:
+    """The kubelet says what the node lacks: for CPU alone, a neighbour giving back memory would not help,
+    so no neighbour is woken or told that room is wanted; for memory (or a reason it does not say), both."""
+    short = {
+        "cpu": "Node didn't have enough resource: cpu, requested: 73, used: 1948, capacity: 2000",
+        "memory": "Node didn't have enough resource: memory, requested: 557842432, used: 24747442176, "
+        "capacity: 25171644416",
+        "unsaid": "no room",
+    }
+    for lacking, message in short.items():
+        waits = deferred(TENANT, "80")
+        waits["status"]["conditions"][0]["message"] = message
+        expected = [] if lacking == "cpu" else [("node-1", "ns-reconciler-t-b")]
+        assert [(node, name) for node, name, _ in resizes_waiting([waits])] == expected, lacking
+        _, told = cache_after([ROOT, TENANT], [line("MODIFIED", waits)])
+        assert told[-1] == ("ns-reconciler-t", None if lacking == "cpu" else "node-1"), lacking
