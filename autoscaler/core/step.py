@@ -516,19 +516,34 @@ def _waiting_for_the_kubelet(
     its size, nothing is asked again and nothing is rolled out; looked at again in a while."""
     assert seen.reading.deferred is not None
     asked, why = seen.reading.deferred
-    running = seen.reading.current
-    reason = f"the kubelet deferred the resize to {asked} ({why}); the running Pod keeps {running}"
-    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason, resources=asked)
+    reason = (
+        f"the kubelet deferred the resize to {asked} ({why}); the running Pod keeps {seen.reading.current}"
+    )
+    plan = _postponed(seen, state, counts, decision, reason=reason, kept=asked, target=target)
+    return replace(plan, recheck_after=DEFERRED_RECHECK_S, waiting_for_room=asked)
+
+
+def _postponed(
+    seen: Observation,
+    state: RSyncState,
+    counts: ObjectCounts,
+    decision: Decision,
+    *,
+    reason: str,
+    kept: Resources,
+    target: str | None,
+) -> Plan:
+    """The decision's size is not asked now: `kept` stands for it (what the kubelet holds asked, or what
+    runs), nothing is written but what describes it; said when the wait begins."""
+    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason, resources=kept)
     starts = state.decision is None or state.decision.outcome != Outcome.POSTPONED
     return Plan(
         Outcome.POSTPONED,
         reason,
         replace(state, decision=waiting),
         counts,
-        publish=seen.view.lacks(published(decision.recommended, asked, target=target)),
-        recheck_after=DEFERRED_RECHECK_S,
+        publish=seen.view.lacks(published(decision.recommended, kept, target=target)),
         log_level=logging.INFO if starts else logging.DEBUG,
-        waiting_for_room=asked,
     )
 
 
@@ -616,17 +631,8 @@ def _cpu_waits(
         f"{decision.reason}; more CPU is asked again in {until - seen.now:.0f}s (the kubelet had no room "
         f"for this Pod's last resize); the running Pod keeps {running}"
     )
-    waiting = replace(decision, outcome=Outcome.POSTPONED, reason=reason, resources=running)
-    starts = state.decision is None or state.decision.outcome != Outcome.POSTPONED
-    return Plan(
-        Outcome.POSTPONED,
-        reason,
-        replace(state, decision=waiting),
-        counts,
-        publish=seen.view.lacks(published(decision.recommended, running, target=target)),
-        recheck_after=until - seen.now + 0.01,
-        log_level=logging.INFO if starts else logging.DEBUG,
-    )
+    plan = _postponed(seen, state, counts, decision, reason=reason, kept=running, target=target)
+    return replace(plan, recheck_after=until - seen.now + 0.01)
 
 
 def _cpu_held(seen: Observation, decision: Decision) -> Resources | None:
