@@ -107,10 +107,16 @@ SHORT_OF_CPU_ONLY = "enough resource: cpu,"
 
 def waits_for_memory(pod: Mapping[str, object]) -> bool:
     """Whether the kubelet defers the Pod's resize for want of memory on its node: what a neighbour can
-    give back. Deferred for CPU alone (the kubelet says so), memory given back would not help; a reason
-    it does not say is taken as wanting memory."""
+    give back."""
+    return _deferred_for_memory(pod) is not None
+
+
+def _deferred_for_memory(pod: Mapping[str, object]) -> Resources | None:
+    """What the Pod asks while the kubelet defers it for want of memory (None: it does not). Deferred for
+    CPU alone (the kubelet says so), memory given back would not help; a reason it does not say is taken
+    as wanting memory."""
     deferred = resize_deferred(pod)
-    return deferred is not None and SHORT_OF_CPU_ONLY not in deferred[1]
+    return None if deferred is None or SHORT_OF_CPU_ONLY in deferred[1] else deferred[0]
 
 
 def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> ResizesWaiting:
@@ -119,11 +125,9 @@ def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> ResizesWaiting:
     waiting = []
     for pod in pods:
         view = PodView.of(pod)
-        if view.meta.deleting or not view.node or not waits_for_memory(pod):
-            continue
-        deferred = resize_deferred(pod)
-        assert deferred is not None
-        waiting.append((view.node, view.meta.name, str(deferred[0])))
+        asked = None if view.meta.deleting or not view.node else _deferred_for_memory(pod)
+        if asked is not None:
+            waiting.append((view.node, view.meta.name, str(asked)))
     return tuple(waiting)
 
 
