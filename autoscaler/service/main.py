@@ -143,7 +143,7 @@ def build_controller(
         reconciler_namespace=settings.reconciler_namespace,
         # A sidecar's Pod: the template sets OBJCOUNT_IDENTITY to it; its host name is the Pod's name too,
         # cut to 63 characters (then it matches no Pod, and the sidecar sizes as it did without it).
-        own_pod=(settings.identity or socket.gethostname()) if settings.mode == "sidecar" else None,
+        own_pod=_replica(settings) if settings.mode == "sidecar" else None,
         counts_in_status=settings.counts_in_status,
         events=None if events is None else events.record,
         # A sidecar has one RSync to reconcile, and the queue never hands one RSync to two workers.
@@ -334,7 +334,7 @@ def _elect(
             api,
             settings.lease_namespace,
             settings.lease_name,
-            settings.identity or socket.gethostname(),
+            _replica(settings),
             settings.lease_duration_seconds,
             is_leader=leading,
         )
@@ -363,6 +363,11 @@ def refusal_at_start(settings: Settings, target: Target) -> str | None:
     if settings.mode != "sidecar":
         return None
     return refusal_if_known(target, settings.rsync)
+
+
+def _replica(settings: Settings) -> str:
+    """This replica's name: in the Lease, the Events' reporting instance, a sidecar's own Pod."""
+    return settings.identity or socket.gethostname()
 
 
 def _serve_webhook(settings: Settings, stop: threading.Event) -> int:
@@ -418,7 +423,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     events = (
         EventWriter(
             api,
-            settings.identity or socket.gethostname(),
+            _replica(settings),
             written=lambda reason: EVENTS_WRITTEN.labels(reason).inc(),
             failed=lambda reason: EVENT_ERRORS.labels(reason).inc(),
         ).start()
