@@ -122,10 +122,12 @@ def _deferred_for_memory(pod: Mapping[str, object]) -> Resources | None:
 def resizes_waiting(pods: Iterable[Mapping[str, object]]) -> ResizesWaiting:
     """The reconciler Pods whose resize the kubelet defers for want of memory, as (node, Pod, what it
     asks): those being deleted, or not yet on a node, are not waiting for room there."""
-    waiting = []
+    waiting: list[tuple[str, str, str]] = []
     for pod in pods:
         view = PodView.of(pod)
-        asked = None if view.meta.deleting or not view.node else _deferred_for_memory(pod)
+        if view.meta.deleting or not view.node:
+            continue
+        asked = _deferred_for_memory(pod)
         if asked is not None:
             waiting.append((view.node, view.meta.name, str(asked)))
     return tuple(waiting)
