@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import orjson
 
-from autoscaler.core.decision import Hysteresis
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.size_fields import resources_of, resources_of_override
 from autoscaler.core.sizing import STANDARD, Load, Profile, Sizing, size
 from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget, Target

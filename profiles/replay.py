@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import cast
 
 from autoscaler.core.calibration import Sample, Window
+from autoscaler.core.decide import decide
 from autoscaler.core.observation import Observation, Reading, RSyncView
 from autoscaler.core.resources import Resources
-from autoscaler.core.step import RSyncState, StepConfig, settled, step
+from autoscaler.core.step import RSyncState, StepConfig
+from autoscaler.core.written import Applied, Written
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts, kinds_of
 from inventory.core.ids import RSyncKey
@@ -202,8 +204,10 @@ def replay(
             samples=tuple(pending),
         )
         pending = []
-        plan = step(seen, state, config)
-        state = plan.state if plan.apply is None else settled(plan, False, None, now)
+        decision = decide(seen, state, config, "in-place")
+        plan = decision.plan
+        applied = None if plan.apply is None else Applied(plan.apply, restarted=False)  # in place
+        state = decision.after(Written(applied), now).state
         if plan.apply is not None:
             current = plan.apply
     return out

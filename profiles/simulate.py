@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from autoscaler.core.decision import Hysteresis
+from autoscaler.core.decide import decide
 from autoscaler.core.observation import Observation, Reading, RSyncView
 from autoscaler.core.oom import OomKill
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import FITTED, Load, size
-from autoscaler.core.step import RSyncState, StepConfig, settled, step
+from autoscaler.core.step import RSyncState, StepConfig
+from autoscaler.core.written import Applied, Written
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
@@ -125,22 +127,27 @@ def ours(platform_name: str) -> Callable[[], Policy]:
         kills: list[tuple[int, OomKill | None]] = [(0, None)]
 
         def policy(now: float, reconciler: Reconciler, usage: float) -> tuple[float, float | None, bool]:
-            decision = state[0].decision
-            if reconciler.ooms > kills[0][0] and decision is not None and decision.resources is not None:
-                limit = decision.resources.memory_limit_mib or decision.resources.memory_request_mib
+            last = state[0].decision
+            if reconciler.ooms > kills[0][0] and last is not None and last.resources is not None:
+                limit = last.resources.memory_limit_mib or last.resources.memory_request_mib
                 kills[0] = (reconciler.ooms, OomKill(_rfc3339(now), limit))
             # Counts persist in the RSync status: a restart loses nothing.
             counts = ObjectCounts(reconciler.source, reconciler.inventory)
             reading = Reading(current=size(Load(0), profile), oom_kill=kills[0][1])
-            plan = step(
-                Observation(SIMULATED, SIMULATED_VIEW, reading, counts, now, wall=now), state[0], config
+            decision = decide(
+                Observation(SIMULATED, SIMULATED_VIEW, reading, counts, now, wall=now),
+                state[0],
+                config,
+                "simulated",
             )
-            restart = plan.apply is not None
-            state[0] = settled(plan, restart, None, now) if restart else plan.state
+            plan = decision.plan
+            # Every size written restarts the simulated reconciler (a rollout).
+            applied = None if plan.apply is None else Applied(plan.apply, restarted=True)
+            state[0] = decision.after(Written(applied), now).state
             sized = state[0].decision
             assert sized is not None
             assert sized.resources is not None
-            return sized.resources.memory_request_mib, sized.resources.memory_limit_mib, restart
+            return sized.resources.memory_request_mib, sized.resources.memory_limit_mib, applied is not None
 
         return policy
 

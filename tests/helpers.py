@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 
 import yaml
 
-from autoscaler.core.decision import Decision
+from autoscaler.core.size_decision import SizeDecision
 from autoscaler.service.controller import Controller
 from controlplane.ports import free_port
 from inventory.core.ids import RSyncKey
@@ -295,7 +295,7 @@ def network_namespaces_in_use() -> set[str]:
     return links
 
 
-def decisions(controller: Controller) -> dict[RSyncKey, Decision]:
+def decisions(controller: Controller) -> dict[RSyncKey, SizeDecision]:
     """The last decision the controller's executor keeps per RSync."""
     states = dict(controller.executor.states)
     return {key: state.decision for key, state in states.items() if state.decision is not None}

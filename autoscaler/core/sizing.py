@@ -5,7 +5,7 @@ kind measured) + per-KiB x KiB of the objects' manifests + per-resource-type x t
 one measured on (assumed where not known), rounded up to a step and clamped; CPU from memory by a ratio,
 with a minimum and its own rounding; then the platform's pod-level rules (GKE Autopilot minimums, 250m CPU
 rounding, vCPU:GiB ratio) applied to the whole pod, with any surplus given to the reconciler container, so
-the result is a fixed point of those rules. When a size changes is decided in `autoscaler.core.decision`.
+the result is a fixed point of those rules. When a size changes is decided in `autoscaler.core.size_decision`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""One reconcile of one RSync as a pure function: what was observed, and what we remember of the RSync,
-give the plan: what to write, what to remember, what to say, and when to look again. No I/O, no clock.
+"""The sizing of one reconcile as pure functions: what was observed, and what we remember of the RSync,
+give the plan: what to write, what to remember, and when to look again. No I/O, no clock.
 
     needs = needs(view, state, config)         # what the Kubernetes side must read for this reconcile
-    plan = step(observation, state, config)    # the decision and what follows from it
+    plan = step(observation, state, config)    # the plan: the model, the OOM floor, calibration and the
+                                               # hysteresis, each called by name
     state = after_write(state, plan, written, now)   # the state to keep: `settled` (the restart the
                                                # write really caused), or `failed` (what is kept)
 
-The executor (autoscaler.service.executor) reads the observation through the port, writes the plan
-through it, and keeps the state; `autoscaler.core.said` turns a plan into what is logged, counted and
-told as Events.
+`autoscaler.core.decide` calls `step` and `after_write` and has `autoscaler.core.said` render the plan and
+the write's result (the loop, autoscaler.service.executor, carries out the Decision it returns).
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ from autoscaler.core.calibration import (
     running,
     same_lesson,
 )
-from autoscaler.core.decision import HOUR, Decision, Hysteresis, decide, initial
 from autoscaler.core.observation import Needs, Observation, RSyncView
 from autoscaler.core.oom import OomFloor, OomKill, next_floor
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import HOUR, Hysteresis, SizeDecision, decide_size, initial
 from autoscaler.core.sizing import PLATFORMS, Load, Profile, Sizing, SizingError, fitted, size
 from autoscaler.core.written import Written
 from inventory.core.counts import ObjectCounts
@@ -71,7 +71,7 @@ CPU_HOLD_S = 60.0
 class RSyncState:
     """What the service remembers about one RSync between reconciles."""
 
-    decision: Decision | None = None  # None: start from what the reconciler has now
+    decision: SizeDecision | None = None  # None: start from what the reconciler has now
     # The RSync's generation after our last write of the size into it, and that size: a later
     # generation declaring another size is another writer's.
     written: tuple[int, Resources] | None = None
@@ -466,7 +466,7 @@ def _decided(
     last = state.decision
     assert last is not None
     hysteresis = config.hysteresis.of_target(seen.reading.resizes_running)
-    decision = decide(
+    decision = decide_size(
         counts,
         profile,
         last,
@@ -509,7 +509,7 @@ def _waiting_for_the_kubelet(
     seen: Observation,
     state: RSyncState,
     counts: ObjectCounts,
-    decision: Decision,
+    decision: SizeDecision,
     target: str | None,
 ) -> Plan:
     """The size is asked for and the kubelet defers it (the node has no room now): the running Pod keeps
@@ -527,7 +527,7 @@ def _postponed(
     seen: Observation,
     state: RSyncState,
     counts: ObjectCounts,
-    decision: Decision,
+    decision: SizeDecision,
     *,
     reason: str,
     kept: Resources,
@@ -551,7 +551,7 @@ def _with_cpu_of(size: Resources, other: Resources) -> Resources:
     return replace(size, cpu_request_m=other.cpu_request_m, cpu_limit_m=other.cpu_limit_m)
 
 
-def _waits_for(asked: Resources, decision: Decision) -> bool:
+def _waits_for(asked: Resources, decision: SizeDecision) -> bool:
     """Whether the decision waits for the resize the kubelet defers: it wants that size, or that size with
     more CPU (its memory asked for first and deferred too: more CPU would not fit either)."""
     if decision.outcome == Outcome.UNCHANGED:
@@ -578,7 +578,7 @@ def _deferred(
     seen: Observation,
     state: RSyncState,
     counts: ObjectCounts,
-    decision: Decision,
+    decision: SizeDecision,
     *,
     split: bool,
     target: str | None,
@@ -601,7 +601,7 @@ def _deferred(
 
 
 def _cpu_still_held(
-    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, *, target: str | None
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, *, target: str | None
 ) -> Plan | None:
     """A moment after the kubelet deferred this Pod's resize (`CPU_HOLD_S`), a new size's memory is asked
     with the CPU it runs with, and a size that only asks more CPU waits. None: no hold, or it ended."""
@@ -614,13 +614,13 @@ def _cpu_still_held(
     return _cpu_waits(seen, state, counts, decision, target) if _asks_more_cpu(seen, decision) else None
 
 
-def _asks_more_cpu(seen: Observation, decision: Decision) -> bool:
+def _asks_more_cpu(seen: Observation, decision: SizeDecision) -> bool:
     wanted, running = decision.resources, seen.reading.current
     return wanted is not None and running is not None and wanted.cpu_request_m > running.cpu_request_m
 
 
 def _cpu_waits(
-    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, target: str | None
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, target: str | None
 ) -> Plan:
     """More CPU is all a new size asks, and the kubelet deferred this Pod's last resize for want of room
     a moment ago: not asked until the hold ends (it would be deferred too); the Pod keeps what it runs."""
@@ -635,7 +635,7 @@ def _cpu_waits(
     return replace(plan, recheck_after=until - seen.now + 0.01)
 
 
-def _cpu_held(seen: Observation, decision: Decision) -> Resources | None:
+def _cpu_held(seen: Observation, decision: SizeDecision) -> Resources | None:
     """A new size that asks more CPU while the kubelet defers this Pod's last resize: its memory asked
     with the CPU the Pod runs with, as `_memory_first` does (the node could not hold the last ask; more
     CPU would wait there too, the memory may not), the CPU asked again once that is in. None when it
@@ -651,7 +651,7 @@ def _memory_first_plan(
     seen: Observation,
     state: RSyncState,
     counts: ObjectCounts,
-    decision: Decision,
+    decision: SizeDecision,
     *,
     memory: Resources,
     target: str | None,
@@ -684,7 +684,7 @@ def _memory_first_plan(
 
 
 def _held_by_owner(
-    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: Decision, last: Decision
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, last: SizeDecision
 ) -> Plan:
     """A change is due but its field is another owner's: recommend it, keep the size, write nothing."""
     assert seen.reading.held_by_owner is not None

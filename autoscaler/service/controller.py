@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoscaler.core.calibration import Margin, Sample, Window, newest_per_deployment
-from autoscaler.core.decision import Hysteresis
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.said import of_no_metrics_api, of_usage_unparsed, of_usage_unread
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence

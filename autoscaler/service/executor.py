@@ -1,6 +1,7 @@
-"""The executor: an interpreter of plans. Per reconcile it reads once through the port, runs the pure
-step, writes once through the port, and delivers what the plan says (`autoscaler.core.said`) as log
-lines, Events and metrics. It keeps each RSync's state between reconciles, and nothing else decides.
+"""The executor: the loop that carries out a Decision. Per reconcile it reads once through the port, has
+the pure `decide` (autoscaler.core.decide) make the Decision, writes once through the port, keeps the
+state the Decision gives for that write's result, and delivers what it says as log lines, Events and
+metrics. It decides nothing itself.
 
 Order of the writes (`KubePort.write`): what was learned (the OOM floor, the calibration: kept even when
 the size cannot be written), then the size, then the other published annotations; the counts last (a
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
+from autoscaler.core.decide import decide
 from autoscaler.core.observation import Observation, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, WriteError
@@ -27,13 +29,9 @@ from autoscaler.core.said import (
     Said,
     of_counts_unwritten,
     of_counts_written,
-    of_plan,
     of_read_failure,
-    of_written,
-    shown_of_plan,
-    shown_of_sizes,
 )
-from autoscaler.core.step import RSyncState, StepConfig, after_write, needs, step
+from autoscaler.core.step import RSyncState, StepConfig, needs
 from autoscaler.core.written import Written
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
@@ -125,33 +123,33 @@ class Executor:
         return outcome
 
     def _size(self, key: RSyncKey, view: RSyncView, counts: ObjectCounts) -> Outcome:
-        before, target = self._state(key), self.port.target.name
+        """Read once, decide, write once, keep the state, say."""
+        before = self._state(key)
         try:
             reading = self.port.read(key, view, needs(view, before, self.config))
         except ReadError as error:
             self._asked_to_wait(key, error.retry_after)
-            self._say(key, view, of_read_failure(target, error.reason, str(error)))
+            self._say(key, view, of_read_failure(self.port.target.name, error.reason, str(error)))
             return Outcome.FAILED
         seen = Observation(
             key, view, reading, counts, self.clock(), self.wall_clock(), self._take_samples(key)
         )
-        plan = step(seen, before, self.config)
-        self._show(key, shown_of_plan(plan, reads_source=self.config.reads_source))
-        self._say(key, view, of_plan(plan, target, self.config.hysteresis, reading.unread))
+        decision = decide(seen, before, self.config, self.port.target.name)
+        self._show(key, decision.shown)
+        self._say(key, view, decision.said)
         written: Written | WriteError
         try:
-            written = self.port.write(key, reading, plan.apply, plan.publish)
+            written = self.port.write(key, reading, decision.plan.apply, decision.plan.publish)
         except WriteError as error:
             self._asked_to_wait(key, error.retry_after)
             written = error
-        self.states[key] = after_write(before, plan, written, self.clock())
-        self._say(key, view, of_written(before, plan, written, target))
-        if isinstance(written, WriteError):
-            return Outcome.FAILED
-        self._show(key, shown_of_sizes(plan))
-        if plan.recheck_after is not None:
-            self.later(key, plan.recheck_after)
-        return plan.outcome
+        result = decision.after(written, self.clock())
+        self.states[key] = result.state
+        self._say(key, view, result.said)
+        self._show(key, result.shown)
+        if result.recheck_after is not None:
+            self.later(key, result.recheck_after)
+        return result.outcome
 
     def _asked_to_wait(self, key: RSyncKey, seconds: float | None) -> None:
         if seconds is not None:

@@ -23,7 +23,7 @@ from pydantic_settings import (
 )
 
 from autoscaler.core.calibration import Margin
-from autoscaler.core.decision import Hysteresis
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import DEFAULT_PRESET, PLATFORMS, PRESETS, Profile, Sizing
 from autoscaler.kube.targets import TARGETS
 from inventory.core.ids import RECONCILER_NAMESPACE, ROOT_SYNC_NAMESPACE, RSyncKey

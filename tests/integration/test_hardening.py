@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.core.decision import Hysteresis
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.size_fields import resources_of
 from autoscaler.core.sizing import AUTOPILOT, FITTED, Profile
 from autoscaler.kube.targets import DeploymentTarget, RSyncOverrideTarget

@@ -22,12 +22,12 @@ from autoscaler.core.annotations import (
     annotation_counts,
     parse_resources_annotation,
 )
-from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.owners import DECLARED_FIELDS_ANNOTATION
 from autoscaler.core.reasons import WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.size_fields import resources_json, resources_of
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
 from autoscaler.kube.events import EventWriter

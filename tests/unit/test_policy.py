@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.decision import Decision, Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis, SizeDecision, decide_size, initial
 from autoscaler.core.sizing import (
     AUTOPILOT,
     AUTOPILOT_BURSTING,
@@ -187,7 +187,7 @@ def test_a_scale_up_from_any_current_size_is_valid_and_never_lowers_a_request(
     profile: Profile, objects: int, current: Resources
 ) -> None:
     sized(objects, profile)
-    decision = decide(ObjectCounts(objects, objects), profile, initial(current), now=0)
+    decision = decide_size(ObjectCounts(objects, objects), profile, initial(current), now=0)
     result = decision.resources
     assert result is not None
     for request, limit in (
@@ -204,8 +204,8 @@ def test_a_scale_up_from_any_current_size_is_valid_and_never_lowers_a_request(
 @given(profiles, counts, st.integers(0, 60_000), st.floats(0, 1e6))
 def test_decide_is_idempotent(profile: Profile, source: int, sync: int, now: float) -> None:
     sized(max(source, sync), profile)
-    first = decide(ObjectCounts(source, sync), profile, initial(None), now=now)
-    again = decide(ObjectCounts(source, sync), profile, first, now=now)
+    first = decide_size(ObjectCounts(source, sync), profile, initial(None), now=now)
+    again = decide_size(ObjectCounts(source, sync), profile, first, now=now)
     assert again.outcome == Outcome.UNCHANGED
     assert again.resources == first.resources
 
@@ -231,8 +231,8 @@ AT = {
 }
 
 
-def step(counts: ObjectCounts, last: Decision, now: float, **kwargs: object) -> Decision:
-    return decide(counts, P, last, now=now, hysteresis=H, **kwargs)  # type: ignore[arg-type]
+def step(counts: ObjectCounts, last: SizeDecision, now: float, **kwargs: object) -> SizeDecision:
+    return decide_size(counts, P, last, now=now, hysteresis=H, **kwargs)  # type: ignore[arg-type]
 
 
 def test_scales_up_at_once() -> None:
@@ -321,7 +321,7 @@ def test_unknown_counts_still_allow_a_scale_up() -> None:
     assert step(ObjectCounts(), initial(AT[100]), 0).outcome == Outcome.POSTPONED
 
 
-def restarted(d: Decision, now: float) -> Decision:
+def restarted(d: SizeDecision, now: float) -> SizeDecision:
     """The decision after its apply restarted the reconciler (as `autoscaler.core.step.settled` records)."""
     return replace(d, restarts=(*d.restarts, now))
 
@@ -353,7 +353,7 @@ def test_restart_cap_ignores_changes_that_do_not_restart() -> None:
 
 
 def test_sizing_error_is_an_error_outcome() -> None:
-    d = decide(
+    d = decide_size(
         ObjectCounts(10_000_000, 0),
         Profile(Sizing("huge", max_mib=10**7), AUTOPILOT),
         initial(AT[100]),
@@ -407,7 +407,7 @@ def test_the_size_aware_explanation_shows_the_bytes_term() -> None:
 def test_decide_sizes_from_the_source_kib_scaled_to_the_inventory() -> None:
     # source 1000 objects in 500 KiB; the inventory holds 1200: 600 KiB at the source's mean size.
     # 100 + 0.05 x 1200 + 0.1 x 600 = 220 -> 224
-    decision = decide(ObjectCounts(1000, 1200, 500), Profile(SIZE_AWARE), initial(None), now=0.0)
+    decision = decide_size(ObjectCounts(1000, 1200, 500), Profile(SIZE_AWARE), initial(None), now=0.0)
     assert decision.recommended is not None
     assert decision.recommended.memory_request_mib == 224
 
@@ -574,8 +574,8 @@ def test_a_limit_found_on_the_reconciler_is_kept_raised_with_its_request_and_nev
     MiB (on the grid)."""
     unlimited = Profile(replace(PROTOTYPE, memory_limit_factor=None, cpu_limit_factor=None), STANDARD)
 
-    def unlimited_step(counts: ObjectCounts, last: Decision, now: float) -> Decision:
-        return decide(counts, unlimited, last, now=now, hysteresis=H)
+    def unlimited_step(counts: ObjectCounts, last: SizeDecision, now: float) -> SizeDecision:
+        return decide_size(counts, unlimited, last, now=now, hysteresis=H)
 
     d = unlimited_step(ObjectCounts(5000, 400), initial(Resources(219, 224, None, 336)), 0)
     assert (d.outcome, d.resources) == (Outcome.SCALED_UP, Resources(1125, 1152, None, 1728))

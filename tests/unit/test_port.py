@@ -18,12 +18,12 @@ from autoscaler.core.annotations import (
     OOM_FLOOR_ANNOTATION,
     RECOMMENDED_ANNOTATION,
 )
-from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.pods import resizes_waiting, room_wanted
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence

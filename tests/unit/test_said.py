@@ -6,14 +6,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 from autoscaler.core.calibration import Calibration, Window
-from autoscaler.core.decision import Decision
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import SHOWN_SERIES, Shown, shown_of_plan, shown_of_sizes
+from autoscaler.core.size_decision import SizeDecision
 from autoscaler.core.step import Plan, RSyncState
 from inventory.core.counts import ObjectCounts
 
-SIZED = Decision(Outcome.SCALED_UP, Resources(85, 160), recommended=Resources(85, 192))
+SIZED = SizeDecision(Outcome.SCALED_UP, Resources(85, 160), recommended=Resources(85, 192))
 
 
 def plan(outcome: Outcome, counts: ObjectCounts, state: RSyncState, **kwargs: object) -> Plan:

@@ -28,12 +28,12 @@ from autoscaler.core.annotations import (
     WAITING_ANNOTATION,
 )
 from autoscaler.core.calibration import Sampled
-from autoscaler.core.decision import Hysteresis
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
 from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.core.written import Applied, CountsWritten, Written

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.core.decision import Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis, decide_size, initial
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
 from inventory.core.counts import ObjectCounts
 from inventory.core.objects import RSync
@@ -93,7 +93,7 @@ def test_an_implicit_namespace_does_not_hold_the_scale_down_once_the_sync_has_fi
     counts = ObjectCounts(source=1000, sync=1001)
     last = initial(AT_5000)
     finished = sync_progress(rsync(status(A, A, SYNCED)))
-    decision = decide(counts, PROFILE, last, now=0, hysteresis=NO_DELAY, progress=finished)
+    decision = decide_size(counts, PROFILE, last, now=0, hysteresis=NO_DELAY, progress=finished)
     assert (decision.outcome, decision.resources) == (Outcome.SCALED_DOWN, AT_1001)
 
 
@@ -103,13 +103,15 @@ def test_an_implicit_namespace_does_not_hold_the_scale_down_once_the_sync_has_fi
 def test_no_scale_down_while_the_reconciler_has_not_finished(reported: Any) -> None:
     counts = ObjectCounts(source=1000, sync=1000)
     progress = sync_progress(rsync(reported))
-    decision = decide(counts, PROFILE, initial(AT_5000), now=10_000, hysteresis=NO_DELAY, progress=progress)
+    decision = decide_size(
+        counts, PROFILE, initial(AT_5000), now=10_000, hysteresis=NO_DELAY, progress=progress
+    )
     assert (decision.outcome, decision.resources) == (Outcome.POSTPONED, AT_5000)
     assert "prune pending (the reconciler" in decision.reason
 
 
 def test_without_a_report_a_larger_inventory_stands_for_a_prune() -> None:
-    decision = decide(
+    decision = decide_size(
         ObjectCounts(source=1000, sync=1001), PROFILE, initial(AT_5000), now=0, hysteresis=NO_DELAY
     )
     assert (decision.outcome, decision.resources) == (Outcome.POSTPONED, AT_5000)

@@ -25,10 +25,10 @@ from autoscaler.core.annotations import (
     parse_synced_source,
     synced_source_annotation,
 )
-from autoscaler.core.decision import Hysteresis, decide, initial
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.resources import Resources
+from autoscaler.core.size_decision import Hysteresis, decide_size, initial
 from autoscaler.core.size_fields import reconciler_override, resources_of
 from autoscaler.core.sizing import FITTED, STANDARD, Profile
 from inventory.core.counts import ObjectCounts, kinds_of
@@ -272,7 +272,7 @@ def test_a_memory_only_size_is_never_lowered(memory: int, unit: str, objects: in
         {"limits": {"memory": f"{memory}{unit}"}, "requests": {"memory": f"{memory}{unit}"}}
     )
     assert current is not None
-    decision = decide(
+    decision = decide_size(
         ObjectCounts(objects, objects), PROFILE, initial(current), now=0.0, hysteresis=Hysteresis(600, 6)
     )
     if decision.outcome in (Outcome.SCALED_UP, Outcome.SCALED_DOWN):
@@ -288,7 +288,7 @@ def test_a_memory_only_request_of_1ei_is_kept_not_replaced_by_a_scale_up() -> No
     # unreadable size counted as unknown and 224Mi was applied as a "scale-up").
     current = resources_of({"requests": {"memory": "1Ei"}, "limits": {"memory": "1Ei"}})
     assert current == Resources(0, 2**40, None, 2**40)
-    decision = decide(ObjectCounts(100, 100), PROFILE, initial(current), now=0.0)
+    decision = decide_size(ObjectCounts(100, 100), PROFILE, initial(current), now=0.0)
     assert decision.resources is not None
     assert decision.resources.memory_limit_mib == 2**40
     assert decision.resources.memory_request_mib == 2**40

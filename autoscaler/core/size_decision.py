@@ -1,10 +1,10 @@
 """When the reconciler's size changes: the hysteresis around the estimator. Pure: no I/O, no clock.
 
-`decide(counts, profile, last, now=...)`: scale up at once; scale down only after the lower target has held
-for a delay counted from the inventory's last change, never while a count is unknown or a prune may be
-running (the reconciler reports its sync of the fetched commit unfinished or failed; when it reports
-nothing, an inventory larger than the source), and never beyond a cap of restarts per hour (the restarts
-are recorded by the step from what an apply really did).
+`decide_size(counts, profile, last, now=...)`, called by the reconcile's `decide` (autoscaler.core.decide):
+scale up at once; scale down only after the lower target has held for a delay counted from the inventory's
+last change, never while a count is unknown or a prune may be running (the reconciler reports its sync of
+the fetched commit unfinished or failed; when it reports nothing, an inventory larger than the source), and
+never beyond a cap of restarts per hour (the restarts are recorded from what an apply really did).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Hysteresis:
 
 
 @dataclass(frozen=True)
-class Decision:
+class SizeDecision:
     """What the reconciler should have, why, and the state the next decision needs."""
 
     outcome: Outcome
@@ -60,22 +60,22 @@ class Decision:
         return self.outcome in (Outcome.SCALED_UP, Outcome.SCALED_DOWN)
 
 
-def initial(applied: Resources | None) -> Decision:
+def initial(applied: Resources | None) -> SizeDecision:
     """The state before the first decision: what the reconciler has now, as read from the cluster."""
-    return Decision(Outcome.UNCHANGED, applied, reason="current resources")
+    return SizeDecision(Outcome.UNCHANGED, applied, reason="current resources")
 
 
-def decide(
+def decide_size(
     counts: ObjectCounts,
     profile: Profile,
-    last: Decision,
+    last: SizeDecision,
     *,
     now: float,
     hysteresis: Hysteresis = Hysteresis(),
     progress: SyncProgress = UNREPORTED,
     api_resources: int | None = None,
     room_wanted: str | None = None,
-) -> Decision:
+) -> SizeDecision:
     """The next decision. `last.resources` is what the reconciler has (None when not known). A change
     restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
     restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here.
@@ -94,7 +94,7 @@ def decide(
     recommended, capped = fitted(recommended, profile)
     current = last.resources
     recommended = recommended.keeping_limits_of(current, profile.sizing.step_mib)
-    base = Decision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts, capped=capped)
+    base = SizeDecision(Outcome.UNCHANGED, current, recommended, target, restarts=restarts, capped=capped)
     need = f"{target} objects need {recommended}" if capped is None else f"{target} objects: {capped}"
     if current == recommended:
         return replace(base, reason=f"{target} objects: already sized")
@@ -136,7 +136,7 @@ def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
 
 
 def _window(
-    last: Decision, counts: ObjectCounts, recommended: Resources, now: float, steady: bool
+    last: SizeDecision, counts: ObjectCounts, recommended: Resources, now: float, steady: bool
 ) -> tuple[float, Resources]:
     """When the scale-down's wait began and the largest target seen since. The delay counts from the
     inventory's last change (the reconciler is still applying or pruning around a change, and its memory
@@ -153,16 +153,16 @@ def _window(
 
 
 def _scale_down(
-    base: Decision,
+    base: SizeDecision,
     counts: ObjectCounts,
-    last: Decision,
+    last: SizeDecision,
     *,
     now: float,
     hysteresis: Hysteresis,
     progress: SyncProgress,
     steady: bool,
     room_wanted: str | None,
-) -> Decision:
+) -> SizeDecision:
     assert base.recommended is not None
     distrust = _source_not_trusted(counts)
     if distrust is not None:
