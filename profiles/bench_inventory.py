@@ -40,6 +40,7 @@ from inventory.core.inventory_count import (
     resources_span,
 )
 from inventory.core.manifest_reader import _fast_yaml
+from inventory.core.tally import Untallied
 from inventory.kube.watch import InventoryCodec
 from inventory.source.source_count import CountCache, count_directory
 
@@ -142,7 +143,7 @@ def _child_watcher_memory(method: str, path: str) -> dict[str, Any]:
     before = reset_peak_rss()
     store: dict[tuple[str, str], object] = {}
     if method == "ours":
-        summary = InventoryCodec().decode_event(raw).obj
+        summary = InventoryCodec(Untallied()).decode_event(raw).obj
         assert summary is not None
         store[(summary.namespace, summary.name)] = summary
     else:

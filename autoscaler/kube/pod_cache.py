@@ -21,6 +21,7 @@ from typing import Any, cast
 from autoscaler.core.pods import waits_for_memory
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RECONCILER_NAMESPACE, reconciler_pods
 from inventory.core.objects import Pod, PodView
+from inventory.core.tally import Tally
 from inventory.kube import kubeapi
 from inventory.kube.watch import (
     Key,
@@ -102,6 +103,7 @@ class ReconcilerPods:
 
     api: kubeapi.KubeApi
     on_change: PodChanged
+    tally: Tally = field(kw_only=True)  # the watch's restarts, for /metrics
     deployment: str | None = None
     namespace: str = RECONCILER_NAMESPACE
     settings: WatchSettings = field(default_factory=WatchSettings)
@@ -121,6 +123,7 @@ class ReconcilerPods:
             label_selector=selector,
             settings=self.settings,
             keep=newer,
+            tally=self.tally,
         )
 
     def start(self) -> ReconcilerPods:

@@ -29,7 +29,7 @@ from autoscaler.kube.port import KubePort, Port
 from autoscaler.kube.targets import RecommendTarget, Target
 from autoscaler.service.executor import Executor
 from autoscaler.service.logs import CURRENT_RSYNC
-from autoscaler.service.metrics import DECISIONS
+from autoscaler.service.metrics import DECISIONS, TALLY
 from autoscaler.service.observer import Observer, Scope
 from autoscaler.service.workqueue import ShutDown, WorkQueue
 from inventory.core.counts import ObjectCounts
@@ -100,6 +100,7 @@ class Controller:
                 deployment=reconciler_name(self.scope.rsync) if self.scope.rsync else None,
                 namespace=self.reconciler_namespace,
                 settings=self.watch_settings,
+                tally=TALLY,
             )
         )
         port = self.port or KubePort(

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the sizing side. Per-RSync series are bounded by the number of RSyncs managed.
+"""Every Prometheus metric of the service, declared here and nowhere else. Per-RSync series are bounded by
+the number of RSyncs managed; other labels by fixed vocabularies (reasons, resource kinds).
 
 The counters a reconcile's plan says to increment are named by `Counted`, the gauges it sets by `Shown`
 (autoscaler/core/said.py), found through `COUNTED` and `SHOWN`; docs/metrics.md lists every metric
@@ -13,6 +14,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from autoscaler.core.injection import RESULTS, SIZE_RESULTS
 from autoscaler.core.reasons import Reason
 from autoscaler.core.said import Counted, Shown
+from inventory.core.tally import Tally
 
 # Each counter a plan says to increment, by its `Counted` name; each gauge it sets, by its `Shown` name.
 COUNTED: dict[Counted, Counter] = {}
@@ -155,3 +157,44 @@ EVENT_ERRORS = Counter(
     "Event writes that failed or were dropped (queue full); a reconcile never waits for them.",
     ["reason"],
 )
+
+
+# ----- the inventory side: its watches, the ResourceGroups and the source (told through `TALLY`) ---------
+WATCH_RESTARTS = Counter(
+    "objcount_watch_restarts_total",
+    "Watch streams restarted, by resource and reason (gone, closed, timeout, error).",
+    ["resource", "reason"],
+)
+CACHE_SYNCED = Gauge(
+    "objcount_cache_synced", "1 once the first complete list of the resource is cached.", ["resource"]
+)
+MALFORMED_INVENTORIES = Counter(
+    "objcount_malformed_inventories_total",
+    "ResourceGroup updates rejected as malformed (the last good count is kept).",
+)
+SOURCE_ERRORS = Counter(
+    "objcount_source_errors_total",
+    "Source commits not fully counted: rejected (Config Sync rejects a file and syncs none of the "
+    "commit: the last good count is kept), unread (files we did not read: a lower bound, nothing is "
+    "lowered), unreadable (the directory: the last good count is kept), crashed.",
+    ["reason"],
+)
+
+
+class _Tally:
+    """The inventory side's `Tally`, told to the metrics above."""
+
+    def watch_restarted(self, resource: str, reason: str) -> None:
+        WATCH_RESTARTS.labels(resource, reason).inc()
+
+    def cache_synced(self, resource: str, synced: bool) -> None:
+        CACHE_SYNCED.labels(resource).set(1 if synced else 0)
+
+    def inventory_malformed(self) -> None:
+        MALFORMED_INVENTORIES.inc()
+
+    def source_error(self, reason: str) -> None:
+        SOURCE_ERRORS.labels(reason).inc()
+
+
+TALLY: Tally = _Tally()

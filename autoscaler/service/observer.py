@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
+from autoscaler.service.metrics import TALLY
 from inventory.core.counts import ObjectCounts, describe_kinds, kinds_of
 from inventory.core.ids import (
     RSyncKey,
@@ -78,8 +79,9 @@ class Observer:
         self.inventories: Reflector[InventorySummary] = Reflector(
             api,
             kubeapi.RESOURCEGROUP,
-            InventoryCodec(),
+            InventoryCodec(TALLY),
             self._on_inventory,
+            tally=TALLY,
             namespace=scope.namespace,
             label_selector=scope.inventory_selector,
             # Config Sync names the inventory after its RSync; a Role limited to it by `resourceNames`
@@ -95,6 +97,7 @@ class Observer:
                 kubeapi.RSYNC_RESOURCES[kind],
                 ObjectCodec(),
                 functools.partial(self._on_rsync, kind),
+                tally=TALLY,
                 namespace=scope.namespace,
                 field_selector=f"metadata.name={scope.rsync.name}" if scope.rsync else "",
                 settings=settings,
@@ -102,7 +105,7 @@ class Observer:
             for kind in kinds
         }
         self.source_watcher = (
-            SourceWatcher(source_layout, self._on_source, on_linked=self._on_linked)
+            SourceWatcher(source_layout, self._on_source, on_linked=self._on_linked, tally=TALLY)
             if source_layout is not None and scope.rsync is not None
             else None
         )

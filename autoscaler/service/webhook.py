@@ -34,7 +34,7 @@ from autoscaler.core.injection import (
 )
 from autoscaler.kube.platform import detect
 from autoscaler.service.http_endpoint import QuietHandler
-from autoscaler.service.metrics import WEBHOOK_ADMISSIONS, WEBHOOK_SIZES
+from autoscaler.service.metrics import TALLY, WEBHOOK_ADMISSIONS, WEBHOOK_SIZES
 from autoscaler.service.settings import Settings
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
@@ -96,7 +96,7 @@ class RSyncCache:
 
     def __init__(self, api: kubeapi.KubeApi) -> None:
         self.reflectors: dict[str, Reflector[RawObject]] = {
-            kind: Reflector(api, resource, ObjectCodec(), lambda *_: None)
+            kind: Reflector(api, resource, ObjectCodec(), lambda *_: None, tally=TALLY)
             for kind, resource in kubeapi.RSYNC_RESOURCES.items()
         }
 

@@ -22,8 +22,8 @@ import simdjson
 from inventory.core.backoff import Backoff
 from inventory.core.inventory_count import InventoryCounter, InventorySummary
 from inventory.core.objects import applied_by_others
+from inventory.core.tally import Tally
 from inventory.kube import kubeapi
-from inventory.metrics import CACHE_SYNCED, MALFORMED_INVENTORIES, WATCH_RESTARTS
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,8 @@ class ObjectCodec:
 class InventoryCodec:
     """Decodes ResourceGroups into summaries straight from the bytes (see inventory_count)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tally: Tally) -> None:
+        self._tally = tally
         self._counter = InventoryCounter()
         self._page_parser = simdjson.Parser()
 
@@ -140,10 +141,9 @@ class InventoryCodec:
     def _summary(self, raw: bytes) -> InventorySummary:
         return self._report(self._counter.summarize(raw))
 
-    @staticmethod
-    def _report(summary: InventorySummary) -> InventorySummary:
+    def _report(self, summary: InventorySummary) -> InventorySummary:
         if not summary.valid:
-            MALFORMED_INVENTORIES.inc()
+            self._tally.inventory_malformed()
             log.error(
                 "malformed ResourceGroup %s/%s: %s; keeping its last good count",
                 summary.namespace,
@@ -177,6 +177,7 @@ class Reflector(Generic[T]):
     resource: kubeapi.Resource
     codec: Codec[T]
     on_change: Handler
+    tally: Tally = field(kw_only=True)  # its restarts and whether it is synced, for /metrics
     namespace: str | None = None
     label_selector: str = ""
     field_selector: str = ""
@@ -225,7 +226,7 @@ class Reflector(Generic[T]):
         backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
         resource_version = ""
         if not self.synced.is_set():  # a cache that never syncs shows 0 (ObjcountNotReady), not nothing
-            CACHE_SYNCED.labels(self.label).set(0)
+            self.tally.cache_synced(self.label, False)
         while not self.stopping.is_set():
             try:
                 if not resource_version:
@@ -235,23 +236,23 @@ class Reflector(Generic[T]):
                 for event in self._events(resource_version):
                     resource_version = self._apply(event) or resource_version
                     said, self.problem = True, None
-                WATCH_RESTARTS.labels(self.label, "closed").inc()
+                self.tally.watch_restarted(self.label, "closed")
                 if not said:  # closed before saying anything: a server refusing watches, not a timeout
                     self._wait(backoff.next_delay(), "watch of %s closed at once; watching again in %.2f s")
             except kubeapi.WatchSilent:
-                WATCH_RESTARTS.labels(self.label, "timeout").inc()
+                self.tally.watch_restarted(self.label, "timeout")
                 log.info(
                     "watch of %s silent for %.0f s; reconnecting",
                     self.label,
                     self.settings.inactivity_timeout,
                 )
             except kubeapi.Gone:
-                WATCH_RESTARTS.labels(self.label, "gone").inc()
+                self.tally.watch_restarted(self.label, "gone")
                 resource_version = ""
                 self._wait(backoff.next_delay(), "watch of %s expired (410 Gone); re-listing in %.2f s")
             except (kubeapi.NotFound, kubeapi.Forbidden) as error:
                 # Not a passing fault: a missing CRD or a missing permission. Say what to do, keep trying.
-                WATCH_RESTARTS.labels(self.label, "error").inc()
+                self.tally.watch_restarted(self.label, "error")
                 delay = backoff.next_delay(error.retry_after)
                 what = f"{self.resource.api_version} {self.resource.plural}"
                 hint = (
@@ -269,7 +270,7 @@ class Reflector(Generic[T]):
             except kubeapi.ApiError as error:
                 if self.stopping.is_set():
                     return
-                WATCH_RESTARTS.labels(self.label, "error").inc()
+                self.tally.watch_restarted(self.label, "error")
                 delay = backoff.next_delay(error.retry_after)
                 log.warning("watch of %s failed (%s); retrying in %.2f s", self.label, error, delay)
                 self.stopping.wait(delay)
@@ -342,6 +343,6 @@ class Reflector(Generic[T]):
             self.on_change(change, key, item)
         if not self.synced.is_set():
             self.synced.set()
-            CACHE_SYNCED.labels(self.label).set(1)
+            self.tally.cache_synced(self.label, True)
             log.info("cache of %s synced: %d object(s)", self.label, len(fresh))
         return resource_version

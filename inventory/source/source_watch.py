@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from inventory.metrics import SOURCE_ERRORS
+from inventory.core.tally import Tally
 from inventory.source.source_count import CountCache, SourceCount, SourceError, count_directory
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class SourceWatcher:
 
     layout: SourceLayout
     on_count: Callable[[SourceCount], None]
+    tally: Tally = field(kw_only=True)  # the commits not fully counted, for /metrics
     # Told the commit a moved link names before it is counted (a large commit takes seconds to count,
     # while the reconciler may be parsing it already).
     on_linked: Callable[[str], None] = lambda commit: None
@@ -121,7 +122,7 @@ class SourceWatcher:
             result = count_source(self.layout, cache=self.cache)
         except SourceError as error:
             if str(error) != self.last_error:
-                SOURCE_ERRORS.labels("unreadable").inc()
+                self.tally.source_error("unreadable")
                 log.error("source count failed, keeping the last good count: %s", error)
             self.last_error = str(error)
             return target
@@ -133,7 +134,7 @@ class SourceWatcher:
     def _report(self, count: SourceCount) -> None:
         """Say once per commit what Config Sync rejects, and what we could not read."""
         if count.rejected:
-            SOURCE_ERRORS.labels("rejected").inc()
+            self.tally.source_error("rejected")
             for problem in count.rejected[:10]:
                 log.error(
                     "commit %s: Config Sync rejects it, and syncs none of it: %s %s",
@@ -142,7 +143,7 @@ class SourceWatcher:
                     problem.message,
                 )
         if count.unread:
-            SOURCE_ERRORS.labels("unread").inc()
+            self.tally.source_error("unread")
             for reason in count.unread[:10]:
                 log.warning(
                     "commit %s: not read (its objects are not counted, nothing is lowered): %s",
@@ -159,7 +160,7 @@ class SourceWatcher:
             except Exception as error:
                 # Whatever went wrong (a bug, an OS error we did not foresee), the watcher lives on with
                 # the last good count, says so, and tries again after `retry_interval`.
-                SOURCE_ERRORS.labels("crashed").inc()
+                self.tally.source_error("crashed")
                 log.exception("source count crashed, keeping the last good count")
                 self.last_error = f"crashed: {error!r}"
             self.stopping.wait(self.interval)

@@ -15,6 +15,7 @@ from autoscaler.core.annotations import annotation_counts, restored_counts, stat
 from autoscaler.core.written import CountsWritten
 from autoscaler.kube.count_writer import CountWriter
 from autoscaler.service.controller import Controller, Scope
+from autoscaler.service.metrics import TALLY
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey, own_inventory_selector
@@ -89,8 +90,9 @@ def test_sidecar_watch_never_receives_another_inventory(api: kubeapi.KubeClient,
     reflector = Reflector(
         api,
         kubeapi.RESOURCEGROUP,
-        InventoryCodec(),
+        InventoryCodec(TALLY),
         lambda change, key, obj: seen.append((change, key[1])),
+        tally=TALLY,
         namespace=namespace,
         label_selector=own_inventory_selector(mine),
         settings=FAST,

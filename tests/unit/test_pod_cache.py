@@ -17,6 +17,7 @@ from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import TARGETS, TargetOptions
 from inventory.core.ids import RSyncKey, reconciler_pods
 from inventory.core.objects import Pod, PodView
+from inventory.core.tally import Untallied
 from inventory.kube.watch import RawObject
 from tests.fake_api import FakeApi
 from tests.unit.test_reflector import Waits, line, scripted
@@ -96,7 +97,9 @@ def cache_after(
     told: list[tuple[str, str | None]] = []
     stop = Waits()  # the end of the script stops it; a backoff records its wait instead of sleeping
     api = scripted([listed], [(events, None)], stop)
-    cache = ReconcilerPods(api, lambda name, node: told.append((name, node)), deployment=deployment)
+    cache = ReconcilerPods(
+        api, lambda name, node: told.append((name, node)), deployment=deployment, tally=Untallied()
+    )
     cache.reflector.stopping = stop
     cache.reflector.run()
     return cache, told
@@ -199,7 +202,7 @@ def test_until_the_cache_has_listed_a_reconcile_lists_and_then_it_reads_the_cach
     )
     assert api.log == calls, "no list of its own"
     assert target.on_resized == cache.wrote  # type: ignore[attr-defined]
-    unsynced = ReconcilerPods(cache.reflector.api, lambda name, node: None)
+    unsynced = ReconcilerPods(cache.reflector.api, lambda name, node: None, tally=Untallied())
     assert unsynced.of("root-reconciler") is None
     assert unsynced.every() is None
     api.lists.append([ROOT])

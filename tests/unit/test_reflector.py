@@ -12,6 +12,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
+from autoscaler.service.metrics import TALLY
 from inventory.core.backoff import Backoff
 from inventory.kube import kubeapi
 from inventory.kube.watch import ObjectCodec, Reflector, WatchSettings
@@ -60,6 +61,7 @@ def run(
         lambda change, key, o: changes.append((change, key[1])),  # type: ignore[arg-type]
         settings=settings or WatchSettings(backoff_initial=0.0, backoff_max=0.0),
         stopping=stop,
+        tally=TALLY,
     )
     reflector.run()
     return reflector, changes

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from controlplane.seed import configmaps_yaml, write_commit
 from inventory.core.go_decoding import GoDecodeError, decode_yaml
 from inventory.core.manifest_reader import CRASH, _fast_yaml, _tree_path_steps, path_steps_of, read_manifest
+from inventory.core.tally import Untallied
 from inventory.source.source_count import (
     SourceError,
     Unread,
@@ -219,7 +220,10 @@ def test_a_source_directory_that_disappears_keeps_the_last_good_count(tmp_path: 
     commit = write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(7)}, sync_dir="config")
     counts: list[int] = []
     watcher = SourceWatcher(
-        SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects), clock=lambda: 0.0
+        SourceLayout(tmp_path, "config"),
+        lambda c: counts.append(c.objects),
+        clock=lambda: 0.0,
+        tally=Untallied(),
     )
     previous = watcher.poll_once(None)
     assert counts == [7]
@@ -243,6 +247,7 @@ def test_a_moved_link_is_told_with_its_commit_before_that_commit_is_counted(tmp_
         SourceLayout(tmp_path, "config"),
         lambda c: told.append(("counted", c.commit)),
         on_linked=lambda commit: told.append(("linked", commit)),
+        tally=Untallied(),
     )
     previous = watcher.poll_once(None)
     assert watcher.poll_once(previous) == previous
@@ -314,7 +319,9 @@ def test_an_unexpected_error_keeps_the_watcher_alive_with_the_last_good_count(
 ) -> None:
     write_commit(tmp_path, "c1", {"a.yaml": configmaps_yaml(4)}, sync_dir="config")
     counts: list[int] = []
-    watcher = SourceWatcher(SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects))
+    watcher = SourceWatcher(
+        SourceLayout(tmp_path, "config"), lambda c: counts.append(c.objects), tally=Untallied()
+    )
     previous = watcher.poll_once(None)
     assert counts == [4]
 
