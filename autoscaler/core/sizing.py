@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from autoscaler.core.quantity import format_cpu, format_memory
 from autoscaler.core.resources import Resources, ceil_to
 from inventory.core.counts import Kinds, ObjectCounts
 
@@ -374,7 +375,9 @@ def size(load: Load, profile: Profile) -> Resources:
         platform.pod_max_memory_mib is not None
         and memory + profile.others_memory_mib > platform.pod_max_memory_mib
     ):
-        raise SizingError(f"{objects} objects need {memory}Mi, over the {platform.name} pod maximum")
+        raise SizingError(
+            f"{objects} objects need {format_memory(memory)}, over the {platform.name} pod maximum"
+        )
     return Resources(
         cpu,
         memory,
@@ -430,8 +433,8 @@ def fitted(resources: Resources, profile: Profile) -> tuple[Resources, str | Non
         else max(memory, min(resources.memory_limit_mib, room.memory_mib // step * step)),
     )
     why = (
-        f"capped to what node {room.node} holds beside the Pod's other containers ({cpu_room}m, "
-        f"{memory_room}Mi; the cluster's largest): {capped}"
+        f"capped to what node {room.node} holds beside the Pod's other containers ({format_cpu(cpu_room)}, "
+        f"{format_memory(memory_room)}; the cluster's largest): {capped}"
     )
     return capped, why
 
@@ -440,6 +443,10 @@ def _limit(request: int, factor: Fraction | None, step: int, platform: Platform)
     if platform.limits_equal_requests:
         return request
     return None if factor is None else max(request, ceil_to(request * factor, step))
+
+
+def _cpu_and_memory(cpu_m: int, memory_mib: int) -> str:
+    return f"{format_cpu(cpu_m)} / {format_memory(memory_mib)}"
 
 
 def explain(load: Load, profile: Profile) -> str:
@@ -471,17 +478,18 @@ def explain(load: Load, profile: Profile) -> str:
     lines = [
         f"profile {profile.name}: {objects} objects" + ("" if kib is None else f", {kib} KiB of manifests"),
         f"memory = ceil(({terms}) / {step}) x {step}"
-        f" = ceil({raw:g} / {step}) x {step} -> {memory}Mi (min {sizing.min_mib}Mi, max {sizing.max_mib}Mi)",
+        f" = ceil({raw:g} / {step}) x {step} -> {format_memory(memory)}"
+        f" (min {format_memory(sizing.min_mib)}, max {format_memory(sizing.max_mib)})",
         f"cpu    = max(ceil(({_cpu_terms(sizing, memory, objects)}) / {sizing.cpu_step_m})"
-        f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {cpu}m",
+        f" x {sizing.cpu_step_m}, {sizing.cpu_min_m}) -> {format_cpu(cpu)}",
     ]
     if (result.cpu_request_m, result.memory_request_mib) != (cpu, memory):
         others = (profile.others_cpu_m, profile.others_memory_mib)
-        before = (cpu + others[0], memory + others[1])
-        after = (result.cpu_request_m + others[0], result.memory_request_mib + others[1])
+        before = _cpu_and_memory(cpu + others[0], memory + others[1])
+        after = _cpu_and_memory(result.cpu_request_m + others[0], result.memory_request_mib + others[1])
         lines.append(
-            f"{platform.name}: the pod ({before[0]}m / {before[1]}Mi with {others[0]}m / {others[1]}Mi"
-            f" of other containers) becomes {after[0]}m / {after[1]}Mi; the surplus goes to the reconciler"
+            f"{platform.name}: the pod ({before} with {_cpu_and_memory(*others)} of other containers) "
+            f"becomes {after}; the surplus goes to the reconciler"
         )
     lines.append(f"reconciler: {result}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from inventory.core.tally import Tally
-from inventory.source.source_count import CountCache, SourceCount, SourceError, count_directory
+from inventory.source.source_count import CountCache, SourceCount, SourceError, count_directory, rejection
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +135,7 @@ class SourceWatcher:
         """Say once per commit what Config Sync rejects, and what we could not read."""
         if count.rejected:
             self.tally.source_error("rejected")
-            for problem in count.rejected[:10]:
-                log.error(
-                    "commit %s: Config Sync rejects it, and syncs none of it: %s %s",
-                    count.commit,
-                    problem.code,
-                    problem.message,
-                )
+            log.error("%s; it syncs none of it", rejection(count, listed=10))
         if count.unread:
             self.tally.source_error("unread")
             for reason in count.unread[:10]:
