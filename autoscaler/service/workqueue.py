@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from inventory.core.backoff import exponential
@@ -26,7 +27,13 @@ class ShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, retry_initial: float = 0.1, retry_max: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        retry_initial: float = 0.1,
+        retry_max: float = 60.0,
+        random: Callable[[], float] = random.random,
+    ) -> None:
         self._cond = threading.Condition()
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
@@ -41,6 +48,7 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._retry_initial = retry_initial
         self._retry_max = retry_max
+        self._random = random
 
     def add(self, key: K) -> None:
         with self._cond:
@@ -67,12 +75,16 @@ class WorkQueue(Generic[K]):
                 self._cond.notify_all()
 
     def retry(self, key: K, *, at_least: float | None = None) -> float:
-        """Add the key again after an exponential per-key delay, at least `at_least` (the API server's
-        Retry-After); returns the delay."""
+        """Add the key again after a jittered exponential per-key delay, at least `at_least` (the API
+        server's Retry-After); returns the delay. Each wait is between the step and twice it, as the
+        watches wait (inventory/core/backoff.py), the step doubling from `retry_initial` up to half of
+        `retry_max`: RSyncs that failed together (a fault of the API server) are not all retried in the
+        same instant, and no wait is longer than `retry_max`."""
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = max(exponential(failures, self._retry_initial, self._retry_max), at_least or 0.0)
+        step = exponential(failures, self._retry_initial, self._retry_max / 2)
+        delay = max(step * (1.0 + self._random()), at_least or 0.0)
         self.add_after(key, delay)
         return delay
 

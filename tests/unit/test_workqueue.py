@@ -68,13 +68,25 @@ def test_a_key_that_changes_all_the_time_takes_its_turn_and_no_more() -> None:
 
 
 def test_retries_back_off_per_key_and_forget_resets_them() -> None:
-    queue: WorkQueue[str] = WorkQueue(retry_initial=SOON, retry_max=LATER)
+    queue: WorkQueue[str] = WorkQueue(retry_initial=SOON, retry_max=LATER, random=lambda: 0.0)
     first = queue.retry("a")
     second = queue.retry("a")
     assert second > first
     queue.forget("a")
     assert queue.retry("a") == first
     assert queue.retry("b", at_least=LATER * 2) == LATER * 2, "the API server's Retry-After is waited for"
+
+
+def test_retries_are_jittered_between_the_step_and_twice_it_and_never_past_the_maximum() -> None:
+    """0.1 s doubling: the draws 0, 0.5 and 0.99 give 0.1 x 1, 0.2 x 1.5 = 0.3 and 0.4 x 1.99 = 0.796 s;
+    the step stops at half the maximum (60 s: 30 s), so the largest draw waits 30 x 1.999 = 59.97 s."""
+    draws = iter([0.0, 0.5, 0.99])
+    queue: WorkQueue[str] = WorkQueue(retry_initial=0.1, retry_max=60.0, random=lambda: next(draws))
+    assert [queue.retry("a") for _ in range(3)] == pytest.approx([0.1, 0.3, 0.796])
+    capped: WorkQueue[str] = WorkQueue(retry_initial=0.1, retry_max=60.0, random=lambda: 0.999)
+    waits = [capped.retry("b") for _ in range(20)]
+    assert waits[-1] == pytest.approx(59.97)
+    assert max(waits) <= 60.0
 
 
 def test_shutdown_drops_what_waits() -> None:
