@@ -16,12 +16,14 @@ from typing import cast
 
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.core import quantity
-from controlplane.autoscaler_install import SIDECAR_CONTAINER, WEBHOOK_NAME
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, WEBHOOK_CONFIGURATION, WEBHOOK_NAME
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
 from controlplane.filler import fill_the_nodes_cpu
+from controlplane.resources import RESOURCES
 from controlplane.seed import configmaps_yaml
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey, reconciler_name
@@ -215,6 +217,8 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     cs = config_sync_on_node
     api = cs.api
     key, apps, pod = sized_rootsync(cs, rsyncs, 30)
+    ours = our_webhooks(cs)
+    failed_open = fail_open_count(cs, ours)
     cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}", "--replicas=0")
     # Gone, not only terminating: a terminating Pod can still be among the Service's endpoints the API
     # server dials (seen once in a cold CI on the loaded machine: the next Pod got the sidecar).
@@ -245,6 +249,9 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     assert reconciler_resources(bare["spec"]) == reconciler_resources(template), (
         "fail-open: the template's size"
     )
+    # What ObjcountWebhookFailingOpen (manifests/monitoring/rules.yaml) alerts on: the API server's own count
+    # of admissions that went on without our webhook, by the webhook's name in the configuration.
+    assert fail_open_count(cs, ours) > failed_open
     a_new_commit_is_counted_by_the_reconciler = cs.commit(
         key, {"configmaps.yaml": configmaps_yaml(35, namespace=apps)}
     )
@@ -271,6 +278,27 @@ def test_a_reconciler_pod_created_while_the_webhook_has_no_pod_runs_without_the_
     assert metric(api, webhooks, 'objcount_webhook_sizes_total{result="sized"}') >= 1
     FIGURES.append(
         ("real node: reconciler Pod restarted with the webhook back to counted", time.monotonic() - back)
+    )
+
+
+def our_webhooks(cs: NodeConfigSync) -> set[str]:
+    """The names of the webhooks of our configuration (`manifests/webhook/mutating-webhook.yaml`), as
+    installed."""
+    configuration = cs.api.get(RESOURCES["MutatingWebhookConfiguration"], None, WEBHOOK_CONFIGURATION)
+    return {webhook["name"] for webhook in configuration.get("webhooks", [])}
+
+
+def fail_open_count(cs: NodeConfigSync, webhooks: set[str]) -> float:
+    """The API server's `apiserver_admission_webhook_fail_open_count` summed over these webhooks (its
+    `/metrics`, read with the admin's kubeconfig)."""
+    assert webhooks, "no webhook configuration calls our webhook's Service"
+    text = cs.stack.kubectl("get", "--raw", "/metrics").stdout
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("apiserver_admission_webhook_fail_open_count")
+        and sample.labels.get("name") in webhooks
     )
 
 
