@@ -183,6 +183,24 @@ def reconciler_memory_limit(cs: NodeConfigSync, key: RSyncKey) -> int | None:
         return None
 
 
+def reconciler_memory_said(cs: NodeConfigSync, key: RSyncKey) -> str:
+    """What a test that waits on the reconciler's memory cgroup says at its timeout: the limit its Pod asks
+    for, and the cgroup's, or why the cgroup could not be read."""
+    pod = cast(JSON, cs.reconciler_pod(key) or {})
+    asked = next(
+        (c.get("resources") for c in pod.get("spec", {}).get("containers", []) if c["name"] == "reconciler"),
+        None,
+    )
+    status = running_container(cs, key, "reconciler")
+    if status is None:
+        return f"the reconciler asks for {asked}; no reconciler container is running"
+    try:
+        limit: object = cs.stack.container_memory(status["containerID"]).limit
+    except (OSError, LookupError) as error:
+        limit = f"unreadable ({error})"
+    return f"the reconciler asks for {asked}; its memory cgroup's limit: {limit}"
+
+
 def main_pid(stack: NodeStack, container_id: str) -> int:
     """The host's pid of a container's first process (read from the cgroup the kubelet made for it)."""
     return int((stack.container_cgroup(container_id) / "cgroup.procs").read_text().split()[0])

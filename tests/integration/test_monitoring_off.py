@@ -34,6 +34,7 @@ from tests.integration.on_node import (
     override,
     quantity_bytes,
     reconciler_memory_limit,
+    reconciler_memory_said,
     suffix,
 )
 
@@ -102,7 +103,10 @@ def sized(cs: NodeConfigSync, key: RSyncKey, size: tuple[str, str], pod: list[st
         lambda: reconciler_memory_limit(cs, key) == quantity_bytes(memory) and containers(cs, key) == pod,
         timeout=SYNC_TIMEOUT,
         what=f"{key}'s reconciler in a memory cgroup of {memory}, in a Pod of {pod}",
-        explain=lambda: f"the Pod's containers: {containers(cs, key)}\n{cs.reconciler_story(key)}",
+        explain=lambda: (
+            f"the Pod's containers: {containers(cs, key)}\n{reconciler_memory_said(cs, key)}\n"
+            f"{cs.reconciler_story(key)}"
+        ),
     )
 
 
