@@ -20,7 +20,8 @@ install: $(STAMP)
 WORKERS ?= 3
 PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
-## node-packages: containerd, runc, the CNI plugins, iptables, buildah and mmdebstrap (Debian, pinned; root)
+## node-packages: containerd, runc, the CNI plugins, iptables, buildah, mmdebstrap, gcc and libc6-dev (Debian;
+## pinned, but libc6-dev, which must match the host libc; root)
 node-packages:
 	@bash controlplane/node-packages.sh
 
@@ -41,8 +42,10 @@ images: install node-packages binaries
 image: install node-packages
 	$(BIN)/python -m controlplane.images
 
-## release: dist/objcount-cluster.yaml, objcount-sidecar.yaml and objcount-sidecar-cert-manager.yaml naming
-## our image (built as `make image` builds it) by digest, and that image as an OCI archive to push:
+## release: into dist/, four manifests naming our image (built as `make image` builds it) by digest,
+## objcount-cluster.yaml, objcount-cluster-cert-manager.yaml, objcount-sidecar.yaml and
+## objcount-sidecar-cert-manager.yaml, the script objcount-certificate.sh (the webhook's certificate
+## without cert-manager), and that image as an OCI archive to push (controlplane/release.py):
 ##   make release VERSION=0.1.0 IMAGE=registry.example/team/objcount-autoscaler
 release: install node-packages
 	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "usage: make release VERSION=0.1.0 IMAGE=REGISTRY/objcount-autoscaler" >&2; exit 2; }
