@@ -51,9 +51,10 @@ release: install node-packages
 	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "usage: make release VERSION=0.1.0 IMAGE=REGISTRY/objcount-autoscaler" >&2; exit 2; }
 	$(BIN)/python -m controlplane.release --version "$(VERSION)" --image "$(IMAGE)"
 
-## run: the service against the local control plane (or $$KUBECONFIG's cluster when KUBECONFIG is set)
+## run: the service against the local control plane, whatever $$KUBECONFIG says; `make run CLUSTER=PATH`: against
+## the cluster of that kubeconfig instead
 run: install binaries
-	$(BIN)/python -m controlplane.demo
+	$(BIN)/python -m controlplane.demo $(if $(CLUSTER),--kubeconfig $(CLUSTER))
 
 ## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
 ## Config Sync, e2e if kind)

@@ -21,8 +21,9 @@ the size it recommends, and that size runs, all of it for `HOLD` seconds. Ctrl-C
 git-sync fetches each commit on its next poll, every 15 s (Config Sync's default; `--git-period` sets the
 RootSync's `spec.git.period`); the sidecar scales down after `SCALE_DOWN_DELAY` seconds
 (`--scale-down-delay`).
-With a kubeconfig (`$KUBECONFIG` or `--kubeconfig`), the service runs against that cluster instead,
-with the settings from the environment.
+With `--kubeconfig PATH` (`make run CLUSTER=PATH`), and only then, the service runs against that cluster
+instead, with the settings from the environment: an exported `$KUBECONFIG` is not taken for a request to
+touch the cluster it names (most SREs have one set); the local stack runs, and a line says so.
 """
 
 from __future__ import annotations
@@ -349,8 +350,13 @@ def run_demo(
     git_period: float | None = None,
     scale_down_delay: float = SCALE_DOWN_DELAY,
 ) -> int:
-    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
     if not kubeconfig:
+        if os.environ.get("KUBECONFIG"):
+            print(
+                f"KUBECONFIG is set ({os.environ['KUBECONFIG']}): not used; this runs the local stack "
+                "(`make run CLUSTER=PATH` runs the service against PATH's cluster)",
+                flush=True,
+            )
         return run_local(once=once, live=live, git_period=git_period, scale_down_delay=scale_down_delay)
     os.environ.setdefault("OBJCOUNT_KUBECONFIG", kubeconfig)
     try:
@@ -367,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         description="`make run`: a local control plane with a sample RootSync, driven by the service.",
     )
     parser.add_argument(
-        "--kubeconfig", help="run the service against this cluster instead (default: $KUBECONFIG)"
+        "--kubeconfig",
+        help="run the service against this cluster instead of the local stack ($KUBECONFIG is not used)",
     )
     parser.add_argument("--once", action="store_true", help="stop after one grow-and-prune cycle")
     parser.add_argument("--no-live", action="store_true", help="print the table at the end instead of live")

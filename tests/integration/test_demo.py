@@ -45,11 +45,13 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
         # asserted below, is the sidecar's rule for a prune, not the delay).
         *("--git-period", "1", "--scale-down-delay", "2"),
         bin_dir=control_plane_bin_dir,
-        env={"COLUMNS": "200"},
+        # An exported KUBECONFIG (most SREs have one) is no request to touch its cluster: the local stack runs.
+        env={"COLUMNS": "200", "KUBECONFIG": "/nonexistent/objcount-test-kubeconfig"},
         timeout=840,
     )
     out = result.stdout
     assert "cycle done" in out, out[-5000:]
+    assert "KUBECONFIG is set (/nonexistent/objcount-test-kubeconfig): not used" in out, out[:2000]
     # Piped, it says what it does from the start and prints each new row as it comes (issue 26).
     assert out.index("building or reusing") < out.index("local stack with a real node ready"), out[:2000]
     assert re.search(r"^ *\d+\.\d s  commit 800 objects  reconciler ", out, re.M), out[:5000]
