@@ -9,6 +9,7 @@ import os
 import re
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
 
 import autoscaler.service.main
@@ -216,3 +217,37 @@ def test_every_measured_figure_in_the_readme_and_docs_is_in_benchmarks() -> None
         if missing:
             unknown[page.name] = missing
     assert unknown == {}
+
+
+def test_the_readmes_set_up_names_exactly_two_commands() -> None:
+    """One runs the main job, one runs the whole test suite (DEVELOPERS' "two commands")."""
+    section = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh", 1)[1].split("```", 1)[0]
+    commands = [
+        line.split("#", 1)[0].strip() for line in block.splitlines() if not line.lstrip().startswith("#")
+    ]
+    assert [c for c in commands if c] == ["make run", "make test"]
+
+
+def _shipped_roles() -> set[tuple[str, str]]:
+    """Every ClusterRole and Role the manifests define, as (kind, name)."""
+    shipped = set()
+    for path in (REPO_ROOT / "manifests").rglob("*.yaml"):
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") in ("ClusterRole", "Role"):
+                shipped.add((document["kind"], document["metadata"]["name"]))
+    return shipped
+
+
+@pytest.mark.parametrize("page", ["docs/security.md", "SECURITY.md", "docs/install.md", "README.md"])
+def test_every_clusterrole_and_role_the_docs_name_is_one_the_manifests_ship(page: str) -> None:
+    text = (REPO_ROOT / page).read_text()
+    shipped = _shipped_roles()
+    named = {("ClusterRole", n) for n in re.findall(r"\bClusterRoles? `(objcount-[a-z0-9-]+)`", text)}
+    named |= {("Role", n) for n in re.findall(r"(?<![A-Za-z])Roles? `(objcount-[a-z0-9-]+)`", text)}
+    assert named <= shipped, sorted(named - shipped)
+
+
+def test_security_names_every_clusterrole_and_role_the_manifests_ship() -> None:
+    text = (DOCS / "security.md").read_text()
+    assert {name for _, name in _shipped_roles()} <= set(re.findall(r"`(objcount-[a-z0-9-]+)`", text))
