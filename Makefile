@@ -4,10 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test check install node-packages binaries images image release lint unit integration e2e clean
+.PHONY: run test check doctor install node-packages binaries images image release lint unit integration e2e clean
 
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required")'
+# What the goals asked need of the machine, checked before anything is installed or built (all problems at
+# once, each with what to do): `make check` Python and its venv only; the rest also Go, root, the cgroups,
+# free disk and the registries (controlplane/doctor.py).
+DOCTOR_FOR := $(if $(filter doctor test integration e2e binaries images,$(MAKECMDGOALS)),test,$(if $(filter run release image node-packages,$(MAKECMDGOALS)),run,check))
+
+## doctor: what `make run` and `make test` need of this machine, checked (each of them runs it first)
+doctor:
+	@$(PYTHON) controlplane/doctor.py --for $(DOCTOR_FOR)
+
+$(STAMP): pyproject.toml | doctor
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,tools]'
@@ -22,7 +30,7 @@ PARALLEL := $(if $(filter 0,$(WORKERS)),,--numprocesses=$(WORKERS))
 
 ## node-packages: containerd, runc, the CNI plugins, iptables, buildah, mmdebstrap, gcc and libc6-dev (Debian;
 ## pinned, but libc6-dev, which must match the host libc; root)
-node-packages:
+node-packages: | doctor
 	@bash controlplane/node-packages.sh
 
 ## binaries: the Kubernetes binaries (API server, controllers, scheduler, kubelet, kube-proxy) and etcd of
