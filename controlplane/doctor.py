@@ -28,9 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PYTHON_MIN = (3, 11)  # pyproject.toml's requires-python
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcount-autoscaler"
-# Free disk the caches may need: on this machine, after every build of the pins, ours held 2.1 GiB of
-# Kubernetes binaries (two releases), 0.7 of Config Sync, 0.8 of the other components and about 2 GiB of
-# node images per tree; Go's module cache 3.4 GiB and its build cache several more (docs/setup.md).
+# Free disk the caches may need: a margin over one set of builds as this machine holds it, 8.2 GiB with
+# Go's module cache, plus Go's build cache (docs/setup.md, "make doctor"; a cold build not measured alone).
 DISK_NEEDED_GIB = 20
 REGISTRY_TIMEOUT_S = 5.0
 
