@@ -53,7 +53,7 @@ image: install node-packages
 ## release: into dist/, four manifests naming our image (built as `make image` builds it) by digest,
 ## objcount-cluster.yaml, objcount-cluster-cert-manager.yaml, objcount-sidecar.yaml and
 ## objcount-sidecar-cert-manager.yaml, the script objcount-certificate.sh (the webhook's certificate
-## without cert-manager), and that image as an OCI archive to push (controlplane/release.py):
+## without cert-manager), the CLI's wheel, and that image as an OCI archive to push (controlplane/release.py):
 ##   make release VERSION=0.1.0 IMAGE=registry.example/team/objcount-autoscaler
 release: install node-packages
 	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "usage: make release VERSION=0.1.0 IMAGE=REGISTRY/objcount-autoscaler" >&2; exit 2; }

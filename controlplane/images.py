@@ -373,7 +373,7 @@ def configsync_node_images(build: ConfigSyncBuild) -> list[Image]:
 
 
 # ----- ours -------------------------------------------------------------------------------------------------
-def _wheelhouse() -> Path:
+def wheelhouse() -> Path:
     """Wheels of the image's pinned requirements and build backend, for pip inside the build (offline)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     requirements = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
@@ -410,7 +410,7 @@ def objcount_image(base: Image) -> Image:
 
 def _build_objcount_image(base: Image) -> Image:
     began = time.monotonic()
-    house = _wheelhouse()
+    house = wheelhouse()
     pip_conf = CACHE / "pip-offline.conf"
     pip_conf.write_text("[global]\nno-index = true\nfind-links = /wheelhouse\n")
     with tempfile.TemporaryDirectory(prefix="objcount-image-") as tmp:

@@ -9,7 +9,10 @@ whose every container of ours runs `IMAGE@sha256:DIGEST`, the digest of that arc
   webhook's certificate by `objcount-certificate.sh`, copied beside them, for clusters without
   cert-manager);
 - `objcount-cluster-cert-manager.yaml` and `objcount-sidecar-cert-manager.yaml`: the same with the
-  certificate by cert-manager (`manifests/cluster/cert-manager`, `manifests/sidecar/cert-manager`).
+  certificate by cert-manager (`manifests/cluster/cert-manager`, `manifests/sidecar/cert-manager`);
+- the wheel of the CLI (`object_count_autoscaler-<pyproject's version>-py3-none-any.whl`: `objcount status`,
+  `recommend`, `grant-reposync`, `clean`), built as the image builds it (the service's packages only) from
+  the image's wheelhouse, offline: `pip install` it where the README's commands are run.
 
 kustomize's `images:` rewrites the Deployments' containers; the sidecar's container is text inside the
 ConfigMap `objcount-sidecar-template`, so its `image:` is set here. Copy the archive to the registry as it
@@ -25,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +73,7 @@ class Release:
     tagged: str
     archive: Path
     files: dict[str, Path]
+    wheel: Path
 
 
 def image_reference(repository: str, digest: str) -> str:
@@ -179,7 +184,44 @@ def make_release(version: str, repository: str, out: Path) -> Release:
     script = out / CERTIFICATE_SCRIPT_FILE
     shutil.copyfile(CERTIFICATE_SCRIPT, script)
     files[CERTIFICATE_SCRIPT_FILE] = script
-    return Release(image, tagged, archive, files)
+    return Release(image, tagged, archive, files, build_wheel(out))
+
+
+# What the wheel is built from: the service's packages, as the Dockerfile copies them.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "autoscaler", "inventory")
+
+
+def build_wheel(out: Path) -> Path:
+    """The CLI's wheel in `out`, built from a copy of the service's sources (concurrent builds share no
+    build directory) with the build backend and nothing else from the image's wheelhouse (no index)."""
+    with tempfile.TemporaryDirectory(prefix="objcount-wheel-") as tmp:
+        source = Path(tmp) / "source"
+        source.mkdir()
+        for name in WHEEL_SOURCES:
+            path = REPO_ROOT / name
+            if path.is_dir():
+                shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copyfile(path, source / name)
+        built = Path(tmp) / "wheel"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-index",
+                f"--find-links={images.wheelhouse()}",
+                f"--wheel-dir={built}",
+                str(source),
+            ],
+            check=True,
+            timeout=600,
+        )
+        (wheel,) = built.glob("*.whl")
+        return Path(shutil.copy(wheel, out / wheel.name))
 
 
 def main() -> None:
@@ -199,6 +241,7 @@ def main() -> None:
     )
     for path in release.files.values():
         print(path)
+    print(f"{release.wheel}\n  the CLI: pip install {release.wheel}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import cast
 
 import pytest
 
-from controlplane import kubernetes_build
+from controlplane import images, kubernetes_build
 from controlplane.autoscaler_install import uninstall_webhook
 from controlplane.configsync_build import TESTED, VERSION
 from controlplane.configsync_node import NodeConfigSync, running_config_sync_on_node
@@ -242,11 +242,31 @@ def release(config_sync_on_node: NodeConfigSync, release_files: Release) -> Rele
     return release_files
 
 
+@pytest.fixture(scope="session")
+def cli(release_files: Release, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin/ of a clean virtualenv with the release's wheel installed, as the README says (`pip install
+    dist/...whl`): its dependencies from the image's wheelhouse, no index (nothing is downloaded here)."""
+    venv = tmp_path_factory.mktemp("cli") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            *("-m", "pip", "install", "--quiet", "--no-index"),
+            f"--find-links={images.wheelhouse()}",
+            str(release_files.wheel),
+        ],
+        check=True,
+        timeout=600,
+    )
+    return venv / "bin"
+
+
 @pytest.fixture
-def shell(config_sync_on_node: NodeConfigSync, release: Release, tmp_path: Path) -> Shell:
+def shell(config_sync_on_node: NodeConfigSync, release: Release, cli: Path, tmp_path: Path) -> Shell:
     """Runs commands as a user at a checkout's root would after `make release` (a copy of `manifests/`,
-    the release files in `dist/`, certificates written there), with `kubectl` and `objcount` on the PATH
-    and KUBECONFIG naming the local stack."""
+    the release files in `dist/`, certificates written there), with `kubectl` and the release's `objcount`
+    (its wheel in a clean virtualenv, not this checkout's) on the PATH and KUBECONFIG naming the local
+    stack."""
     shutil.copytree(REPO_ROOT / "manifests", tmp_path / "manifests")
     (tmp_path / "dist").mkdir()
     for name, path in release.files.items():
@@ -255,7 +275,7 @@ def shell(config_sync_on_node: NodeConfigSync, release: Release, tmp_path: Path)
     env = {
         **os.environ,
         "KUBECONFIG": str(stack.plane.kubeconfig),
-        "PATH": os.pathsep.join([str(stack.bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]),
+        "PATH": os.pathsep.join([str(stack.bin_dir), str(cli), os.environ["PATH"]]),
     }
 
     def run(commands: str, check: bool = True) -> str:

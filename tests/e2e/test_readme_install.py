@@ -11,8 +11,11 @@ Every container of Config Sync's Pods is the real component (see controlplane.im
 
 from __future__ import annotations
 
+import json
 import time
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -180,6 +183,21 @@ def test_the_readmes_cluster_install_sizes_in_place_hands_over_and_uninstalls(
         )
         assert override(api, key) == {}, "nothing written into the RSync"
     webhook_sized(cs, api, root)
+    # The CLI as a user installs it, the release's wheel in a clean virtualenv (README, "Install"): its
+    # version is the project's, and `objcount status` shows each RSync at the size its reconciler runs at,
+    # applied in place.
+    cli = Path(shell("command -v objcount").strip()).parent
+    imported = shell(f"{cli}/python -c 'import autoscaler; print(autoscaler.__file__)'").strip()
+    assert Path(imported).is_relative_to(cli.parent), f"objcount runs {imported}, not the wheel's"
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert shell("objcount version").strip() == project["version"]
+
+    def shown() -> dict[RSyncKey, tuple[str | None, str | None]]:
+        records = json.loads(shell("objcount status -A -o json"))
+        return {RSyncKey(r["kind"], r["namespace"], r["name"]): (r["applied"], r["target"]) for r in records}
+
+    wanted = {key: ("/".join(sizes[key]), "in-place") for key in (root, repo)}
+    wait_for(lambda: wanted.items() <= shown().items(), timeout=60, what="objcount status showing both sizes")
 
     # The leader's Pod deleted: it releases the Lease as it stops, and another replica takes it (the
     # standby, or the leader's replacement Pod if it asks first: CI saw both), decides the same sizes
