@@ -30,7 +30,7 @@ PYTHON_MIN = (3, 11)  # pyproject.toml's requires-python
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcount-autoscaler"
 # Free disk the caches may need: a margin over one set of builds as this machine holds it, 8.2 GiB with
 # Go's module cache, plus Go's build cache (docs/setup.md, "make doctor"; a cold build not measured alone).
-DISK_NEEDED_GIB = 20
+DISK_NEEDED_GIB = 15
 REGISTRY_TIMEOUT_S = 5.0
 
 Problem = str
