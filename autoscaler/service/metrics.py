@@ -142,7 +142,12 @@ WEBHOOK_SIZES = Counter(
     ["result"],
     registry=None,
 )
-WEBHOOK_ONLY = (WEBHOOK_ADMISSIONS, WEBHOOK_SIZES)
+WEBHOOK_CERTIFICATE_EXPIRY = Gauge(
+    "objcount_webhook_certificate_expiry_timestamp_seconds",
+    "When the certificate the webhook serves expires (its notAfter, Unix seconds), as last loaded.",
+    registry=None,
+)
+WEBHOOK_ONLY = (WEBHOOK_ADMISSIONS, WEBHOOK_SIZES, WEBHOOK_CERTIFICATE_EXPIRY)
 for _result in RESULTS:
     WEBHOOK_ADMISSIONS.labels(_result)
 for _size in SIZE_RESULTS:

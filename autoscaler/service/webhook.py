@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from autoscaler.core.certificate import CertificateError, expires_at
 from autoscaler.core.injection import (
     Decision,
     RSyncLookup,
@@ -34,7 +35,7 @@ from autoscaler.core.injection import (
 )
 from autoscaler.kube.platform import detect
 from autoscaler.service.http_endpoint import QuietHandler
-from autoscaler.service.metrics import TALLY, WEBHOOK_ADMISSIONS, WEBHOOK_SIZES
+from autoscaler.service.metrics import TALLY, WEBHOOK_ADMISSIONS, WEBHOOK_CERTIFICATE_EXPIRY, WEBHOOK_SIZES
 from autoscaler.service.settings import Settings
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
@@ -58,7 +59,19 @@ class ReloadingTLS:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert, self.key)
         self._stamp = (self.cert.stat().st_mtime_ns, self.key.stat().st_mtime_ns)
+        self._show_expiry()
         return context
+
+    def _show_expiry(self) -> None:
+        """When the certificate now served expires, on /metrics (ObjcountWebhookCertificateExpiring); one
+        whose expiry cannot be read leaves the last value shown, and says so (unknown is not zero)."""
+        try:
+            expiry = expires_at(self.cert.read_bytes())
+        except (OSError, CertificateError) as error:
+            log.warning("cannot read when the webhook certificate %s expires: %s", self.cert, error)
+            return
+        WEBHOOK_CERTIFICATE_EXPIRY.set(expiry.timestamp())
+        log.info("webhook certificate %s expires at %s", self.cert, expiry.isoformat())
 
     def context(self) -> ssl.SSLContext:
         with self._lock:

@@ -43,7 +43,7 @@ from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 from tests.e2e.test_readme_install import RESTART_RECONCILERS, SIDECAR_INSTALL, readme_block, readme_inline
 from tests.helpers import FIGURES, Shell, wait_for
-from tests.integration.on_node import JSON, configmaps, finished, rsync_of, suffix
+from tests.integration.on_node import JSON, configmaps, finished, metric, rsync_of, suffix
 
 SERVING = "objcount-webhook"  # the Certificate of the overlay (certificates.yaml)
 CA_SECRET = "objcount-webhook-ca"
@@ -100,6 +100,18 @@ def serial(pem: bytes) -> str:
         ["openssl", "x509", "-noout", "-serial"], input=pem, capture_output=True, check=True
     ).stdout.decode()
     return out.strip().removeprefix("serial=")
+
+
+def secret_expiry(cs: NodeConfigSync) -> float:
+    """When the serving certificate in the webhook's Secret expires, as openssl reads it (Unix seconds)."""
+    data = secret_data(cs, WEBHOOK_TLS_SECRET)
+    assert data is not None, f"no Secret {WEBHOOK_TLS_SECRET}"
+    pem = base64.b64decode(data["tls.crt"])
+    out = subprocess.run(
+        ["openssl", "x509", "-noout", "-enddate"], input=pem, capture_output=True, check=True
+    ).stdout.decode()
+    ended = datetime.strptime(out.strip().removeprefix("notAfter="), "%b %d %H:%M:%S %Y %Z")
+    return ended.replace(tzinfo=UTC).timestamp()
 
 
 def secret_serial(cs: NodeConfigSync) -> str | None:
@@ -245,6 +257,12 @@ def test_a_renewed_certificate_is_served_by_the_running_webhook_without_a_restar
     }
     assert after == before, "a webhook Pod restarted or was replaced"
     assert ca_bundle(cs) == bundle
+    # What ObjcountWebhookCertificateExpiring reads: each Pod shows the expiry of the certificate it now
+    # serves, the renewed one's.
+    expiry = secret_expiry(cs)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert metric(cs.api, [name], "objcount_webhook_certificate_expiry_timestamp_seconds") == expiry
     readmitted_with_sidecar(cs, root)
 
 
