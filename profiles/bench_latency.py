@@ -136,12 +136,14 @@ def run(trials: int, target_name: str) -> dict[str, list[float]]:
 
 
 def _reconciler_on_the_node() -> dict[str, object]:
-    """The reconciler Deployment with its one `reconciler` container running the pause image (the node has
-    it; nothing is pulled): a Pod the kubelet runs and resizes, with no Config Sync behind it."""
+    """The reconciler Deployment with its `reconciler` and `git-sync` containers running the pause image
+    (the node has it; nothing is pulled): a Pod the kubelet runs and resizes, with no Config Sync behind it.
+    git-sync keeps its request without a limit, as Config Sync's does, so the Pod stays Burstable whatever
+    size the reconciler gets (a resize may not change a Pod's QoS class)."""
     deployment = reconciler_deployment(KEY, NAMESPACE)
     template = deployment["spec"]["template"]["spec"]
-    (reconciler,) = [c for c in template["containers"] if c["name"] == RECONCILER_CONTAINER]
-    template["containers"] = [{**reconciler, "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}]
+    kept = [c for c in template["containers"] if c["name"] in (RECONCILER_CONTAINER, "git-sync")]
+    template["containers"] = [{**c, "image": PAUSE_IMAGE, "imagePullPolicy": "Never"} for c in kept]
     template["volumes"] = []
     return deployment
 
