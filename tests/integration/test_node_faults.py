@@ -28,13 +28,14 @@ from controlplane.seed import configmaps_yaml
 from controlplane.status_checks import pod_ready
 from inventory.core.ids import RSyncKey, reconciler_name
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, OBSERVED, Sampler, wait_for
+from tests.helpers import FIGURES, OBSERVED, Sampler, legacy_count, wait_for
 from tests.integration.on_node import (
     JSON,
     PodHistory,
     Size,
     applied,
     applied_memory,
+    container_log,
     container_status,
     counts,
     finished,
@@ -449,7 +450,11 @@ def test_a_kubelet_without_in_place_resize_gets_the_fallback_said(
             for e in rsync_of(api, key)["spec"]["override"]["resources"]
             if e["containerName"] == "reconciler"
         )
-        assert quantity_bytes(entry["memoryRequest"]) == quantity_bytes(size[1])
+        assert quantity_bytes(entry["memoryRequest"]) == quantity_bytes(size[1]), (
+            f"{entry} for {size} (by hand with {legacy_count(api)} resource types served now); the RSync's "
+            f"annotations: {rsync_of(api, key)['metadata'].get('annotations')}; our sidecar's log: "
+            f"{container_log(cs, live(cs, key), SIDECAR_CONTAINER)}"
+        )
         assert "memoryLimit" not in entry, "the shipped preset sets no memory limit on Standard"
 
         def rolled_out() -> JSON | None:
