@@ -143,11 +143,16 @@ def _debian_mirror() -> str | None:
     return None
 
 
-def check_registries(urls: dict[str, str], ask: Callable[[str], str | None]) -> list[Problem]:
-    """`ask(url)`: None when it answers, else why not."""
+def check_registries(urls: dict[str, str], ask: Callable[[str], str | None], tries: int = 3) -> list[Problem]:
+    """`ask(url)`: None when it answers, else why not; a registry is asked up to `tries` times (a passing
+    hiccup is no reason to stop a build that pip or Go would retry)."""
     problems = []
     for name, url in urls.items():
         why = ask(url)
+        for _ in range(tries - 1):
+            if why is None:
+                break
+            why = ask(url)
         if why is not None:
             problems.append(f"{name} does not answer ({url}: {why}): the build downloads from it")
     return problems

@@ -61,6 +61,14 @@ def test_root_disk_and_registries() -> None:
     assert check_registries(urls, answers.__getitem__) == [
         "the Go module proxy does not answer (https://proxy.example/x: timed out): the build downloads from it"
     ]
+    # A registry that answers on its second try is no problem; asked three times at most.
+    asked: list[str] = []
+    hiccups = iter(["reset", None])
+    assert check_registries({"PyPI": "u"}, lambda url: asked.append(url) or next(hiccups)) == []
+    assert asked == ["u", "u"]
+    asked.clear()
+    check_registries({"PyPI": "u"}, lambda url: asked.append(url) or "down")
+    assert asked == ["u", "u", "u"]
 
 
 def test_the_cgroup_layout_is_read_from_its_root(tmp_path: Path) -> None:
