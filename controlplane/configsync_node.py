@@ -24,7 +24,7 @@ from typing import cast
 
 import orjson
 
-from controlplane.autoscaler_install import WEBHOOK_NAME, install_guard, install_sidecar
+from controlplane.autoscaler_install import WEBHOOK_NAME, install_cluster, install_guard, install_sidecar
 from controlplane.configsync_build import VERSION, ConfigSyncBuild, build_configsync
 from controlplane.configsync_install import NAMESPACE, install_config_sync, release_images
 from controlplane.errors import ControlPlaneError
@@ -187,15 +187,26 @@ class NodeConfigSync:
         assert self.api is not None
         installed_before = bool(self.pods(f"app.kubernetes.io/name={WEBHOOK_NAME}"))
         install_sidecar(self.api, cert_dir, sidecar_env=sidecar_env, extra_names=extra_names)
-        deployment = f"deployment/{WEBHOOK_NAME}"
         if installed_before:
-            self.stack.kubectl("rollout", "restart", "-n", NAMESPACE, deployment)
+            self.stack.kubectl("rollout", "restart", "-n", NAMESPACE, f"deployment/{WEBHOOK_NAME}")
+        self._webhook_rolled_out()
+
+    def install_cluster(self, cert_dir: Path, env: Mapping[str, str] | None = None) -> None:
+        """The README's cluster-mode install; returns once the webhook's rollout is complete: a webhook left
+        by a sidecar install before it (same Deployment, injecting the sidecar) is replaced, and until its
+        Pods are gone a reconciler Pod created meanwhile could still get the sidecar (seen in a local CI
+        run: the sidecar then sized the Pod as a sidecar does)."""
+        assert self.api is not None
+        install_cluster(self.api, cert_dir, env)
+        self._webhook_rolled_out()
+
+    def _webhook_rolled_out(self) -> None:
         rollout = self.stack.kubectl(
             "rollout",
             "status",
             "-n",
             NAMESPACE,
-            deployment,
+            f"deployment/{WEBHOOK_NAME}",
             f"--timeout={WEBHOOK_READY_TIMEOUT}s",
             check=False,
         )

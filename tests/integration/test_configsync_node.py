@@ -16,7 +16,7 @@ from typing import cast
 import pytest
 import yaml
 
-from controlplane.autoscaler_install import install_cluster, sidecar_template_text, uninstall_cluster
+from controlplane.autoscaler_install import sidecar_template_text, uninstall_cluster
 from controlplane.configsync_build import build_git_sync, build_otelcol
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
@@ -200,7 +200,7 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_rootsyn
     cs = config_sync_on_node
     api = cs.api
     assert api is not None
-    install_cluster(api, tmp_path / "certs")
+    cs.install_cluster(tmp_path / "certs")
     try:
         ours = wait_for(
             lambda: ready if len(ready := [p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2 else None,
@@ -267,7 +267,7 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
     cs = config_sync_on_node
     api = cs.api
     proxy = cs.fault_proxy()
-    install_cluster(api, tmp_path / "certs", proxy.in_cluster_env)
+    cs.install_cluster(tmp_path / "certs", proxy.in_cluster_env)
     try:
 
         def proxied_pods_lead() -> bool:

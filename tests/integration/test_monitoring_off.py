@@ -20,7 +20,7 @@ from typing import cast
 import pytest
 
 from autoscaler.core.annotations import PLATFORM_ANNOTATION
-from controlplane.autoscaler_install import SIDECAR_CONTAINER, install_cluster, uninstall_cluster
+from controlplane.autoscaler_install import SIDECAR_CONTAINER, uninstall_cluster
 from controlplane.configsync_build import VERSION
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
@@ -124,9 +124,7 @@ def test_cluster_mode_sizes_a_reconciler_pod_without_the_otel_agent(
 ) -> None:
     cs = config_sync_on_node
     api = cs.api
-    install_cluster(
-        api, tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted", "OBJCOUNT_TARGET": "rsync-override"}
-    )
+    cs.install_cluster(tmp_path / "certs", {"OBJCOUNT_PRESET": "fitted", "OBJCOUNT_TARGET": "rsync-override"})
     try:
         key = created(cs, rsyncs, "cluster-no-monitoring", monitoring=False)
         sized(cs, key, CLUSTER_WITHOUT_OTEL, sorted([GIT_SYNC, "reconciler"]))
