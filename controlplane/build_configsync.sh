@@ -6,7 +6,7 @@
 #
 #   build_configsync.sh [VERSION]   (default: $OBJCOUNT_CONFIGSYNC_VERSION, else the first pin)
 #
-# The pins (release tag, commit, Go module, repository, source archive and its sha256) are in
+# The pins (release tag, commit, Go module, repository, source archive, its sha256 and its content's) are in
 # `configsync-pins` beside this script. Each version's build is cached apart, outside the repository,
 # keyed by its pin and this script, so it is rebuilt only when the pin changes. The cache entry also
 # keeps the source's `manifests/` (upstream CRDs, ClusterRoles, the reconciler-manager's template): they
@@ -15,7 +15,8 @@
 #
 #   OBJCOUNT_CONFIGSYNC_ARCHIVES  a directory holding the pinned source archives (named as in the pins;
 #                                 each is checked against its pinned sha256 before it is extracted);
-#                                 default: `git clone` of the pinned tag, which needs internet access
+#                                 default: ../shared/configsync beside the repository where it is, else a
+#                                 fetch of the pinned commit from the repository (controlplane/sources.py)
 #   OBJCOUNT_CS_CACHE             cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync)
 set -euo pipefail
 
@@ -24,16 +25,15 @@ pins="$here/configsync-pins"
 fail() { echo "build_configsync.sh: $*" >&2; exit 1; }
 
 version=${1:-${OBJCOUNT_CONFIGSYNC_VERSION:-$(awk '!/^#/ && NF { print $1; exit }' "$pins")}}
-read -r _ commit module repository archive sha256 _ < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
+read -r _ commit module _ < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
   || fail "Config Sync $version is not pinned in $pins (pinned: $(awk '!/^#/ && NF { printf "%s ", $1 }' "$pins"))"
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}
 source "$here/cache_entry.sh"
 source "$here/pinned_source.sh"
 pin_hash=$(printf '%s %s\n' "$version" "$commit" \
-  | cat - "$0" "$here/cache_entry.sh" "$here/pinned_source.sh" "$here/csreader/main.go" "$here/csreader/listfiles.go" | sha256sum | cut -c1-12)
+  | cat - "$0" "$here/cache_entry.sh" "$here/csreader/main.go" "$here/csreader/listfiles.go" | sha256sum | cut -c1-12)
 out="$cache_root/configsync-$version-$pin_hash"
-archives=${OBJCOUNT_CONFIGSYNC_ARCHIVES:-}
 
 if [[ -x "$out/bin/reconciler" && -x "$out/bin/reconciler-manager" && -x "$out/bin/csreader" && -d "$out/manifests" ]]; then
   echo "Config Sync $version binaries cached in $out" >&2
@@ -47,8 +47,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 start=$(date +%s)
 
-fetch_pinned_source "Config Sync" "$version" "$commit" "$repository" "$archives" "$archive" "$sha256" \
-  "$tmp/src" OBJCOUNT_CONFIGSYNC_ARCHIVES
+fetch_pinned_source configsync "$version" "$tmp/src"
 grep -qx "module $module" "$tmp/src/go.mod" 2>/dev/null \
   || fail "the source has no go.mod of module $module (is it Config Sync $version's source?)"
 [[ -d "$tmp/src/vendor" ]] || fail "the source has no vendor/ directory: it cannot be built offline"

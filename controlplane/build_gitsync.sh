@@ -6,20 +6,20 @@
 # `git-sync` on its last line of standard output; everything else goes to standard error.
 #
 #   OBJCOUNT_GITSYNC_ARCHIVES  a directory holding the pinned source archive (checked against its pinned
-#                              sha256 before it is extracted); default: `git clone` of the pinned tag,
-#                              which needs internet access
+#                              sha256 before it is extracted); default: ../shared/gitsync beside the
+#                              repository where it is, else a fetch of the pinned commit from the
+#                              repository (controlplane/sources.py)
 #   OBJCOUNT_GITSYNC_CACHE     cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/git-sync)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 fail() { echo "build_gitsync.sh: $*" >&2; exit 1; }
-read -r version commit module repository archive sha256 < <(awk '!/^#/ && NF' "$here/gitsync-pin")
+read -r version commit module _ < <(awk '!/^#/ && NF' "$here/gitsync-pin")
 cache_root=${OBJCOUNT_GITSYNC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/git-sync}
 source "$here/cache_entry.sh"
 source "$here/pinned_source.sh"
-pin_hash=$(cat "$here/gitsync-pin" "$0" "$here/cache_entry.sh" "$here/pinned_source.sh" | sha256sum | cut -c1-12)
+pin_hash=$(cat "$here/gitsync-pin" "$0" "$here/cache_entry.sh" | sha256sum | cut -c1-12)
 out="$cache_root/git-sync-$version-$pin_hash"
-archives=${OBJCOUNT_GITSYNC_ARCHIVES:-}
 
 if [[ -x "$out/git-sync" ]]; then
   echo "git-sync $version cached in $out" >&2
@@ -31,8 +31,7 @@ tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 
-fetch_pinned_source git-sync "$version" "$commit" "$repository" "$archives" "$archive" "$sha256" "$tmp/src" \
-  OBJCOUNT_GITSYNC_ARCHIVES
+fetch_pinned_source git-sync "$version" "$tmp/src"
 grep -qx "module $module" "$tmp/src/go.mod" 2>/dev/null \
   || fail "the source has no go.mod of module $module (is it git-sync $version's source?)"
 [[ -d "$tmp/src/vendor" ]] || fail "the source has no vendor/ directory: it cannot be built offline"

@@ -16,14 +16,14 @@ pins="$here/configsync-pins"
 fail() { echo "build_reflectors.sh: $*" >&2; exit 1; }
 
 version=${1:-$(awk '!/^#/ && NF { print $1; exit }' "$pins")}
-read -r _ commit module repository archive sha256 _ < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
+read -r _ commit _ < <(awk -v v="$version" '!/^#/ && $1 == v' "$pins") \
   || fail "Config Sync $version is not pinned in $pins"
 
 cache_root=${OBJCOUNT_CS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objcount-autoscaler/configsync}
 source "$here/cache_entry.sh"
 source "$here/pinned_source.sh"
 pin_hash=$(printf '%s %s\n' "$version" "$commit" \
-  | cat - "$0" "$here/cache_entry.sh" "$here/pinned_source.sh" "$here/reflectors/main.go" | sha256sum | cut -c1-12)
+  | cat - "$0" "$here/cache_entry.sh" "$here/reflectors/main.go" | sha256sum | cut -c1-12)
 out="$cache_root/reflectors-$version-$pin_hash"
 
 if [[ -x "$out/bin/reflectors" ]]; then
@@ -37,8 +37,7 @@ tmp="$out.partial.$$"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 start=$(date +%s)
-fetch_pinned_source "Config Sync" "$version" "$commit" "$repository" "${OBJCOUNT_CONFIGSYNC_ARCHIVES:-}" \
-  "$archive" "$sha256" "$tmp/src" OBJCOUNT_CONFIGSYNC_ARCHIVES
+fetch_pinned_source configsync "$version" "$tmp/src"
 [[ -d "$tmp/src/vendor/k8s.io/client-go/tools/cache" ]] || fail "the source vendors no client-go informers"
 echo "building reflectors against Config Sync $version's client-go into $out" >&2
 cd "$tmp/src"

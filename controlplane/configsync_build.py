@@ -20,6 +20,8 @@ GIT_SYNC_BUILD_SCRIPT = Path(__file__).with_name("build_gitsync.sh")
 OTELCOL_BUILD_SCRIPT = Path(__file__).with_name("build_otelcol.sh")
 REFLECTORS_BUILD_SCRIPT = Path(__file__).with_name("build_reflectors.sh")
 PINS = Path(__file__).with_name("configsync-pins")
+# Where a build's source comes from, said when it fails (controlplane/sources.py).
+SOURCE_HINT = " The source comes from its archive (OBJCOUNT_*_ARCHIVES, else ../shared), else its repository."
 
 
 def pinned_versions(pins: Path = PINS) -> dict[str, str]:
@@ -74,21 +76,18 @@ def build_configsync(version: str = VERSION) -> ConfigSyncBuild:
     cached = os.environ.get("OBJCOUNT_CS_DIR")
     if cached and ConfigSyncBuild(Path(cached)).version == version:
         return ConfigSyncBuild(Path(cached))
-    hint = " The source comes from the archives in OBJCOUNT_CONFIGSYNC_ARCHIVES, else from git."
-    return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {version}", hint, version))
+    return ConfigSyncBuild(run_build_script(BUILD_SCRIPT, f"Config Sync {version}", SOURCE_HINT, version))
 
 
 def build_git_sync() -> Path:
     """Build or reuse the pinned git-sync (`gitsync-pin`); the directory holding `git-sync`."""
-    hint = " The source comes from the archive in OBJCOUNT_GITSYNC_ARCHIVES, else from git."
-    return run_build_script(GIT_SYNC_BUILD_SCRIPT, "git-sync", hint)
+    return run_build_script(GIT_SYNC_BUILD_SCRIPT, "git-sync", SOURCE_HINT)
 
 
 def build_reflectors() -> Path:
     """Build or reuse `reflectors` (client-go's informers with their defaults, against the client-go of
     the default release): the API-fault tests' yardstick. The path of the binary."""
-    hint = " The source comes from the archives in OBJCOUNT_CONFIGSYNC_ARCHIVES, else from git."
-    built = run_build_script(REFLECTORS_BUILD_SCRIPT, "reflectors", hint, DEFAULT_VERSION)
+    built = run_build_script(REFLECTORS_BUILD_SCRIPT, "reflectors", SOURCE_HINT, DEFAULT_VERSION)
     return built / "bin" / "reflectors"
 
 

@@ -19,7 +19,7 @@ def test_v1_25_0_is_the_default_v1_24_3_runs_the_subset_and_v1_22_0_is_kept_out_
     assert TESTED == ("v1.25.0", "v1.24.3")
 
 
-def test_each_pin_names_its_commit_module_archive_sha256_and_what_is_tested_on_it() -> None:
+def test_each_pin_names_its_commit_module_archive_both_sums_and_what_is_tested_on_it() -> None:
     rows = [line.split() for line in PINS.read_text().splitlines() if line.strip() and line[0] != "#"]
     assert {row[0]: (row[2], row[4], row[6]) for row in rows} == {
         "v1.25.0": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.25.0-src.tar.xz", "all"),
@@ -27,9 +27,10 @@ def test_each_pin_names_its_commit_module_archive_sha256_and_what_is_tested_on_i
         "v1.22.0": ("kpt.dev/configsync", "configsync-v1.22.0-src.tar.xz", "none"),
     }
     for row in rows:
-        assert len(row) == 7, row
+        assert len(row) == 8, row
         assert re.fullmatch("[0-9a-f]{40}", row[1]), "a full commit"
-        assert re.fullmatch("[0-9a-f]{64}", row[5]), "a sha256"
+        assert re.fullmatch("[0-9a-f]{64}", row[5]), "the archive's sha256"
+        assert re.fullmatch("[0-9a-f]{64}", row[7]), "its content's (controlplane/sources.py)"
     # The sha256 of v1.25.0's archive as ../shared/configsync/README.md gives it.
     assert rows[0][5] == "c3060d2be09819e2972224454e11fa6d6ddea583ad8ca50f0b07c75a2c657711"
 
