@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test check doctor install node-packages binaries images image release lint unit integration e2e clean
+.PHONY: run test check doctor install node-packages binaries corpus images image release lint unit integration e2e clean
 
 # What the goals asked need of the machine, checked before anything is installed or built (all problems at
 # once, each with what to do): `make check` Python and its venv only; the rest also Go, root, the cgroups,
 # free disk and the registries (controlplane/doctor.py).
-DOCTOR_FOR := $(if $(filter doctor test integration e2e binaries images,$(MAKECMDGOALS)),test,$(if $(filter run release image node-packages,$(MAKECMDGOALS)),run,check))
+DOCTOR_FOR := $(if $(filter doctor test integration e2e binaries corpus images,$(MAKECMDGOALS)),test,$(if $(filter run release image node-packages,$(MAKECMDGOALS)),run,check))
 
 ## doctor: what `make run` and `make test` need of this machine, checked (each of them runs it first)
 doctor:
@@ -41,6 +41,11 @@ node-packages: | doctor
 binaries: node-packages
 	@bash controlplane/build_all.sh
 
+## corpus: the manifest corpus the differential tests read, from its archive (OBJCOUNT_MANIFEST_CORPUS, else
+## ../shared) or its public repositories at the pinned commits, checked and kept in the cache (controlplane/sources.py)
+corpus: | doctor
+	@$(PYTHON) controlplane/sources.py corpus >/dev/null
+
 ## images: every image the suite's real nodes run (ours, Config Sync's, VPA's, ...), each cached, built before the
 ## tests so no test waits on a build (controlplane/suite_images.py)
 images: install node-packages binaries
@@ -66,7 +71,7 @@ run: install binaries
 
 ## test: lint, type-check and every test (unit, integration on a real kube-apiserver + etcd and on real
 ## Config Sync, e2e if kind)
-test: install binaries images lint
+test: install binaries images corpus lint
 	$(BIN)/pytest $(PARALLEL)
 
 ## check: the fast loop for every edit: lint, type-check and the unit tests (no cluster, no build)
@@ -83,7 +88,7 @@ lint: install
 unit: install
 	$(BIN)/pytest $(PARALLEL) tests/unit
 
-integration: install binaries images
+integration: install binaries images corpus
 	$(BIN)/pytest $(PARALLEL) tests/integration
 
 e2e: install binaries images

@@ -5,9 +5,10 @@ said at once, each in one line with what to do; the exit status is 1 when any wa
     python3 controlplane/doctor.py [--for check|run|test]
 
 `make check` runs it `--for check` (Python and its venv only: no cluster, no build); `make run` and
-`make test` `--for run` / `--for test` (also Go at the version every pinned module needs, root, the cgroup
-layout, free disk for the caches, and the registries the build downloads from: fatal on a cold machine,
-a warning once the caches are built). It uses the standard library only: it runs with the system's
+`make test` `--for run` / `--for test` (also Go at the version every pinned module needs, the pinned
+sources and, for the tests, the manifest corpus (controlplane/sources.py), root, the cgroup layout, free
+disk for the caches, and the registries the build downloads from: fatal on a cold machine, a warning once
+the caches are built). It uses the standard library only: it runs with the system's
 python3, before the virtualenv exists.
 """
 
@@ -24,6 +25,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+if __package__:  # imported: the tests, the tools
+    from controlplane import sources
+else:  # run as a file by the Makefile, with the system's python3, before the virtualenv exists
+    import sources  # type: ignore[import-not-found,no-redef]
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON_MIN = (3, 11)  # pyproject.toml's requires-python
@@ -191,6 +197,9 @@ def examine(purpose: str) -> tuple[list[Problem], list[str]]:
     if purpose == "check":
         return problems, said
     problems += check_go(_go_printed(), go_needed(sorted(REPO.glob("controlplane/**/go.mod"))))
+    # The pinned sources (and, for the tests, the manifest corpus): each from its archive, a copy fetched
+    # before, or its repository; where none answers, which archive to give and the variable to name it.
+    problems += sources.problems(sources.needed(purpose), os.environ, sources.answers)
     problems += check_root(os.geteuid())
     cgroup_problems, layout = check_cgroups(Path("/sys/fs/cgroup"))
     problems += cgroup_problems

@@ -2,7 +2,7 @@
 run: objects per second of each (the median of N whole reads, listing included, no cache on our side;
 Config Sync's timed inside its process by csreader -repeat), and our peak memory on the largest file.
 
-    python -m profiles.bench_reader [--repeat 7] [--corpus DIR]   (default: the corpus archive, extracted)
+    python -m profiles.bench_reader [--repeat 7] [--corpus DIR]   (default: the corpus, as the tests find it)
 
 Counting must not be the slow part of a sync: ours must read at least as many objects per second as
 Config Sync's reader on every directory.
@@ -16,13 +16,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from controlplane.configsync_build import VERSION, build_configsync
+from controlplane.sources import corpus_directory
 from inventory.source.source_count import count_directory
-from profiles.real_repositories import ARCHIVE, extracted
 
 
 def ours_seconds(directory: Path, repeat: int) -> tuple[int, float]:
@@ -79,39 +78,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument(
-        "--corpus", type=Path, help="an extracted corpus (default: the archive beside the repo)"
+        "--corpus", type=Path, help="an extracted corpus (default: as the tests find it, sources.py)"
     )
     args = parser.parse_args(argv)
     binary = build_configsync(VERSION).root / "bin" / "csreader"
-    with tempfile.TemporaryDirectory() as scratch:
-        corpus = args.corpus
-        if corpus is None:
-            corpus = extracted(ARCHIVE, Path(scratch))
+    corpus = args.corpus or corpus_directory()
+    print(f"source count against Config Sync {VERSION}'s reader, median of {args.repeat} whole reads each")
+    print(
+        "| directory | objects | MB | Config Sync's reader | ours "
+        "| objects/s (theirs) | objects/s (ours) | ours / theirs |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    slower = []
+    for directory in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        theirs_objects, theirs = theirs_seconds(binary, directory, args.repeat)
+        objects, ours = ours_seconds(directory, args.repeat)
+        assert objects == theirs_objects, (directory.name, objects, theirs_objects)
+        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) / 1e6
+        ratio = theirs / ours
+        slower += [directory.name] if ratio < 1 else []
         print(
-            f"source count against Config Sync {VERSION}'s reader, median of {args.repeat} whole reads each"
+            f"| {directory.name} | {objects:,} | {size:.1f} | {theirs * 1000:.0f} ms "
+            f"| {ours * 1000:.0f} ms | {objects / theirs:,.0f} | {objects / ours:,.0f} | {ratio:.2f} |"
         )
-        print(
-            "| directory | objects | MB | Config Sync's reader | ours "
-            "| objects/s (theirs) | objects/s (ours) | ours / theirs |"
-        )
-        print("|---|---|---|---|---|---|---|---|")
-        slower = []
-        for directory in sorted(p for p in corpus.iterdir() if p.is_dir()):
-            theirs_objects, theirs = theirs_seconds(binary, directory, args.repeat)
-            objects, ours = ours_seconds(directory, args.repeat)
-            assert objects == theirs_objects, (directory.name, objects, theirs_objects)
-            size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) / 1e6
-            ratio = theirs / ours
-            slower += [directory.name] if ratio < 1 else []
-            print(
-                f"| {directory.name} | {objects:,} | {size:.1f} | {theirs * 1000:.0f} ms "
-                f"| {ours * 1000:.0f} ms | {objects / theirs:,.0f} | {objects / ours:,.0f} | {ratio:.2f} |"
-            )
-        largest, added = largest_file_peak_mib(corpus)
-        size = largest.stat().st_size / 1e6
-        name = largest.relative_to(corpus)
-        print(f"counting the largest file ({name}, {size:.1f} MB): {added:.1f} MiB at its peak")
-        print(f"process peak: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    largest, added = largest_file_peak_mib(corpus)
+    size = largest.stat().st_size / 1e6
+    name = largest.relative_to(corpus)
+    print(f"counting the largest file ({name}, {size:.1f} MB): {added:.1f} MiB at its peak")
+    print(f"process peak: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if slower:
         print(f"slower than Config Sync's reader on: {', '.join(slower)}")
     return 1 if slower else 0

@@ -3,7 +3,7 @@ syncs as they are, and mixes of them, each point measured several times (a fresh
 reconciler each run: repeated points differ by up to a fifth).
 
     python -m profiles.real_repositories [--repositories cert-manager-crds,...] [--runs 3]
-                                         [--out profiles/out/real-repositories] [--corpus ARCHIVE] [--resume]
+                                         [--out profiles/out/real-repositories] [--corpus DIR] [--resume]
 
 The repositories are built from `../shared/data/manifest-corpus` (public manifests, byte for byte at
 pinned commits; test input, never code of ours): a directory or file of one project's manifests as its
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import tarfile
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ import orjson
 import yaml
 
 from controlplane.configsync_node import running_config_sync_on_node
+from controlplane.sources import corpus_directory
 from inventory.core.go_decoding import decode_yaml
 from inventory.source.source_count import count_directory
 from profiles.reconciler_memory import (
@@ -58,7 +58,6 @@ from profiles.reconciler_memory import (
     write_points,
 )
 
-ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/manifest-corpus/manifest-corpus-D.tar.xz"
 PROMETHEUS = "prometheus-operator-example"
 MONITORING_CRDS = f"{PROMETHEUS}/prometheus-operator-crd"
 # The monitoring operator's examples a tenant gets: custom resources of its CRDs, Services, RBAC.
@@ -267,12 +266,6 @@ def refilled(point: Point, sources: Mapping[str, Source]) -> Point:
     return replace(point, kinds=kinds, crd_path_steps=source.crd_path_steps)
 
 
-def extracted(archive: Path, into: Path) -> Path:
-    with tarfile.open(archive) as opened:
-        opened.extractall(into, filter="data")
-    return into / "corpus-D"
-
-
 def main(argv: list[str] | None = None) -> None:
     # SIGTERM unwinds like Ctrl-C, so the local stack is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -284,15 +277,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--runs", type=int, default=3, help="measurements of each repository")
     parser.add_argument("--out", type=Path, default=Path("profiles/out/real-repositories"))
-    parser.add_argument("--corpus", type=Path, default=ARCHIVE, help="the manifest corpus archive")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="the manifest corpus's directory (default: as the tests find it, controlplane/sources.py)",
+    )
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
     args = parser.parse_args(argv)
     names = [n for n in args.repositories.split(",") if n]
     unknown = sorted(set(names) - set(REPOSITORIES))
     if unknown:
         parser.error(f"unknown repositories {unknown}")
-    with tempfile.TemporaryDirectory() as directory:
-        points = run(names, args.runs, args.out, extracted(args.corpus, Path(directory)), args.resume)
+    points = run(names, args.runs, args.out, args.corpus or corpus_directory(), args.resume)
     print(markdown(points))
 
 

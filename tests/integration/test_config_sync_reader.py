@@ -10,11 +10,8 @@ the codes of the errors that reject a file must equal the oracle's. No cluster i
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from controlplane.configsync_build import TESTED, VERSION
+from controlplane.sources import corpus_directory
 from tests.helpers import OBSERVED
 from tests.manifest_cases import (
     NAMED_CASES,
@@ -35,9 +33,6 @@ from tests.manifest_cases import (
     yaml_files,
 )
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-CORPUS_ARCHIVE = REPOSITORY.parent / "shared" / "data" / "manifest-corpus" / "manifest-corpus-D.tar.xz"
-CORPUS_SHA256 = "0199f89c77d4236642478716f5e4e9d6393dac07aeb0b8a8761ee3f0229d032e"
 # The corpus's directories, and what its SOURCES.md says Config Sync v1.24.3's reader rejects in each (the
 # same for v1.25.0's, whose reader did not change).
 CORPUS_REJECTS = {
@@ -52,23 +47,11 @@ CORPUS_REJECTS = {
 GENERATED_EXAMPLES = 600  # per strategy; derandomized, so every run checks the same examples
 
 
-def corpus_archive() -> Path:
-    """The corpus archive (OBJCOUNT_MANIFEST_CORPUS, else beside the repository, as CI has it)."""
-    archive = Path(os.environ.get("OBJCOUNT_MANIFEST_CORPUS", CORPUS_ARCHIVE))
-    if not archive.is_file():
-        raise FileNotFoundError(f"the manifest corpus {archive} is missing (set OBJCOUNT_MANIFEST_CORPUS)")
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    if digest != CORPUS_SHA256:
-        raise ValueError(f"{archive} has sha256 {digest}, not the pinned {CORPUS_SHA256}")
-    return archive
-
-
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("corpus")
-    with tarfile.open(corpus_archive()) as archive:
-        archive.extractall(target, filter="data")
-    return target / "corpus-D"
+def corpus() -> Path:
+    """The corpus's directory: from its archive (OBJCOUNT_MANIFEST_CORPUS, else ../shared, as CI has it),
+    else fetched from its repositories, checked either way (controlplane/sources.py)."""
+    return corpus_directory()
 
 
 @pytest.fixture(scope="session")

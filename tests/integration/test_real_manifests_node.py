@@ -5,7 +5,6 @@ the reconciler has synced it. Every container of Config Sync's Pods is the real 
 
 from __future__ import annotations
 
-import tarfile
 from typing import cast
 
 import orjson
@@ -13,6 +12,7 @@ import orjson
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.seed import configmaps_yaml
+from controlplane.sources import corpus_directory
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
 from tests.helpers import Sampler, wait_for
@@ -28,7 +28,6 @@ from tests.integration.on_node import (
     rsync_of,
     running_size,
 )
-from tests.integration.test_config_sync_reader import corpus_archive
 from tests.integration.test_node_faults import containers_of, live, sized_rootsync
 
 SYNC_TIMEOUT = 300.0
@@ -106,10 +105,7 @@ def test_a_commit_with_a_file_only_config_sync_rejects_leaves_the_size_and_says_
 
 def equals_crd() -> str:
     """The AlertmanagerConfig CRD of the corpus (an enum item is a bare `=`), as its project publishes it."""
-    with tarfile.open(corpus_archive()) as archive:
-        member = archive.extractfile(f"corpus-D/{EQUALS_CRD}")
-        assert member is not None
-        return member.read().decode()
+    return (corpus_directory() / EQUALS_CRD).read_text()
 
 
 def test_a_commit_with_the_equals_crd_is_counted_and_sized_before_the_reconciler_has_synced_it(
