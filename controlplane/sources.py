@@ -40,7 +40,7 @@ SHARED = REPO.parent / "shared"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "objcount-autoscaler" / "sources"
 # Config Sync's archives hold these paths of the tag (../shared/configsync/README.md); git-sync's, all of it.
 CONFIGSYNC_PATHS = ("go.mod", "go.sum", "LICENSE", "README.md", "cmd", "pkg", "vendor", "manifests")
-# Who asks a public repository answers when a fetch may be needed, and how long it waits.
+# How long the preflight waits for a public repository to answer `git ls-remote` (a fetch may be needed).
 ANSWER_TIMEOUT_S = 20
 # A corpus directory's licence files come from its repository's root, not from its source path.
 LICENCES = ("LICENSE", "NOTICE")

@@ -137,8 +137,8 @@ WEBHOOK_ADMISSIONS = Counter(
 )
 WEBHOOK_SIZES = Counter(
     "objcount_webhook_sizes_total",
-    "Reconciler Pods the webhook was asked to size at admission, by result (`sized`: the size applied in "
-    "place to the RSync's reconciler; any other: the template's size).",
+    "Reconciler Pods the webhook was asked to size at admission, by result (`sized`: the size published "
+    "for a new Pod, objcount.dev/start-resources; any other: the template's size).",
     ["result"],
     registry=None,
 )
