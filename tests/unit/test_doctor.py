@@ -55,7 +55,7 @@ def test_root_disk_and_registries() -> None:
     assert "sudo" in check_root(1000)[0]
     assert check_disk(Path("/x"), 30 * 2**30, needed_gib=20) == []
     (short,) = check_disk(Path("/x"), 5 * 2**30, needed_gib=20)
-    assert short.startswith("5.0 GiB free under /x; the caches may need 20 GiB")
+    assert short.startswith("5.0 GiB free under /x; the set-up may need 20 GiB")
     urls = {"PyPI": "https://pypi.example/simple/pip/", "the Go module proxy": "https://proxy.example/x"}
     answers = {urls["PyPI"]: None, urls["the Go module proxy"]: "timed out"}
     assert check_registries(urls, answers.__getitem__) == [
