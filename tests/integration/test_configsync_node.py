@@ -8,34 +8,44 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 import pytest
 import yaml
 
+from controlplane.autoscaler_install import CONTROLLER as CONTROLLER_DEPLOYMENT
 from controlplane.autoscaler_install import sidecar_template_text, uninstall_cluster
 from controlplane.configsync_build import build_git_sync, build_otelcol
 from controlplane.configsync_install import NAMESPACE
 from controlplane.configsync_node import NodeConfigSync
 from controlplane.fault_proxy import CONFIG_SYNC_READS, Fault
 from controlplane.images import OBJCOUNT_IMAGE
-from controlplane.seed import manifests_in
+from controlplane.seed import configmaps_yaml, manifests_in
 from controlplane.stack import NodeStack
 from controlplane.status_checks import pod_ready, synced
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.helpers import FIGURES, OBSERVED, legacy_count, size_aware_by_hand, wait_for
+from tests.helpers import FIGURES, OBSERVED, Sampler, legacy_count, size_aware_by_hand, wait_for
 from tests.integration.on_node import (
     JSON,
+    PodHistory,
     configmaps,
     container_log,
+    container_status,
     counts,
     main_pid,
+    memory_limit_of_pod,
+    metric,
     our_process,
     override,
+    quantity_bytes,
+    reconciler_memory_limit,
     roots_and_repos,
     rsync_of,
     runs_at,
@@ -43,6 +53,7 @@ from tests.integration.on_node import (
 )
 
 ROOT = RSyncKey("RootSync", NAMESPACE, "root-sync")
+MiB = 1 << 20
 
 
 def pod_start_seconds(cs: NodeConfigSync, key: RSyncKey) -> float:
@@ -316,6 +327,235 @@ def test_our_cluster_mode_rides_out_an_api_server_in_trouble_on_the_real_node(
     finally:
         uninstall_cluster(api)
         proxy.close()
+
+
+# How many RSyncs the failover test runs (a quarter of them RootSyncs): 5 in CI; the figures in BENCHMARKS
+# ("Leader failover under load") are of a run with OBJCOUNT_FAILOVER_RSYNCS=20.
+FAILOVER_RSYNCS = int(os.environ.get("OBJCOUNT_FAILOVER_RSYNCS", "5"))
+
+
+@pytest.mark.timeout(1800)
+def test_a_leader_killed_under_load_is_replaced_and_no_count_or_size_is_lost(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
+) -> None:
+    """Leader failover under load (issue 64), the README's cluster install with shipped settings: RSyncs
+    synced and sized in place; then each commits twice as many ConfigMaps at once, and the leading
+    replica's process is SIGKILLed right after and its Pod deleted (so the standby must take the Lease).
+    Every RSync's new inventory count is written and its reconciler runs at the size worked out by hand
+    for it, and no reconciler's memory request is lowered meanwhile (sampled every half second). The
+    seconds from the kill to the standby holding the Lease (at most its 15 s after the last renewal), to
+    the first new count written and to the last RSync sized are printed (BENCHMARKS.md)."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    cs.install_cluster(tmp_path / "certs")
+    try:
+        wait_for(
+            lambda: len([p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2, timeout=120, what="ours Ready"
+        )
+        roots = max(1, FAILOVER_RSYNCS // 4)
+        made = roots_and_repos(
+            cs,
+            rsyncs,
+            "failover",
+            roots=(40,) * roots,
+            repos=(30,) * (FAILOVER_RSYNCS - roots),
+            grant_sidecar=False,
+        )
+        surface = legacy_count(api)
+
+        def entries(key: RSyncKey, configmaps: int) -> int:
+            return configmaps + int(key.kind == "RootSync")  # a RootSync's inventory has its Namespace
+
+        def by_hand(key: RSyncKey, configmaps: int) -> tuple[str, str]:
+            n = entries(key, configmaps)
+            named = int(key.kind == "RootSync")
+            return size_aware_by_hand(
+                configmaps=configmaps, others=0, named=named, kib=2 * n, api_resources=surface
+            )
+
+        for key, (configmaps, commit, _) in made.items():
+            synced_counted_and_sized(cs, key, commit, entries(key, configmaps), by_hand(key, configmaps))
+
+        sampler = Sampler(
+            lambda: {k: memory_request(cs, k) for k in made}, interval=0.5, tolerate=(kubeapi.Transient,)
+        )
+        grown = {}
+        for key, (configmaps, _, text) in made.items():
+            namespace = next(yaml.safe_load_all(text))["metadata"]["namespace"]
+            grown[key] = (
+                2 * configmaps,
+                cs.commit(key, {"configmaps.yaml": configmaps_yaml(2 * configmaps, namespace=namespace)}),
+            )
+        lease = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")
+        leader = api.get(kubeapi.POD, NAMESPACE, lease["spec"]["holderIdentity"])
+        (status,) = leader["status"]["containerStatuses"]
+        gone = leader["metadata"]["name"]
+        killed = time.monotonic()
+        # The leader's process killed, and its Pod deleted at once so that the kubelet cannot restart it in
+        # place (a restarted container keeps its Pod's name, and so the Lease): the standby must act.
+        os.kill(main_pid(cs.stack, status["containerID"]), signal.SIGKILL)
+        cs.stack.kubectl("delete", "pod", "-n", NAMESPACE, gone, "--grace-period=0", "--force")
+        holder = wait_for(
+            lambda: lease_held_by_other_than(api, gone),
+            timeout=120,
+            what="the Lease taken by the standby",
+        )
+        taken = time.monotonic() - killed
+        assert holder in {p["metadata"]["name"] for p in cs.pods(CONTROLLER) if pod_ready(p)}, holder
+        wait_for(
+            lambda: any(counts(api, k) == (None, str(entries(k, n))) for k, (n, _) in grown.items()),
+            timeout=300,
+            what="a new count written",
+        )
+        first = time.monotonic() - killed
+        for key, (configmaps, commit) in grown.items():
+            synced_counted_and_sized(cs, key, commit, entries(key, configmaps), by_hand(key, configmaps))
+        last = time.monotonic() - killed
+        samples = sampler.stop()
+        for key in made:
+            seen = [sample[key] for sample in samples if sample.get(key) is not None]
+            assert seen == sorted(seen), f"{key}: a memory request lowered: {seen}"
+        what = f"leader failover under load, {FAILOVER_RSYNCS} RSyncs: seconds from the SIGKILL to"
+        FIGURES.append((f"{what} the standby holding the Lease", taken))
+        FIGURES.append((f"{what} the first new count written", first))
+        FIGURES.append((f"{what} the last RSync sized", last))
+    finally:
+        uninstall_cluster(api)
+
+
+def synced_counted_and_sized(
+    cs: NodeConfigSync, key: RSyncKey, commit: str, entries: int, size: tuple[str, str]
+) -> None:
+    api = cs.api
+    assert api is not None
+    wait_for(lambda: synced(rsync_of(api, key), commit), timeout=600, what=f"{key} synced")
+    wait_for(
+        lambda: counts(api, key) == (None, str(entries)),
+        timeout=300,
+        what=f"{key}'s inventory counted",
+        explain=lambda: (
+            f"its counts: {counts(api, key)}; our Pods' logs:\n{leader_log(cs, cs.pods(CONTROLLER))}"
+        ),
+    )
+    wait_for(
+        lambda: runs_at(cs, key, size), timeout=300, what=f"{key}'s reconciler resized in place to {size}"
+    )
+
+
+def memory_request(cs: NodeConfigSync, key: RSyncKey) -> int | None:
+    """What the RSync's reconciler Pod asks for (its spec, as written in place), in bytes."""
+    pod = cs.reconciler_pod(key)
+    if not pod:
+        return None
+    (container,) = [c for c in cast(JSON, pod)["spec"]["containers"] if c["name"] == "reconciler"]
+    memory = (container.get("resources") or {}).get("requests", {}).get("memory")
+    return None if memory is None else quantity_bytes(memory)
+
+
+def lease_held_by_other_than(api: kubeapi.KubeClient, gone: str) -> str | None:
+    holder = api.get(kubeapi.LEASE, NAMESPACE, "objcount-autoscaler")["spec"].get("holderIdentity")
+    return holder if holder and holder != gone else None
+
+
+# Settings that size far too low, so that a commit gets the reconciler OOM-killed: the count-only `fitted`
+# preset (limit = request), 0 MiB + 0.01 MiB per object, at least 96 MiB (8 MiB steps), each change written
+# as the RSync's override entry (the reconciler-manager rolls the Pod out at that size).
+FLOOR_SETTINGS = {
+    "OBJCOUNT_PRESET": "fitted",
+    "OBJCOUNT_TARGET": "rsync-override",
+    "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
+    "OBJCOUNT_BASE_MIB": "0",
+    "OBJCOUNT_MIB_PER_OBJECT": "0.01",
+    "OBJCOUNT_MIN_MIB": "96",
+    "OBJCOUNT_STEP_MIB": "8",
+    "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
+}
+
+
+def test_an_oom_kill_while_our_controller_is_down_gets_its_floor_once_it_is_back(
+    config_sync_on_node: NodeConfigSync, rsyncs: list[RSyncKey], tmp_path: Path
+) -> None:
+    """The OOM floor through a restart of ours (issue 64), end to end in cluster mode: our controller sizes
+    a RootSync of 20 ConfigMaps at 96Mi and is then scaled to no Pod; a commit of 1,500 ConfigMaps gets the
+    reconciler OOM-killed at 96Mi while none of ours runs, so no process of ours saw the kill before the
+    restart (a restart between the kill and its write, at its worst). Back, ours reads the kill from the
+    Pod's status and applies the floor. By hand: max(96 x 1.5, 96 + 128) = 224Mi, above the count's
+    0.01 x 1,501 = 15 MiB, raised to 96; it stays once the commit is synced."""
+    cs = config_sync_on_node
+    api = cs.api
+    assert api is not None
+    cs.install_cluster(tmp_path / "certs", FLOOR_SETTINGS)
+    try:
+        wait_for(
+            lambda: len([p for p in cs.pods(CONTROLLER) if pod_ready(p)]) == 2, timeout=120, what="ours Ready"
+        )
+        key = RSyncKey("RootSync", NAMESPACE, f"floor-{suffix()}")
+        apps = f"apps-{suffix()}"
+        first = cs.commit(key, configmaps(20, namespace=apps))
+        api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
+        rsyncs.append(key)
+        wait_for(lambda: override(api, key).get("memoryLimit") == "96Mi", timeout=120, what="sized at 96Mi")
+        wait_for(lambda: runs_synced_at(cs, key, first, "96Mi"), timeout=300, what="synced at 96Mi")
+        pod = cast(JSON, cs.reconciler_pod(key))
+        assert container_status(pod, "reconciler")["restartCount"] == 0, "96Mi holds 20 ConfigMaps"
+
+        cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{CONTROLLER_DEPLOYMENT}", "--replicas=0")
+        wait_for(lambda: cs.pods(CONTROLLER) == [], timeout=120, what="no Pod of ours")
+        with PodHistory(api, key) as history:
+            big = cs.commit(key, configmaps(1500, namespace=apps))
+            wait_for(
+                lambda: history.find(oom_killed_at("96Mi")),
+                timeout=300,
+                what="the reconciler OOM-killed at 96Mi while ours is down",
+                explain=lambda: history.states("reconciler"),
+            )
+        annotations = rsync_of(api, key)["metadata"].get("annotations") or {}
+        assert "objcount.dev/oom-floor" not in annotations, "nothing of ours ran since the kill"
+        assert override(api, key).get("memoryLimit") == "96Mi"
+
+        cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{CONTROLLER_DEPLOYMENT}", "--replicas=2")
+        wait_for(
+            lambda: override(api, key).get("memoryLimit") == "224Mi",
+            timeout=180,
+            what="the floor applied by ours, back",
+            explain=lambda: leader_log(cs, cs.pods(CONTROLLER)),
+        )
+        floor = json.loads(rsync_of(api, key)["metadata"]["annotations"]["objcount.dev/oom-floor"])
+        assert floor["memory"] == "224Mi"
+        wait_for(
+            lambda: runs_synced_at(cs, key, big, "224Mi"), timeout=300, what="the big commit synced at 224Mi"
+        )
+        wait_for(
+            lambda: reconciler_memory_limit(cs, key) == 224 * MiB, timeout=60, what="a cgroup of 224 MiB"
+        )
+        # Held after the sync: a decision of ours since keeps it (the count alone gives 96Mi).
+        ours = [p["metadata"]["name"] for p in cs.pods(CONTROLLER)]
+        decided = metric(api, ours, "objcount_decisions_total")
+        wait_for(
+            lambda: metric(api, ours, "objcount_decisions_total") > decided, timeout=60, what="a decision"
+        )
+        assert override(api, key).get("memoryLimit") == "224Mi"
+    finally:
+        uninstall_cluster(api)
+
+
+def oom_killed_at(limit: str) -> Callable[[JSON], bool]:
+    def wanted(pod: JSON) -> bool:
+        status = container_status(pod, "reconciler")
+        states = [status.get("state") or {}, status.get("lastState") or {}]
+        oom = any((s.get("terminated") or {}).get("reason") == "OOMKilled" for s in states)
+        return oom and memory_limit_of_pod(pod) == limit
+
+    return wanted
+
+
+def runs_synced_at(cs: NodeConfigSync, key: RSyncKey, commit: str, limit: str) -> bool:
+    pod = cs.reconciler_pod(key)
+    assert cs.api is not None
+    return (
+        bool(pod) and memory_limit_of_pod(cast(JSON, pod)) == limit and synced(rsync_of(cs.api, key), commit)
+    )
 
 
 def env_of(pod: JSON) -> set[tuple[str, str]]:
