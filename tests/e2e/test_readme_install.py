@@ -1,5 +1,5 @@
 """The README's installs and uninstalls, run verbatim with the real kubectl (built from the pinned
-module) on the local real node, Config Sync v1.24.3 running there (and v1.22.0: both_versions): the
+module) on the local real node, Config Sync v1.25.0 running there (and v1.24.3: both_versions): the
 commands are read from the
 README's own text, each block pinned here, so this fails if the README's commands change without this
 test following. The only change is the one a user makes: a RepoSync's namespace in `objcount
