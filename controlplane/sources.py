@@ -55,7 +55,8 @@ class Source:
     """One pinned source tree: an archive beside the repository, or a public repository's commit."""
 
     name: str  # as said: "Config Sync v1.25.0"
-    slug: str  # its cache name
+    kind: str  # configsync, git-sync: as build scripts name it
+    version: str
     commit: str
     repository: str
     archive: str
@@ -72,7 +73,7 @@ class Source:
         return path if given or path.is_file() else None
 
     def fetched(self) -> Path:
-        return CACHE / f"{self.slug}-{self.content[:12]}"
+        return CACHE / f"{self.kind}-{self.version}-{self.content[:12]}"
 
     def repositories(self) -> list[str]:
         return [self.repository]
@@ -134,7 +135,7 @@ def configsync_sources(pins: Path = HERE / "configsync-pins") -> dict[str, Sourc
     found = {}
     for version, commit, _module, repository, archive, sha256, _tests, content in _rows(pins):
         found[version] = Source(
-            f"Config Sync {version}", f"configsync-{version}", commit, repository, archive, sha256, content,
+            f"Config Sync {version}", "configsync", version, commit, repository, archive, sha256, content,
             CONFIGSYNC_PATHS, "OBJCOUNT_CONFIGSYNC_ARCHIVES", "configsync",
         )  # fmt: skip
     return found
@@ -148,7 +149,7 @@ def built_configsync_versions(pins: Path = HERE / "configsync-pins") -> list[str
 def gitsync_source(pin: Path = HERE / "gitsync-pin") -> Source:
     ((version, commit, _module, repository, archive, sha256, content),) = _rows(pin)
     return Source(
-        f"git-sync {version}", f"git-sync-{version}", commit, repository, archive, sha256, content, (".",),
+        f"git-sync {version}", "git-sync", version, commit, repository, archive, sha256, content, (".",),
         "OBJCOUNT_GITSYNC_ARCHIVES", "gitsync",
     )  # fmt: skip
 
@@ -200,10 +201,14 @@ def tree_digest(root: Path, paths: tuple[str, ...]) -> str:
         return _git(["write-tree"], env=env).strip()
 
 
-def _git(
-    args: list[str], env: Mapping[str, str] | None, cwd: Path | None = None, timeout: float | None = None
-) -> str:
-    done = subprocess.run(
+def _run_git(
+    args: list[str],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`git ARGS`, never asking for credentials (a repository that wants them fails instead)."""
+    return subprocess.run(
         ["git", *args],
         cwd=cwd,
         env={**(env or os.environ), "GIT_TERMINAL_PROMPT": "0"},
@@ -212,6 +217,10 @@ def _git(
         timeout=timeout,
         check=False,
     )
+
+
+def _git(args: list[str], env: Mapping[str, str] | None, cwd: Path | None = None) -> str:
+    done = _run_git(args, env, cwd)
     if done.returncode != 0:
         raise SourceError(f"git {' '.join(args[:3])} failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
@@ -332,14 +341,7 @@ def _fetch_corpus(corpus: Corpus, tree: Path) -> None:
 def answers(repository: str) -> str | None:
     """None when `repository` answers a `git ls-remote`, else why not (git's last line of error)."""
     try:
-        done = subprocess.run(
-            ["git", "ls-remote", "--heads", repository],
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-            capture_output=True,
-            text=True,
-            timeout=ANSWER_TIMEOUT_S,
-            check=False,
-        )
+        done = _run_git(["ls-remote", "--heads", repository], timeout=ANSWER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"{repository}: no answer within {ANSWER_TIMEOUT_S} s"
     except OSError as error:  # no git
@@ -377,7 +379,7 @@ def problems(
             except SourceError as error:
                 said.append(f"{error}: {pinned.provide()}")
             continue
-        if _at_hand(pinned, environ):
+        if pinned.fetched().is_dir():
             continue
         why = next((asked[r] for r in pinned.repositories() if asked[r] is not None), None)
         if why is not None:
@@ -396,8 +398,9 @@ def main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["source"] and len(argv) == 4:
             kind, version, dest = argv[1:]
-            source = gitsync_source() if kind == "git-sync" else configsync_sources().get(version)
-            if source is None or (kind == "git-sync" and not source.slug.endswith(version)):
+            pinned = {(s.kind, s.version): s for s in [*configsync_sources().values(), gitsync_source()]}
+            source = pinned.get((kind, version))
+            if source is None:
                 raise SourceError(f"{kind} {version} is not pinned")
             print(f"{source.name}: {source_into(source, Path(dest))}", file=sys.stderr)
             return 0

@@ -84,6 +84,17 @@ def inventory_entries(api: kubeapi.KubeClient, key: RSyncKey) -> list[JSON]:
     return entries
 
 
+def fitted(target: str, **settings: str) -> dict[str, str]:
+    """Our settings: this target, no scale-down delay, and the count-only `fitted` preset (whose sizes
+    are worked out by hand in the tests) unless `preset` is given; `settings` by name without OBJCOUNT_."""
+    return {
+        "OBJCOUNT_PRESET": "fitted",
+        "OBJCOUNT_TARGET": target,
+        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
+        **{f"OBJCOUNT_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
 def reconciler_resources(template_or_pod_spec: JSON) -> JSON:
     containers = template_or_pod_spec["containers"]
     resources: JSON = next(c for c in containers if c["name"] == "reconciler").get("resources") or {}
@@ -99,6 +110,20 @@ def container_status(pod: JSON, container: str) -> JSON:
     """A container's status in the Pod ({} until the kubelet reports it)."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return cast(JSON, next((s for s in statuses if s["name"] == container), {}))
+
+
+def oom_killed_at(limit: str) -> Callable[[JSON], bool]:
+    """Whether a version of a reconciler Pod shows its reconciler OOM-killed under this memory limit: the
+    kill is the container's current state until the kubelet restarts it, its last state after (a Pod
+    may be replaced before that restart)."""
+
+    def killed(pod: JSON) -> bool:
+        status = container_status(pod, "reconciler")
+        states = [status.get("state") or {}, status.get("lastState") or {}]
+        oom = any((state.get("terminated") or {}).get("reason") == "OOMKilled" for state in states)
+        return oom and memory_limit_of_pod(pod) == limit
+
+    return killed
 
 
 class PodHistory:

@@ -53,12 +53,14 @@ from tests.integration.on_node import (
     counts,
     events_on,
     finished,
+    fitted,
     inventory_entries,
     json_log,
     main_pid,
     memory_limit_of_pod,
     metric,
     objects_in,
+    oom_killed_at,
     our_process,
     override,
     pod_get,
@@ -89,17 +91,6 @@ def cs(config_sync_on_node: NodeConfigSync) -> NodeConfigSync:
 def api(cs: NodeConfigSync) -> kubeapi.KubeClient:
     assert cs.api is not None
     return cs.api
-
-
-def fitted(target: str, **settings: str) -> dict[str, str]:
-    """Sidecar settings: this target, no scale-down delay, and the count-only `fitted` preset (whose sizes
-    are worked out by hand below) unless `preset` is given; `settings` by name without OBJCOUNT_."""
-    return {
-        "OBJCOUNT_PRESET": "fitted",
-        "OBJCOUNT_TARGET": target,
-        "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
-        **{f"OBJCOUNT_{name.upper()}": value for name, value in settings.items()},
-    }
 
 
 def create(cs: NodeConfigSync, rsyncs: list[RSyncKey], body: JSON) -> RSyncKey:
@@ -254,20 +245,12 @@ def test_an_oom_killed_reconciler_is_sized_above_its_need_and_stays_there_in_the
     key = RSyncKey("RootSync", NAMESPACE, f"oom-floor-{suffix()}")
     commit = cs.commit(key, {"configmaps.yaml": configmaps_yaml(100, namespace=f"apps-{suffix()}")})
 
-    def killed_under_24mi(pod: JSON) -> bool:
-        # The kill is the container's current state until the kubelet restarts it, its last state after;
-        # on a loaded node the sidecar may replace the Pod before that restart.
-        status = container_status(pod, "reconciler")
-        states = [status.get("state") or {}, status.get("lastState") or {}]
-        oom = any((state.get("terminated") or {}).get("reason") == "OOMKilled" for state in states)
-        return oom and memory_limit_of_pod(pod) == "24Mi"
-
     # Watched, not polled: the sidecar replaces the killed Pod within a second or so, and one CI run's
     # polls never saw it.
     with PodHistory(api, key) as history:
         create(cs, rsyncs, cs.rsync(key))
         wait_for(
-            lambda: history.find(killed_under_24mi),
+            lambda: history.find(oom_killed_at("24Mi")),
             timeout=SYNC_TIMEOUT,
             what="the reconciler OOM-killed under 24Mi",
             explain=lambda: (

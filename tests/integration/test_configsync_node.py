@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -39,13 +38,16 @@ from tests.integration.on_node import (
     container_log,
     container_status,
     counts,
+    fitted,
     main_pid,
     memory_limit_of_pod,
     metric,
+    numbers,
+    oom_killed_at,
     our_process,
     override,
-    quantity_bytes,
     reconciler_memory_limit,
+    reconciler_resources,
     roots_and_repos,
     rsync_of,
     runs_at,
@@ -449,11 +451,8 @@ def synced_counted_and_sized(
 def memory_request(cs: NodeConfigSync, key: RSyncKey) -> int | None:
     """What the RSync's reconciler Pod asks for (its spec, as written in place), in bytes."""
     pod = cs.reconciler_pod(key)
-    if not pod:
-        return None
-    (container,) = [c for c in cast(JSON, pod)["spec"]["containers"] if c["name"] == "reconciler"]
-    memory = (container.get("resources") or {}).get("requests", {}).get("memory")
-    return None if memory is None else quantity_bytes(memory)
+    asked = numbers(reconciler_resources(cast(JSON, pod)["spec"])) if pod else None
+    return None if asked is None else asked[1]
 
 
 def lease_held_by_other_than(api: kubeapi.KubeClient, gone: str) -> str | None:
@@ -464,16 +463,14 @@ def lease_held_by_other_than(api: kubeapi.KubeClient, gone: str) -> str | None:
 # Settings that size far too low, so that a commit gets the reconciler OOM-killed: the count-only `fitted`
 # preset (limit = request), 0 MiB + 0.01 MiB per object, at least 96 MiB (8 MiB steps), each change written
 # as the RSync's override entry (the reconciler-manager rolls the Pod out at that size).
-FLOOR_SETTINGS = {
-    "OBJCOUNT_PRESET": "fitted",
-    "OBJCOUNT_TARGET": "rsync-override",
-    "OBJCOUNT_SCALE_DOWN_DELAY_SECONDS": "0",
-    "OBJCOUNT_BASE_MIB": "0",
-    "OBJCOUNT_MIB_PER_OBJECT": "0.01",
-    "OBJCOUNT_MIN_MIB": "96",
-    "OBJCOUNT_STEP_MIB": "8",
-    "OBJCOUNT_RESYNC_INTERVAL_SECONDS": "5",
-}
+FLOOR_SETTINGS = fitted(
+    "rsync-override",
+    base_mib="0",
+    mib_per_object="0.01",
+    min_mib="96",
+    step_mib="8",
+    resync_interval_seconds="5",
+)
 
 
 def test_an_oom_kill_while_our_controller_is_down_gets_its_floor_once_it_is_back(
@@ -541,16 +538,6 @@ def test_an_oom_kill_while_our_controller_is_down_gets_its_floor_once_it_is_back
         assert override(api, key).get("memoryLimit") == "224Mi"
     finally:
         uninstall_cluster(api)
-
-
-def oom_killed_at(limit: str) -> Callable[[JSON], bool]:
-    def wanted(pod: JSON) -> bool:
-        status = container_status(pod, "reconciler")
-        states = [status.get("state") or {}, status.get("lastState") or {}]
-        oom = any((s.get("terminated") or {}).get("reason") == "OOMKilled" for s in states)
-        return oom and memory_limit_of_pod(pod) == limit
-
-    return wanted
 
 
 def runs_synced_at(cs: NodeConfigSync, key: RSyncKey, commit: str, limit: str) -> bool:

@@ -92,7 +92,7 @@ def listening(port: int) -> bool:
 
 def project_source(repository: str, commit: str, content: str) -> Source:
     return Source(
-        "Project v1", "project-v1", commit, repository, "project-v1-src.tar.xz", "0" * 64, content, PATHS,
+        "Project v1", "project", "v1", commit, repository, "project-v1-src.tar.xz", "0" * 64, content, PATHS,
         "OBJCOUNT_PROJECT_ARCHIVES", "project",
     )  # fmt: skip
 
