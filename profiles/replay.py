@@ -8,7 +8,7 @@ commit when it is committed (the files the run committed, counted by our source 
 holds both commits until the reconciler reports the new one synced (the run's own seconds to synced of
 that policy), the working set reaches the step as the sampler delivers it (a window per container and
 commit), the size is applied in place at once (in place: the running Pod has what we decided), and the
-step (`autoscaler.core.step`, what a reconcile runs) is called every 10 s and at each commit and sync.
+decision (`autoscaler.core.decide`, what a reconcile runs) is called every 10 s and at each commit and sync.
 The reconciler's memory does not depend on its request unless it is killed, so the trace stands for
 what the reconciler would have used under the replayed sizes; where a replayed request is below a real
 working set, the real Pod would have been above its request (an OOM kill where its limit is lower).
@@ -39,8 +39,8 @@ from typing import cast
 from autoscaler.core.calibration import Sample, Window
 from autoscaler.core.decide import decide
 from autoscaler.core.observation import Observation, Reading, RSyncView
+from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.resources import Resources
-from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.core.written import Applied, Written
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts, kinds_of
@@ -172,7 +172,7 @@ def replay(
     taken to hold both commits from the commit's time on (the real one grows once the reconciler has
     fetched and parsed the commit, seconds later: what the real runs measure, this does not)."""
     settings = settings or Settings(mode="cluster", platform="standard")
-    config = StepConfig(settings.profile(), settings.hysteresis(), in_place=True)
+    config = DecideConfig(settings.profile(), settings.hysteresis(), in_place=True)
     state, current = RSyncState(), TEMPLATE
     started: dict[str, float] = {}
     pod: Pod | None = None  # the reconciler Pod as the port would list it: the latest sample's

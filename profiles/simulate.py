@@ -11,7 +11,7 @@ while a sync runs. Usage above the limit is an OOM kill. Every restart (OOM kill
 or override change) takes the reconciler down for `RESTART_SECONDS`, after which it parses everything
 again.
 
-Policies: ours (the service's reconcile step, `autoscaler.core.step.step`, with the count-only `fitted`
+Policies: ours (the service's reconcile decision, `autoscaler.core.decide.decide`, with the count-only `fitted`
 preset on the counts it persists, per platform: the hysteresis, the restart cap and the OOM floor as the
 service runs them);
 static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the
@@ -36,9 +36,9 @@ from pathlib import Path
 from autoscaler.core.decide import decide
 from autoscaler.core.observation import Observation, Reading, RSyncView
 from autoscaler.core.oom import OomKill
+from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import FITTED, Load, size
-from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.core.written import Applied, Written
 from autoscaler.service.settings import Settings
 from inventory.core.counts import ObjectCounts
@@ -114,13 +114,13 @@ SIMULATED_VIEW = RSyncView.of({"metadata": {"name": SIMULATED.name, "namespace":
 
 
 def ours(platform_name: str) -> Callable[[], Policy]:
-    """The service's own step (`autoscaler.core.step`, what a reconcile runs) on a platform, with the
+    """The service's own decision (`autoscaler.core.decide`, what a reconcile runs) on a platform, with the
     count-only preset fitted to the reference data the usage model is fitted to: the default, size-aware,
     needs kinds, KiB and the API surface, which this model does not have (`profiles.policies_real` runs the
     default against the real reconciler). Each change is applied as a rollout (a restart), as the
     rsync-override target does; an OOM kill reaches the step as the reconciler's Pod would report it."""
     profile = Settings(mode="cluster", platform=platform_name, preset="fitted").profile()
-    config = StepConfig(profile, Hysteresis(600, 6))
+    config = DecideConfig(profile, Hysteresis(600, 6))
 
     def make() -> Policy:
         state = [RSyncState()]

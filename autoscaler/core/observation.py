@@ -1,6 +1,6 @@
 """What one reconcile of one RSync sees, read once: the RSync parsed into a view, and what was read of its
 reconciler (one Pod list: the size, the other containers, the OOM kills). Pure: the Kubernetes side
-(`autoscaler.kube.port`) fills an `Observation`; the step (`autoscaler.core.step`) decides from it.
+(`autoscaler.kube.port`) fills an `Observation`; `autoscaler.core.decide` decides from it.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from enum import StrEnum
 from autoscaler.core.calibration import Calibration
 from autoscaler.core.observation import Unread
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import Plan, RSyncState, failed_before
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.size_decision import Hysteresis
-from autoscaler.core.step import Plan, RSyncState, failed_before
 from autoscaler.core.written import CountsWritten, Written
 from inventory.core.counts import ObjectCounts
 

@@ -78,7 +78,7 @@ def decide_size(
 ) -> SizeDecision:
     """The next decision. `last.resources` is what the reconciler has (None when not known). A change
     restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
-    restarts the cap counts are recorded after the apply (`autoscaler.core.step.settled`), not here.
+    restarts the cap counts are recorded after the apply (`autoscaler.core.decide.settled`), not here.
     `room_wanted`: another reconciler on this one's node waits for room (why, said): a reconciler in its
     steady state gives back what it holds above its need at once, without the delay."""
     restarts = tuple(t for t in last.restarts if now - t < HOUR)

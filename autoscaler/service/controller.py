@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from autoscaler.core.calibration import Margin, Sample, Window, newest_per_deployment
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import DecideConfig
 from autoscaler.core.said import of_no_metrics_api, of_usage_unparsed, of_usage_unread
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import Profile
-from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
 from autoscaler.kube.pod_cache import ReconcilerPods
 from autoscaler.kube.port import KubePort, Port
@@ -111,7 +111,7 @@ class Controller:
             pods=self.pods,
             own_pod=self.own_pod,
         )
-        config = StepConfig(
+        config = DecideConfig(
             self.profile,
             self.hysteresis,
             self.max_reverts_per_hour,

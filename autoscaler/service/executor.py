@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.calibration import Peak, Sample, folded, observed
-from autoscaler.core.decide import decide
+from autoscaler.core.decide import decide, needs
 from autoscaler.core.observation import Observation, RSyncView
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.reasons import ReadError, WriteError
 from autoscaler.core.said import (
     SHOWN_SERIES,
@@ -31,7 +32,6 @@ from autoscaler.core.said import (
     of_counts_written,
     of_read_failure,
 )
-from autoscaler.core.step import RSyncState, StepConfig, needs
 from autoscaler.core.written import Written
 from autoscaler.kube.events import Occurrence, regarding_rsync
 from autoscaler.kube.port import Port
@@ -60,7 +60,7 @@ class Executor:
     and hands samples over under `_samples_lock`; `decisions` (tests, the API) copies `states` whole."""
 
     port: Port
-    config: StepConfig
+    config: DecideConfig
     clock: Callable[[], float]
     later: Callable[[RSyncKey, float], None]  # look at the RSync again after so many seconds
     states: dict[RSyncKey, RSyncState] = field(default_factory=dict)

@@ -12,8 +12,8 @@ from prometheus_client import REGISTRY
 
 from autoscaler.cli import main
 from autoscaler.core.observation import Needs, RSyncView
+from autoscaler.core.plan import DecideConfig
 from autoscaler.core.sizing import NodeRoom, Profile
-from autoscaler.core.step import StepConfig
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import RecommendTarget
 from autoscaler.service.executor import Executor
@@ -90,7 +90,7 @@ def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
 
     monkeypatch.setattr(api, "request", refused)
     clock.now = 600.0
-    executor = Executor(port, StepConfig(Profile()), clock, lambda key, delay: None)
+    executor = Executor(port, DecideConfig(Profile()), clock, lambda key, delay: None)
     executor.reconcile(KEY, {"metadata": {"name": KEY.name, "namespace": KEY.namespace}}, ObjectCounts())
     assert surface(port) == first
     assert REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) == errors + 1

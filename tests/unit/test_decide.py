@@ -18,12 +18,12 @@ from autoscaler.core.decide import Decision, decide
 from autoscaler.core.observation import Observation, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import Counted
 from autoscaler.core.size_decision import Hysteresis, SizeDecision
 from autoscaler.core.sizing import PROTOTYPE, STANDARD, Profile
-from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.core.written import Applied, Written
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
@@ -88,7 +88,7 @@ def decided(row: Row) -> Decision:
     }
     reading = replace(row.reading, current=row.current)
     seen = Observation(KEY, RSyncView.of(rsync), reading, row.counts, row.now, row.wall, row.samples)
-    config = StepConfig(
+    config = DecideConfig(
         Profile(PROTOTYPE, STANDARD),
         Hysteresis(DELAY, 100),
         reread_current=True,

@@ -322,7 +322,7 @@ def test_unknown_counts_still_allow_a_scale_up() -> None:
 
 
 def restarted(d: SizeDecision, now: float) -> SizeDecision:
-    """The decision after its apply restarted the reconciler (as `autoscaler.core.step.settled` records)."""
+    """The decision after its apply restarted the reconciler (as `autoscaler.core.decide.settled` records)."""
     return replace(d, restarts=(*d.restarts, now))
 
 

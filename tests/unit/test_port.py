@@ -20,12 +20,12 @@ from autoscaler.core.annotations import (
 )
 from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import DecideConfig
 from autoscaler.core.pods import resizes_waiting, room_wanted
 from autoscaler.core.reasons import Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
-from autoscaler.core.step import StepConfig
 from autoscaler.kube.events import Occurrence
 from autoscaler.kube.port import KubePort, Periodic
 from autoscaler.kube.targets import TARGETS, TargetOptions
@@ -92,7 +92,7 @@ def test_each_reconcile_lists_the_pod_once_and_parses_the_rsync_once(
     api = cluster()
     target = TARGETS[target_name].build(api, TargetOptions(NAMESPACE))
     port = KubePort(api, target, NAMESPACE, clock=lambda: 1000.0)
-    config = StepConfig(
+    config = DecideConfig(
         Profile(PROTOTYPE, platform),
         Hysteresis(600, 100),
         measure_others=True,
@@ -177,7 +177,7 @@ def test_the_in_place_target_resizes_the_pod_it_listed() -> None:
     api = cluster()
     target = TARGETS["in-place"].build(api, TargetOptions(NAMESPACE))
     port = KubePort(api, target, NAMESPACE)
-    config = StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), reread_current=True)
+    config = DecideConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), reread_current=True)
     executor = Executor(port, config, lambda: 1000.0, lambda key, delay: None)
     assert executor.reconcile(KEY, RSYNC, ObjectCounts(5000, 5000)) == Outcome.SCALED_UP
     assert api.calls[ONE_POD] == 1
@@ -201,7 +201,7 @@ def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so() -> None:
     events: list[Occurrence] = []
     executor = Executor(
         KubePort(api, target, NAMESPACE),
-        StepConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100)),
+        DecideConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100)),
         lambda: 1000.0,
         lambda key, delay: None,
         events=events.append,

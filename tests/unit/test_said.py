@@ -7,10 +7,10 @@ from fractions import Fraction
 
 from autoscaler.core.calibration import Calibration, Window
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import Plan, RSyncState
 from autoscaler.core.resources import Resources
 from autoscaler.core.said import SHOWN_SERIES, Shown, shown_of_plan, shown_of_sizes
 from autoscaler.core.size_decision import SizeDecision
-from autoscaler.core.step import Plan, RSyncState
 from inventory.core.counts import ObjectCounts
 
 SIZED = SizeDecision(Outcome.SCALED_UP, Resources(85, 160), recommended=Resources(85, 192))

@@ -31,11 +31,11 @@ from autoscaler.core.calibration import Sampled
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
 from autoscaler.core.outcome import Outcome
+from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.reasons import ReadError, Reason, WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
-from autoscaler.core.step import RSyncState, StepConfig
 from autoscaler.core.written import Applied, CountsWritten, Written
 from autoscaler.service.controller import Controller, Scope, retried
 from autoscaler.service.executor import Executor
@@ -174,7 +174,7 @@ def rig(
     port = port or FakePort()
     port.resizes_running = port.resizes_running or in_place
     clock, rechecks = Clock(), []
-    config = StepConfig(
+    config = DecideConfig(
         Profile(PROTOTYPE, STANDARD),
         Hysteresis(DELAY, max_restarts),
         3,
@@ -263,7 +263,7 @@ def test_others_not_read_yet_are_assumed_with_the_otel_agent_unless_monitoring_i
     monitoring: dict[str, bool] | None, applied: Resources
 ) -> None:
     port = FakePort()
-    config = StepConfig(Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True)
+    config = DecideConfig(Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True)
     executor = Executor(port, config, Clock(), lambda key, delay: None)
     body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
     if monitoring is not None:
@@ -281,7 +281,7 @@ def test_a_sidecar_whose_pod_is_being_deleted_sizes_nothing() -> None:
     being deleted sizes nothing; with its Pod listed, or no Pod at all (an API server without nodes), it
     sizes as before (the others as Autopilot's platform assumes them, git-sync 20m/32Mi and the otel-agent
     10m/64Mi: the pod raised to 250m/512Mi, 220m/416Mi)."""
-    config = StepConfig(
+    config = DecideConfig(
         Profile(PROTOTYPE, AUTOPILOT), Hysteresis(DELAY, 100), 3, measure_others=True, reads_source=True
     )
     body: RSync = {"metadata": {"name": KEY.name, "namespace": KEY.namespace, "generation": 1}}
@@ -313,7 +313,7 @@ def test_the_reconciler_is_sized_for_the_api_surface_discovery_reports() -> None
     )
     port = FakePort(size=None, surface=300)
     clock = Clock()
-    config = StepConfig(Profile(surface, STANDARD), Hysteresis(DELAY, 100), 3)
+    config = DecideConfig(Profile(surface, STANDARD), Hysteresis(DELAY, 100), 3)
     executor = Executor(port, config, clock, lambda key, delay: None)
     executor.reconcile(KEY, annotated({}), ObjectCounts(10, 10))
     # 100 MiB + 1 MiB x 300 resource types (fitted on none) = 400 -> 416 on the 32 MiB grid.
@@ -682,7 +682,7 @@ def configmaps(objects: int, inventory: int, commit: str) -> ObjectCounts:
 
 def test_objects_still_to_prune_are_sized_as_what_the_last_finished_commit_held() -> None:
     port = FakePort(size=None)
-    config = StepConfig(Profile(KINDS, STANDARD), Hysteresis(DELAY, 100), 3)
+    config = DecideConfig(Profile(KINDS, STANDARD), Hysteresis(DELAY, 100), 3)
     clock = Clock()
     executor = Executor(port, config, clock, lambda key, delay: None)
     # 800 ConfigMaps synced, and the implicit Namespace: 80 + 1 = 81 MiB.
@@ -769,7 +769,7 @@ def test_a_rejection_is_an_event_on_the_rsync() -> None:
 def in_place_rig(port: FakePort, *, in_place: bool = False, profile: Profile | None = None) -> Rig:
     port.resizes_running = in_place
     clock, rechecks = Clock(), []
-    config = StepConfig(
+    config = DecideConfig(
         profile or Profile(PROTOTYPE, STANDARD),
         Hysteresis(DELAY, 100),
         reread_current=True,
