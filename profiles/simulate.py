@@ -11,7 +11,7 @@ while a sync runs. Usage above the limit is an OOM kill. Every restart (OOM kill
 or override change) takes the reconciler down for `RESTART_SECONDS`, after which it parses everything
 again.
 
-Policies: ours (the service's reconcile decision, `autoscaler.core.decide.decide`, with the count-only `fitted`
+Policies: ours (the service's decision, `autoscaler.core.decide.decide`, with the count-only `fitted`
 preset on the counts it persists, per platform: the hysteresis, the restart cap and the OOM floor as the
 service runs them);
 static Config Sync defaults (Autopilot 512Mi request = limit; Standard 200Mi request, no limit); the

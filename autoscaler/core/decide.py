@@ -16,7 +16,7 @@ taught (`autoscaler.core.calibration`), other writers and owners, when a size ma
 (`autoscaler.core.size_decision.decide_size`), room on the node. Those are called by name and return
 here; `autoscaler.core.said` only renders a plan and a result into log lines, Events and metrics. The
 data a decision is made of and makes are in `autoscaler.core.plan`. The loop that carries a Decision
-out is `autoscaler.service.reconcile_loop`.
+out is `autoscaler.service.controller` (`Executor`).
 """
 
 from __future__ import annotations

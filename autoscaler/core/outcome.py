@@ -1,4 +1,4 @@
-"""How a reconcile ended: the one vocabulary of the step, the executor and the controller, and the
+"""How a reconcile ended: the one vocabulary of `decide` and the loop, and the
 `outcome` label of objcount_decisions_total (docs/metrics.md lists the same values: tests/unit/test_docs.py).
 """
 

@@ -1,5 +1,5 @@
 """What a reconcile's writes did, as the Kubernetes side reports it back: the size applied (or why it went
-another way), the annotations not published, where the counts went. Pure data: the step keeps its state
+another way), the annotations not published, where the counts went. Pure data: `decide` keeps its state
 from it (`autoscaler.core.decide.after_write`), `autoscaler.core.said` says it.
 """
 

@@ -1,6 +1,6 @@
-"""The port between a reconcile and the cluster: `read` what the step decides from, `write` what it
-decided. The executor (autoscaler.service.executor) talks to the cluster through nothing else; its unit
-tests use an in-memory fake of `Port`.
+"""The port between a reconcile and the cluster: `read` what `decide` decides from, `write` what it
+decided, then the counts. The loop (`Executor`, autoscaler.service.controller) talks to the cluster
+through nothing else; its unit tests use an in-memory fake of `Port`.
 
 One read per reconcile: the RSync comes parsed from the cache (`RSyncView`), the reconciler's Pods from
 the cache of the reconciler Pods (`pods`, a watch; listed once where it is not synced, or not given):
@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar, cast
 
 import orjson
 
-from autoscaler.core.annotations import FALLBACK_ANNOTATION, annotation_patch, learned_first
+from autoscaler.core.annotations import (
+    FALLBACK_ANNOTATION,
+    annotation_counts,
+    annotation_patch,
+    count_annotations,
+    learned_first,
+    status_counts,
+    status_patch,
+)
 from autoscaler.core.calibration import Sampled, usages
 from autoscaler.core.nodes import largest_node, largest_node_of
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
@@ -36,12 +44,11 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.size_fields import template_containers
 from autoscaler.core.sizing import NodeRoom
 from autoscaler.core.written import CountsWritten, Written
-from autoscaler.kube.count_writer import CountWriter
 from autoscaler.kube.pod_cache import ReconcilerPods
 from autoscaler.kube.targets import InPlaceTarget, Target, read_error
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RECONCILER_NAMESPACE, RSyncKey, reconciler_name, reconciler_pods
-from inventory.core.objects import Deployment, Pod, PodView
+from inventory.core.objects import Deployment, Pod, PodView, RSync
 from inventory.kube import kubeapi
 
 API_SURFACE_TTL_S = 600.0  # how often discovery and the Nodes are read again
@@ -112,13 +119,11 @@ class KubePort:
     clock: Callable[[], float] = time.monotonic
     pods: ReconcilerPods | None = None  # the cache of the reconciler Pods (None: each read lists them)
     own_pod: str | None = None  # a sidecar's own Pod, by name (None: cluster mode, or not known)
-    writer: CountWriter = field(init=False)
     _surface: Periodic[int] = field(init=False)
     _nodes: Periodic[NodeRoom] = field(init=False)
     _waiting: Periodic[ResizesWaiting] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.writer = CountWriter(self.api, in_status=self.counts_in_status)
         self._surface = Periodic(self.api.api_resource_types, self.surface_ttl_s)
         self._nodes = Periodic(self._largest_node, self.surface_ttl_s)
         self._waiting = Periodic(self._resizes_waiting, ROOM_TTL_S)
@@ -263,11 +268,60 @@ class KubePort:
         return None
 
     def write_counts(
-        self, key: RSyncKey, view: RSyncView, counts: ObjectCounts, *, in_annotations: bool
+        self, key: RSyncKey, view: RSyncView, desired: ObjectCounts, *, in_annotations: bool
     ) -> CountsWritten:
-        return self.writer.write(
-            key, (view.in_status, view.in_annotations), counts, in_annotations=in_annotations
+        """Make the RSync hold `desired` (its known counts): our annotations, or (`counts_in_status`) its
+        status subresource. Annotations by default: Config Sync (v1.22.0 and before) defines no count
+        fields in the RSync status and its reconciler writes the status with typed updates, which would
+        erase them even where a CRD defined them. `counts_in_status` is for a future Config Sync that
+        defines `status.source.objectCount` and `status.sync.objectCount`: only those two are then sent
+        (a merge patch on the status subresource), so no other writer's fields are touched. A write the
+        server drops (a CRD without those fields) is seen in the response and said as fallen back: the
+        counts went to annotations, and the caller keeps writing them there for that RSync
+        (`in_annotations`). What became of it is said by `said.of_counts_written`."""
+        annotated = view.in_annotations
+        if in_annotations or not self.counts_in_status:
+            return CountsWritten(self._write_count_annotations(key, annotated, desired))
+        # The status has no field for the source's KiB and kinds: they stay in annotations either way.
+        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
+        kib_only = ObjectCounts(
+            source_kib=desired.source_kib,
+            source_kinds=desired.source_kinds,
+            source_crd_path_steps=desired.source_crd_path_steps,
         )
+        if not counts.differs_where_known(view.in_status):
+            return CountsWritten(self._write_count_annotations(key, annotated, kib_only))
+        written = self._patch_counts(key, status_patch(counts), subresource="status")
+        if written is None:
+            return CountsWritten()
+        if counts.differs_where_known(status_counts(written)):  # pruned: the CRD lacks the fields
+            return CountsWritten(
+                self._write_count_annotations(key, annotation_counts(written), desired), fell_back=True
+            )
+        annotations = self._write_count_annotations(key, annotation_counts(written), kib_only)
+        return CountsWritten(("status", *annotations))
+
+    def _write_count_annotations(
+        self, key: RSyncKey, held: ObjectCounts, desired: ObjectCounts
+    ) -> tuple[str, ...]:
+        if not desired.differs_where_known(held):
+            return ()
+        if self._patch_counts(key, annotation_patch(count_annotations(desired))) is None:
+            return ()
+        return ("annotations",)
+
+    def _patch_counts(
+        self, key: RSyncKey, body: Mapping[str, object], subresource: str | None = None
+    ) -> RSync | None:
+        """One merge patch (no resourceVersion: it never conflicts); None when the RSync is gone. A
+        failure is raised: the reconcile ends `failed` and the work queue writes again after its
+        backoff (no worker waits in between)."""
+        resource = kubeapi.RSYNC_RESOURCES[key.kind]
+        try:
+            written = self.api.patch(resource, key.namespace, key.name, body, subresource=subresource)
+        except kubeapi.NotFound:
+            return None
+        return cast(RSync, written)
 
     # ----- the working sets (calibration) ------------------------------------------------------------
     def reconciler_usage(self, selector: str) -> Sampled | None:

@@ -16,7 +16,7 @@ from autoscaler.core.plan import DecideConfig
 from autoscaler.core.sizing import NodeRoom, Profile
 from autoscaler.kube.port import KubePort
 from autoscaler.kube.targets import RecommendTarget
-from autoscaler.service.executor import Executor
+from autoscaler.service.controller import Executor
 from controlplane import LocalControlPlane
 from controlplane.seed import install_crds
 from inventory.core.counts import ObjectCounts

@@ -6,20 +6,22 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from prometheus_client import REGISTRY
 
 from autoscaler.core.annotations import annotation_counts, restored_counts, status_counts
+from autoscaler.core.observation import RSyncView
 from autoscaler.core.written import CountsWritten
-from autoscaler.kube.count_writer import CountWriter
+from autoscaler.kube.port import KubePort
+from autoscaler.kube.targets import RecommendTarget
 from autoscaler.service.controller import Controller, Scope
 from autoscaler.service.metrics import TALLY
 from controlplane.seed import configmaps_yaml, resourcegroup, rsync, write_commit
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey, own_inventory_selector
-from inventory.core.objects import annotations_of
+from inventory.core.objects import RSync, annotations_of
 from inventory.kube import kubeapi
 from inventory.kube.watch import InventoryCodec, Reflector, WatchSettings
 from inventory.source.source_watch import SourceLayout
@@ -196,11 +198,11 @@ def test_concurrent_status_writer_loses_nothing(api: kubeapi.KubeClient, namespa
 
     thread = threading.Thread(target=other_writer)
     thread.start()
-    writer = CountWriter(api)
+    port = KubePort(api, RecommendTarget(api))
     for i in range(1, rounds + 1):
-        body = api.get(kubeapi.REPOSYNC, namespace, key.name)
-        assert writer.write(
-            key, (status_counts(body), annotation_counts(body)), ObjectCounts(source=i, sync=2 * i)
+        view = RSyncView.of(cast(RSync, api.get(kubeapi.REPOSYNC, namespace, key.name)))
+        assert port.write_counts(
+            key, view, ObjectCounts(source=i, sync=2 * i), in_annotations=False
         ) == CountsWritten(("annotations",))
     thread.join()
     assert not errors

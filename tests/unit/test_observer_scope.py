@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.service.observer import Observer, Scope
+from autoscaler.service.controller import Observer, Scope
 from inventory.core.ids import RSyncKey
 from inventory.core.inventory_count import InventorySummary
 from inventory.kube.watch import Reflector

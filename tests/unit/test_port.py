@@ -29,7 +29,7 @@ from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Pro
 from autoscaler.kube.events import Occurrence
 from autoscaler.kube.port import KubePort, Periodic
 from autoscaler.kube.targets import TARGETS, TargetOptions
-from autoscaler.service.executor import Executor
+from autoscaler.service.controller import Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RSyncKey, reconciler_pods
 from inventory.core.objects import RSync

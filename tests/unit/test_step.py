@@ -37,8 +37,7 @@ from autoscaler.core.resources import Resources
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, NodeRoom, Profile, Sizing
 from autoscaler.core.written import Applied, CountsWritten, Written
-from autoscaler.service.controller import Controller, Scope, retried
-from autoscaler.service.executor import Executor
+from autoscaler.service.controller import Controller, Executor, Scope, retried
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync
@@ -582,7 +581,7 @@ def test_a_failure_that_repeats_is_logged_once_and_counted_every_time(
 ) -> None:
     r = rig(FakePort(failing={"apply"}))
     rejected = metric("objcount_apply_errors_total", target="fake", reason="rejected")
-    with caplog.at_level(logging.DEBUG, logger="autoscaler.service.executor"):
+    with caplog.at_level(logging.DEBUG, logger="autoscaler.service.controller"):
         for _ in range(3):
             assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.FAILED
         errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "failed" in rec.message]
