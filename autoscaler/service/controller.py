@@ -114,7 +114,12 @@ def keep_last_good_count(cached: InventorySummary | None, new: InventorySummary)
     return new
 
 
+# ===== 1. What the loop sees: each change of a count queues its RSync's key ==============================
 class Observer:
+    """The RSyncs in scope, the entry counts of their inventories, and (sidecar) the object count of the
+    source, each cached once. Every change calls `on_change(key)` with the RSync it concerns; the
+    reconcile then reads `rsync(key)` and `observed(key)`."""
+
     def __init__(
         self,
         api: kubeapi.KubeApi,
@@ -309,8 +314,12 @@ class Observer:
         self._on_change(self.scope.rsync)
 
 
+# ===== 2. The workers: a key at a time from the queue to the reconcile, and when to look again ==========
 @dataclass
 class Controller:
+    """The service's loop wired up: the observer feeding the keyed queue, the cache of the reconciler Pods,
+    the port, and `workers` threads each taking a key at a time to `Executor.reconcile`."""
+
     api: kubeapi.KubeApi
     scope: Scope
     source_layout: SourceLayout | None = None
@@ -524,9 +533,10 @@ def retried(outcome: Outcome) -> bool:
     return outcome is Outcome.FAILED
 
 
+# ===== 3. One reconcile: read once, decide, write once, keep the state, say ===============================
 @dataclass
 class Executor:
-    """One reconcile of one RSync at a time: read, step, write, say.
+    """One reconcile of one RSync at a time: read, decide, write, say.
 
     Threads: an RSync's entries (`states`, `retry_after`) are written only by the worker reconciling it
     (the work queue hands a key to one worker at a time); the sampler's thread only reads its state's peak
