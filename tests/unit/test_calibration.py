@@ -1,8 +1,8 @@
 """Calibration without a port: the rules of autoscaler.core.calibration, its annotation, and the step that
-learns from a finished sync (through the executor, on the in-memory port of test_step).
+learns from a finished sync (through the executor, on the in-memory port of test_executor).
 
-Worked by hand for the prototype preset on Standard (test_step's rig): 1,000 objects -> 128 + 0.2 x 1000
-= 328 MiB raw -> 352 MiB. A reconciler seen at 150 MiB needs 150 x 1.25 = 187.5 -> 188 MiB;
+Worked by hand for the prototype preset on Standard (test_executor's rig): 1,000 objects -> 128 + 0.2 x
+1000 = 328 MiB raw -> 352 MiB. A reconciler seen at 150 MiB needs 150 x 1.25 = 187.5 -> 188 MiB;
 the factor is 188 / 328 = 0.57317... -> 0.5732 (four decimals, rounded up); 1,000 objects then cost
 0.5732 x 328 = 188.0 -> 192 MiB (the step), CPU ceil(192 x 1000 / 1024) = 188 m.
 """
@@ -40,7 +40,7 @@ from autoscaler.core.oom import OomKill
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.resources import Resources
 from inventory.core.counts import ObjectCounts
-from tests.unit.test_step import AT_100, AT_1000, DELAY, KEY, FakePort, Rig, metric, rig
+from tests.unit.test_executor import AT_100, AT_1000, DELAY, KEY, FakePort, Rig, metric, rig
 
 POD = "root-reconciler-6c9f7d8b4-x2x9q"
 STARTED = datetime(2026, 11, 25, 10, 0, tzinfo=UTC).timestamp()

@@ -1,5 +1,5 @@
 """Events without a port: the series rules (pure), the Events a reconcile records (through the executor,
-on test_step's in-memory port) and a writer that never blocks or fails a reconcile."""
+on test_executor's in-memory port) and a writer that never blocks or fails a reconcile."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from inventory.core.counts import ObjectCounts
 from inventory.kube import kubeapi
 from tests.fake_api import FakeApi
 from tests.helpers import wait_for
-from tests.unit.test_step import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, rig
+from tests.unit.test_executor import AT_100, AT_1000, AT_5000, DELAY, KEY, FakePort, rig
 
 ROOT = Regarding("configsync.gke.io/v1beta1", "RootSync", "config-management-system", "root-sync", "uid-1")
 
@@ -147,7 +147,7 @@ def test_an_rsync_without_a_uid_gets_no_event_and_the_reconcile_goes_on() -> Non
     r = rig(FakePort(size=AT_100))
     seen: list[Occurrence] = []
     r.executor.events = seen.append
-    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP  # test_step's RSync has no uid
+    assert r.reconcile(ObjectCounts(5000, 5000)) == Outcome.SCALED_UP  # test_executor's RSync has no uid
     assert seen == []
 
 

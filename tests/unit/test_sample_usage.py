@@ -1,6 +1,6 @@
 """The controller's sampler without a cluster: one look at the metrics API feeds each RSync's window peak,
-queues the RSyncs whose peak rose, and does nothing where the metrics API is not served (on test_step's
-in-memory port; the observer's caches stand in for the watches)."""
+queues the RSyncs whose peak rose, and does nothing where the metrics API is not served (on
+test_executor's in-memory port; the observer's caches stand in for the watches)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from autoscaler.core.calibration import Peak, Sampled, Usage, Window
 from autoscaler.service.controller import Controller, Scope
 from inventory.core.ids import RSyncKey
 from inventory.kube import kubeapi
-from tests.unit.test_step import FakePort, metric
+from tests.unit.test_executor import FakePort, metric
 
 ROOT = RSyncKey("RootSync", "config-management-system", "root-sync")
 REPO = RSyncKey("RepoSync", "team-a", "repo-sync")
@@ -22,7 +22,7 @@ STARTED = 1764064800.0
 
 @dataclass
 class Recording(FakePort):
-    """test_step's port, remembering which selector each look at the metrics API used."""
+    """test_executor's port, remembering which selector each look at the metrics API used."""
 
     selectors: list[str] = field(default_factory=list)
 
