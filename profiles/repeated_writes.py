@@ -46,7 +46,8 @@ def entries(lines: Iterable[str]) -> Iterable[dict[str, object]]:
 
 def tally(lines: Iterable[str], within_s: float) -> Tally:
     last: dict[str, tuple[float, str]] = {}
-    writes, repeats, examples = 0, 0, []
+    writes, repeats = 0, 0
+    examples: list[str] = []
     for entry in entries(lines):
         written = WRITTEN.match(str(entry.get("message", "")))
         if written is None:

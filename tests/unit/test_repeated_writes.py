@@ -27,7 +27,9 @@ def test_the_same_size_written_again_soon_is_a_repeat_and_nothing_else_is() -> N
         # 9.5 s after the last, beyond the 5 s: not a repeat.
         line("10.000", ROOT, "scaled_up via in-place: 502 objects need requests 58m/192Mi, limits none/none"),
         # Another size.
-        line("11.000", ROOT, "scaled_down via in-place: 100 objects need requests 32m/128Mi, limits none/none"),
+        line(
+            "11.000", ROOT, "scaled_down via in-place: 100 objects need requests 32m/128Mi, limits none/none"
+        ),
     ]
     assert tally(log, within_s=5.0) == Tally(
         writes=5,
