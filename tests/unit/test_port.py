@@ -5,7 +5,6 @@ the platform needs the other containers' requests; the in-place target resizes t
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
@@ -22,17 +21,17 @@ from autoscaler.core.observation import Needs, Reading, RSyncView
 from autoscaler.core.outcome import Outcome
 from autoscaler.core.plan import DecideConfig
 from autoscaler.core.pods import resizes_waiting, room_wanted
-from autoscaler.core.reasons import Reason, WriteError
+from autoscaler.core.reasons import WriteError
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_decision import Hysteresis
 from autoscaler.core.sizing import AUTOPILOT, PROTOTYPE, STANDARD, Platform, Profile
 from autoscaler.kube.events import Occurrence
 from autoscaler.kube.port import KubePort, Periodic
-from autoscaler.kube.targets import TARGETS, TargetOptions
+from autoscaler.kube.targets import TARGETS, InPlaceTarget, RecommendTarget, TargetOptions
 from autoscaler.service.controller import Executor
 from inventory.core.counts import ObjectCounts
 from inventory.core.ids import DEPLOYMENT_NAME_LABEL, RSyncKey, reconciler_pods
-from inventory.core.objects import RSync
+from inventory.core.objects import Pod, RSync
 from inventory.kube import kubeapi
 from tests.fake_api import FakeApi
 
@@ -219,21 +218,13 @@ def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so() -> None:
     assert REGISTRY.get_sample_value("objcount_capped_total", {"target": "vpa"}) == before + 1
 
 
-@dataclass
-class RefusingTarget:
-    """A target whose every write fails, as under a fault of the API server."""
-
-    in_place: bool = False
-
-    def apply(self, key: RSyncKey, resources: Resources, pod: object) -> object:
-        raise WriteError(Reason.TRANSIENT, "injected: the API server answered 503")
-
-
 def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() -> None:
     """The OOM floor and the calibration are published before the size, so a restart of ours after a
     failed write still knows them; what describes the size (recommended, applied) waits for the size."""
     api = cluster()
-    port = KubePort(api, cast(Any, RefusingTarget()), NAMESPACE)
+    # The in-place target on an API server that answers its every call 503 (the port's own calls pass).
+    down = FakeApi(failure=kubeapi.Transient("injected: the API server answered 503", status=503))
+    port = KubePort(api, InPlaceTarget(down, fallback=RecommendTarget(down)), NAMESPACE)
     publish = {
         OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}',
         CALIBRATION_ANNOTATION: '{"factor": "1.2"}',
@@ -241,7 +232,12 @@ def test_a_size_that_cannot_be_written_leaves_what_was_learned_on_the_rsync() ->
         APPLIED_ANNOTATION: '{"requests": {"memory": "512Mi"}}',
     }
     with pytest.raises(WriteError):
-        port.write(KEY, Reading(), Resources(100, 512), publish)
+        port.write(
+            KEY,
+            Reading(pod=cast(Pod, reconciler_pod("root-reconciler-x", "node-a", deferred=False))),
+            Resources(100, 512),
+            publish,
+        )
     assert api.log.count("patch rootsyncs") == 1
     assert api.stored(kubeapi.ROOTSYNC, KEY.namespace, KEY.name)["metadata"]["annotations"] == {
         OOM_FLOOR_ANNOTATION: '{"memory": "512Mi"}',
