@@ -172,7 +172,7 @@ def replay(
     taken to hold both commits from the commit's time on (the real one grows once the reconciler has
     fetched and parsed the commit, seconds later: what the real runs measure, this does not)."""
     settings = settings or Settings(mode="cluster", platform="standard")
-    config = DecideConfig(settings.profile(), settings.hysteresis(), in_place=True)
+    config = DecideConfig(settings.profile(), settings.hysteresis(), in_place=True, target="in-place")
     state, current = RSyncState(), TEMPLATE
     started: dict[str, float] = {}
     pod: Pod | None = None  # the reconciler Pod as the port would list it: the latest sample's
@@ -204,7 +204,7 @@ def replay(
             samples=tuple(pending),
         )
         pending = []
-        decision = decide(seen, state, config, "in-place")
+        decision = decide(seen, state, config)
         plan = decision.plan
         applied = None if plan.apply is None else Applied(plan.apply, restarted=False)  # in place
         state = decision.after(Written(applied), now).state

@@ -120,7 +120,7 @@ def ours(platform_name: str) -> Callable[[], Policy]:
     default against the real reconciler). Each change is applied as a rollout (a restart), as the
     rsync-override target does; an OOM kill reaches the step as the reconciler's Pod would report it."""
     profile = Settings(mode="cluster", platform=platform_name, preset="fitted").profile()
-    config = DecideConfig(profile, Hysteresis(600, 6))
+    config = DecideConfig(profile, Hysteresis(600, 6), target="simulated")
 
     def make() -> Policy:
         state = [RSyncState()]
@@ -138,7 +138,6 @@ def ours(platform_name: str) -> Callable[[], Policy]:
                 Observation(SIMULATED, SIMULATED_VIEW, reading, counts, now, wall=now),
                 state[0],
                 config,
-                "simulated",
             )
             plan = decision.plan
             # Every size written restarts the simulated reconciler (a rollout).

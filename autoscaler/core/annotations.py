@@ -328,5 +328,5 @@ def published(
     sizes: dict[str, str | None] = {
         name: resources_annotation(value) for name, value in values.items() if value is not None
     }
-    through = {TARGET_ANNOTATION: target} if target is not None and applied is not None else {}
+    through = {TARGET_ANNOTATION: target} if target and applied is not None else {}
     return {**sizes, **through, HELD_ANNOTATION: held_by_owner}

@@ -1,7 +1,7 @@
 """One reconcile of one RSync, decided by one pure function. No I/O, no clock.
 
     needs(view, state, config)                  # what the loop must read
-    decision = decide(observation, state, config, target)
+    decision = decide(observation, state, config)
     # the loop writes decision.plan.apply and decision.plan.publish, once
     result = decision.after(written, now)       # the state to keep after that write, and what to say
 
@@ -111,13 +111,14 @@ class Decision:
         )
 
 
-def decide(seen: Observation, state: RSyncState, config: DecideConfig, target: str) -> Decision:
-    """The decision of one reconcile, from one observation and what is remembered of the RSync; `target`
-    names the target in what is said (the `target` label of the counters)."""
+def decide(seen: Observation, state: RSyncState, config: DecideConfig) -> Decision:
+    """The decision of one reconcile, from one observation, what is remembered of the RSync and the
+    service's settings (the target's name among them: said with every write, the `target` label of the
+    counters)."""
     plan = _plan(seen, state, config)
-    said = of_plan(plan, target, config.hysteresis, seen.reading.unread)
+    said = of_plan(plan, config.target, config.hysteresis, seen.reading.unread)
     shown = shown_of_plan(plan, reads_source=config.reads_source)
-    return Decision(plan, state, target, tuple(said), tuple(shown))
+    return Decision(plan, state, config.target, tuple(said), tuple(shown))
 
 
 def profile_for(view: RSyncView, profile: Profile) -> Profile | str:
@@ -499,7 +500,7 @@ def _waiting_for_the_kubelet(
     state: RSyncState,
     counts: ObjectCounts,
     decision: SizeDecision,
-    target: str | None,
+    target: str,
 ) -> Plan:
     """The size is asked for and the kubelet defers it (the node has no room now): the running Pod keeps
     its size, nothing is asked again and nothing is rolled out; looked at again in a while."""
@@ -520,7 +521,7 @@ def _postponed(
     *,
     reason: str,
     kept: Resources,
-    target: str | None,
+    target: str,
 ) -> Plan:
     """The decision's size is not asked now: `kept` stands for it (what the kubelet holds asked, or what
     runs), nothing is written but what describes it; said when the wait begins."""
@@ -570,7 +571,7 @@ def _deferred(
     decision: SizeDecision,
     *,
     split: bool,
-    target: str | None,
+    target: str,
 ) -> Plan | None:
     """In place, while the kubelet defers this Pod's resize for want of room on its node: the memory asked
     first, CPU as it runs (`split`: where the platform lets the two apart), also for a new, larger size;
@@ -590,7 +591,7 @@ def _deferred(
 
 
 def _cpu_still_held(
-    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, *, target: str | None
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, *, target: str
 ) -> Plan | None:
     """A moment after the kubelet deferred this Pod's resize (`CPU_HOLD_S`), a new size's memory is asked
     with the CPU it runs with, and a size that only asks more CPU waits. None: no hold, or it ended."""
@@ -609,7 +610,7 @@ def _asks_more_cpu(seen: Observation, decision: SizeDecision) -> bool:
 
 
 def _cpu_waits(
-    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, target: str | None
+    seen: Observation, state: RSyncState, counts: ObjectCounts, decision: SizeDecision, target: str
 ) -> Plan:
     """More CPU is all a new size asks, and the kubelet deferred this Pod's last resize for want of room
     a moment ago: not asked until the hold ends (it would be deferred too); the Pod keeps what it runs."""
@@ -643,7 +644,7 @@ def _memory_first_plan(
     decision: SizeDecision,
     *,
     memory: Resources,
-    target: str | None,
+    target: str,
 ) -> Plan:
     """The kubelet defers the whole resize (or did a moment ago): its memory part is asked for alone (CPU
     as it runs); more CPU is asked again once the hold ends (`CPU_HOLD_S`: the kubelet then defers it, or

@@ -62,7 +62,7 @@ class DecideConfig:
     in_place: bool = False
     margin: Margin = field(default_factory=Margin)  # added to an observed peak (calibration)
     reads_source: bool = False  # the service counts the source itself (a sidecar)
-    target: str | None = None  # its name, published with the applied size (`objcount status`)
+    target: str = ""  # its name: said with every write, published with the applied size (`objcount status`)
 
 
 @dataclass(frozen=True)

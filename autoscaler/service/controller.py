@@ -617,7 +617,7 @@ class Executor:
         seen = Observation(
             key, view, reading, counts, self.clock(), self.wall_clock(), self._take_samples(key)
         )
-        decision = decide(seen, before, self.config, self.port.target.name)
+        decision = decide(seen, before, self.config)
         self._show(key, decision.shown)
         self._say(key, view, decision.said)
         written: Written | WriteError

@@ -90,7 +90,9 @@ def test_an_unreadable_surface_keeps_the_last_value_and_is_counted(
 
     monkeypatch.setattr(api, "request", refused)
     clock.now = 600.0
-    executor = Executor(port, DecideConfig(Profile()), clock, lambda key, delay: None)
+    executor = Executor(
+        port, DecideConfig(Profile(), target=port.target.name), clock, lambda key, delay: None
+    )
     executor.reconcile(KEY, {"metadata": {"name": KEY.name, "namespace": KEY.namespace}}, ObjectCounts())
     assert surface(port) == first
     assert REGISTRY.get_sample_value("objcount_reconcile_errors_total", {"stage": "discovery"}) == errors + 1

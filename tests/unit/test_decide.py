@@ -28,6 +28,7 @@ from autoscaler.core.annotations import (
     PLATFORM_ANNOTATION,
     RECOMMENDED_ANNOTATION,
     SYNCED_SOURCE_ANNOTATION,
+    TARGET_ANNOTATION,
     WAITING_ANNOTATION,
 )
 from autoscaler.core.calibration import Sample, Window
@@ -121,8 +122,9 @@ def decided(row: Row) -> Decision:
         reread_current=True,
         in_place=row.in_place,
         reads_source=row.reads_source,
+        target=TARGET,
     )
-    return decide(seen, row.state, config, TARGET)
+    return decide(seen, row.state, config)
 
 
 # name: (row, outcome, size applied, words of the reason)
@@ -366,12 +368,16 @@ STANDARD_PROTOTYPE = Profile(PROTOTYPE, STANDARD)
 def looped(*, max_restarts: int = 100, reads_source: bool = False) -> DecideConfig:
     """The settings test_executor's rig gives the loop: the prototype on Standard, the size read until a
     decision was made."""
-    return DecideConfig(STANDARD_PROTOTYPE, Hysteresis(DELAY, max_restarts), 3, reads_source=reads_source)
+    return DecideConfig(
+        STANDARD_PROTOTYPE, Hysteresis(DELAY, max_restarts), 3, reads_source=reads_source, target=TARGET
+    )
 
 
 def rereading(*, in_place: bool = False, profile: Profile = STANDARD_PROTOTYPE) -> DecideConfig:
     """The size read on every reconcile (it can change behind our back); `in_place`: it is the Pod's."""
-    return DecideConfig(profile, Hysteresis(DELAY, 100), reread_current=True, in_place=in_place)
+    return DecideConfig(
+        profile, Hysteresis(DELAY, 100), reread_current=True, in_place=in_place, target=TARGET
+    )
 
 
 def annotated(annotations: Mapping[str, str], generation: int = 1) -> RSync:
@@ -438,7 +444,7 @@ class Reconciles:
             node_room=self.reading.node_room if asked.nodes else None,
         )
         seen = Observation(KEY, view, reading, counts, self.now, self.wall)
-        decision = decide(seen, self.state, self.config, TARGET)
+        decision = decide(seen, self.state, self.config)
         result = decision.after(self._write(decision.plan), self.now)
         self.state = result.state
         self.said += [*decision.said, *result.said]
@@ -547,9 +553,11 @@ def test_the_reconciler_is_sized_for_the_api_surface_discovery_reports() -> None
 
 
 def test_a_scale_up_publishes_the_recommendation_and_the_size() -> None:
+    """With the target it goes through (`objcount status` shows it)."""
     assert Reconciles(looped())(ObjectCounts(5000, 5000)).plan.publish == {
         RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
         APPLIED_ANNOTATION: AT_5000_ANNOTATION,
+        TARGET_ANNOTATION: "fake",
     }
 
 

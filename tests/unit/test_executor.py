@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client import REGISTRY
 
-from autoscaler.core.annotations import APPLIED_ANNOTATION, PLATFORM_ANNOTATION, RECOMMENDED_ANNOTATION
+from autoscaler.core.annotations import (
+    APPLIED_ANNOTATION,
+    PLATFORM_ANNOTATION,
+    RECOMMENDED_ANNOTATION,
+    TARGET_ANNOTATION,
+)
 from autoscaler.core.calibration import Sampled
 from autoscaler.core.observation import Needs, Reading, RSyncView, Unread
 from autoscaler.core.oom import OomKill
@@ -161,6 +166,7 @@ def rig(
         reread_current=in_place,
         in_place=in_place,
         reads_source=reads_source,
+        target=port.target.name,
     )
     executor = Executor(port, config, clock, lambda key, delay: rechecks.append(delay))
     return Rig(port, clock, executor, rechecks)
@@ -229,7 +235,11 @@ def test_a_reconcile_reads_once_writes_the_plan_once_and_keeps_the_state_after_t
     assert r.port.reads == [Needs(current=True, nodes=True)]
     assert r.port.applied == [AT_5000]
     assert r.port.published == [
-        {RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION, APPLIED_ANNOTATION: AT_5000_ANNOTATION}
+        {
+            RECOMMENDED_ANNOTATION: AT_5000_ANNOTATION,
+            APPLIED_ANNOTATION: AT_5000_ANNOTATION,
+            TARGET_ANNOTATION: "fake",
+        }
     ]
     decision = r.executor.states[KEY].decision
     assert decision is not None

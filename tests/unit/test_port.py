@@ -200,7 +200,7 @@ def test_a_size_the_vpas_policy_caps_is_written_capped_and_said_so() -> None:
     events: list[Occurrence] = []
     executor = Executor(
         KubePort(api, target, NAMESPACE),
-        DecideConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100)),
+        DecideConfig(Profile(PROTOTYPE, STANDARD), Hysteresis(600, 100), target="vpa"),
         lambda: 1000.0,
         lambda key, delay: None,
         events=events.append,
