@@ -24,7 +24,7 @@ WRITTEN = re.compile(r"^(\S+): (scaled_up|scaled_down) via [^:]+: .*(requests \S
 
 
 @dataclass(frozen=True)
-class Tally:
+class Repeats:
     writes: int
     repeats: int
     first_repeats: tuple[str, ...]  # up to three, as "time rsync size"
@@ -44,7 +44,7 @@ def entries(lines: Iterable[str]) -> Iterable[dict[str, object]]:
             yield entry
 
 
-def tally(lines: Iterable[str], within_s: float) -> Tally:
+def tally(lines: Iterable[str], within_s: float) -> Repeats:
     last: dict[str, tuple[float, str]] = {}
     writes, repeats = 0, 0
     examples: list[str] = []
@@ -61,7 +61,7 @@ def tally(lines: Iterable[str], within_s: float) -> Tally:
             if len(examples) < 3:
                 examples.append(f"{entry['time']} {rsync} {size}")
         last[rsync] = (at, size)
-    return Tally(writes, repeats, tuple(examples))
+    return Repeats(writes, repeats, tuple(examples))
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiles.repeated_writes import Tally, tally
+from profiles.repeated_writes import Repeats, tally
 
 ROOT = "RootSync/config-management-system/root-sync"
 REPO = "RepoSync/tenant/repo-sync"
@@ -31,7 +31,7 @@ def test_the_same_size_written_again_soon_is_a_repeat_and_nothing_else_is() -> N
             "11.000", ROOT, "scaled_down via in-place: 100 objects need requests 32m/128Mi, limits none/none"
         ),
     ]
-    assert tally(log, within_s=5.0) == Tally(
+    assert tally(log, within_s=5.0) == Repeats(
         writes=5,
         repeats=1,
         first_repeats=(f"2026-11-30T05:00:00.500+00:00 {ROOT} requests 58m/192Mi, limits none/none",),
