@@ -4,6 +4,7 @@ at the same time, so they share one timeline and one machine.
     python -m profiles.policies_real [--policies ours-sidecar,...] [--scale 1] [--hold-scale 1]
                                      [--out profiles/out/policies-real] [--phase-timeout 1200]
                                      [--phases "grow 1,grow 2,big commit,prune"] [--git-period SECONDS]
+                                     [--platform standard|autopilot]
 
 On the local stack with a real node (Kubernetes v1.37.2, the default release; `OBJCOUNT_KUBERNETES_VERSION`
 names another pinned one): Config Sync (v1.25.0, the default release) built from its pinned
@@ -45,6 +46,18 @@ Policies (`POLICIES`), each installed as a user would:
   loop stays the released minute, the latency VPA adds to each of our sizes;
 - static Standard: Config Sync's template (200Mi request, no memory limit);
 - static Autopilot: request = limit = 512Mi (its override).
+
+`--platform autopilot` plays the cluster as GKE Autopilot without bursting, where a limit equals its
+request and a size below the working set is an OOM kill (`real_runs.mark_autopilot`, PLAYED BY US: an
+Autopilot webhook configuration by name, no webhook in it; Autopilot's own admission is not played).
+Config Sync then gives every reconciler Pod its own Autopilot defaults (the reconciler 700m / 512Mi,
+each container's limit equal to its request), ours detects Autopilot as shipped (limits equal to
+requests, the Pod's minimums, its CPU ratio and rounding, our sidecar counted in the Pod). The policies
+(`AUTOPILOT_POLICIES`): ours as a sidecar, ours in cluster mode, static Autopilot (Config Sync's
+default memory, 512Mi with its limit) and VPA tuned (`controlledValues: RequestsAndLimits`: the limit
+follows the request), the last two with the reconciler's CPU at 250m, not 700m, so the four Pods fit
+this 2-core node (`real_runs.AUTOPILOT_CPU_OVERRIDE`). The default phases leave out the busy node, a
+node of Standard whose CPU others hold.
 
 A sampler lists the reconciler Pods every second: each reconciler container's memory request and limit
 (as the kubelet applied them, `status.containerStatuses[].resources`, else the spec), its working set
@@ -96,6 +109,7 @@ from controlplane.status_checks import synced
 from inventory.core.ids import INVENTORY_ID_LABEL, RSyncKey, reconciler_name
 from inventory.kube import kubeapi
 from profiles.real_runs import (
+    AUTOPILOT_CPU_OVERRIDE,
     CLUSTER_WEBHOOK,
     JSON,
     OURS_AS_RECOMMENDER,
@@ -111,6 +125,7 @@ from profiles.real_runs import (
     in_place_resizes,
     install_vpa_for,
     integral_mib_hours,
+    mark_autopilot,
     new_pods,
     now,
     own_cost_of,
@@ -180,6 +195,7 @@ PHASES = (
 )
 # On the busy node, what the filler Pod leaves unrequested of the node's CPU (millicores).
 BUSY_LEAVE_M = 300
+PLATFORMS = ("standard", "autopilot")  # as played here (`--platform`; the module's docstring)
 
 
 # ----- the policies (profiles.real_runs) ---------------------------------------------------------------
@@ -189,8 +205,27 @@ WEBHOOKS = kubeapi.Resource(
 )
 
 
+# The policies of a run on Autopilot: there Config Sync's Standard default and VPA as deployed (which never
+# resizes a one-replica reconciler) are both its Autopilot default.
+AUTOPILOT_POLICIES = ("ours, sidecar", "ours, cluster mode", "static Autopilot", "VPA tuned")
+
+
 def key_of(policy: Policy) -> RSyncKey:
     return RSyncKey("RootSync", NAMESPACE, f"sbs-{policy.slug}")
+
+
+def override_of(policy: str, platform: str) -> JSON | None:
+    """The RootSync's `spec.override` a policy starts with on the platform. On Autopilot, Config Sync's
+    own defaults give each Pod its memory; the Pods ours does not size get the reconciler's CPU at 250m
+    (`AUTOPILOT_CPU_OVERRIDE`)."""
+    if platform == "standard":
+        return POLICIES[policy].override
+    return None if policy.startswith("ours") else AUTOPILOT_CPU_OVERRIDE
+
+
+def default_phases(platform: str) -> tuple[Phase, ...]:
+    """The phases after the start a run plays unless told: on Autopilot, all but the busy node."""
+    return tuple(p for p in PHASES[1:] if platform == "standard" or not p.busy)
 
 
 # ----- what is measured (pure; the rest in profiles.real_runs) ---------------------------------------
@@ -342,11 +377,11 @@ def controller(deployment: JSON, policy: Policy, env: dict[str, str], name: str 
 
 
 def start_rsyncs(
-    cs: NodeConfigSync, policies: Sequence[str], git_period_s: float | None = None
+    cs: NodeConfigSync, policies: Sequence[str], git_period_s: float | None = None, platform: str = "standard"
 ) -> dict[str, str]:
     """Each policy's RootSync on an empty first commit (so every reconciler starts before the timeline),
-    with its override or its VPA object, fetching every `git_period_s` (None: Config Sync's default); the
-    commit of each."""
+    with its override on the platform or its VPA object, fetching every `git_period_s` (None: Config
+    Sync's default); the commit of each."""
     api = cs.api
     assert api is not None
     commits = {}
@@ -355,8 +390,9 @@ def start_rsyncs(
         key = key_of(policy)
         commits[name] = cs.commit(key, {"start.yaml": ""})
         body = cs.rsync(key, git_period_s=git_period_s)
-        if policy.override is not None:
-            body["spec"]["override"] = policy.override
+        override = override_of(name, platform)
+        if override is not None:
+            body["spec"]["override"] = override
         api.create(kubeapi.ROOTSYNC, NAMESPACE, body)
         if policy.vpa_recommender is not None:
             api.create(vpa.VPA, NAMESPACE, vpa_object(policy, key))
@@ -445,12 +481,14 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
         api = cs.api
         assert api is not None
         install_crds(api, [WIDGET_CRD])
+        if args.platform == "autopilot":  # before ours starts and Config Sync sees its first RSync
+            mark_autopilot(api)
         if any(POLICIES[p].vpa_recommender for p in policies) or ours_in(policies):
             install_metrics_server(cs.stack)  # VPA's recommender and our calibration read it
         install_vpa_for(cs, {r for p in policies if (r := POLICIES[p].vpa_recommender) is not None})
         if ours_in(policies):
             install_ours(cs)
-        first = start_rsyncs(cs, policies, args.git_period)
+        first = start_rsyncs(cs, policies, args.git_period, args.platform)
         keys = {name: key_of(POLICIES[name]) for name in policies}
         sampler = Sampler(cs, keys, samples={name: [] for name in policies})
         thread = threading.Thread(target=sampler.run, daemon=True)
@@ -475,7 +513,7 @@ def run(policies: list[str], args: argparse.Namespace) -> list[Result]:
     timeline = {"committed_at_s": dict(sampler.committed)}
     (out / "run.json").write_text(json.dumps(began | timeline | {"ended": now()}, indent=2) + "\n")
     (out / "policies-real.md").write_text(markdown(results, args.phases) + "\n" + own_table(costs))
-    plot(out, policies)
+    plot(out, policies, args.platform)
     return results
 
 
@@ -491,6 +529,8 @@ def provenance(args: argparse.Namespace, policies: Sequence[str]) -> JSON:
         "scale": args.scale,
         "hold_scale": args.hold_scale,
         "git_period_s": args.git_period,
+        "platform": args.platform,
+        "overrides": {name: override_of(name, args.platform) for name in policies},
         "phases": [asdict(p) for p in (PHASES[0], *args.phases)],
         "policies": {name: asdict(POLICIES[name]) for name in policies},
         "tuned_recommender": TUNED_RECOMMENDER,
@@ -538,7 +578,7 @@ def own_table(costs: dict[str, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(out: Path, policies: Sequence[str]) -> None:
+def plot(out: Path, policies: Sequence[str], platform: str = "standard") -> None:
     import matplotlib  # noqa: PLC0415 - slow to import, needed only here
 
     matplotlib.use("Agg")
@@ -561,7 +601,8 @@ def plot(out: Path, policies: Sequence[str]) -> None:
     axes[0][0].legend(loc="upper left", fontsize=7)
     axes[-1][0].set_xlabel("minutes since the timeline began")
     figure.suptitle(
-        f"Config Sync {VERSION} reconciler under each policy, one run (local stack, real node)", fontsize=9
+        f"Config Sync {VERSION} reconciler under each policy on {platform}, one run (local stack, real node)",
+        fontsize=9,
     )
     figure.tight_layout()
     figure.savefig(out / "policies-real.png", dpi=80)
@@ -575,7 +616,15 @@ def main() -> None:
     )
     slugs = [policy.slug for policy in POLICIES.values()]
     parser.add_argument(
-        "--policies", default=",".join(slugs), help="comma-separated, of: " + ", ".join(slugs)
+        "--policies",
+        help="comma-separated, of: " + ", ".join(slugs) + " (default: all; on Autopilot, the four of "
+        "AUTOPILOT_POLICIES: " + ", ".join(POLICIES[name].slug for name in AUTOPILOT_POLICIES) + ")",
+    )
+    parser.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default="standard",
+        help="the platform played (the module's docstring)",
     )
     parser.add_argument("--out", type=Path, default=Path("profiles/out/policies-real"))
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the timeline's object counts")
@@ -591,20 +640,22 @@ def main() -> None:
     names = [phase.name for phase in PHASES[1:]]
     parser.add_argument(
         "--phases",
-        default=",".join(names),
-        help="comma-separated, in order, of the phases after the start: " + ", ".join(names),
+        help="comma-separated, in order, of the phases after the start: " + ", ".join(names) + " (default: "
+        "all; on Autopilot, all but the busy node)",
     )
     args = parser.parse_args()
     if args.git_period is not None and args.git_period <= 0:
         parser.error("--git-period must be positive")
     by_name = {phase.name: phase for phase in PHASES[1:]}
-    if unknown_phases := sorted(set(args.phases.split(",")) - set(by_name)):
+    phases = args.phases or ",".join(p.name for p in default_phases(args.platform))
+    if unknown_phases := sorted(set(phases.split(",")) - set(by_name)):
         parser.error(f"unknown phases: {unknown_phases}")
-    args.phases = [by_name[name] for name in args.phases.split(",")]
-    by_slug = {policy.slug: name for name, policy in POLICIES.items()}
-    slugs = [p for p in args.policies.split(",") if p]
+    args.phases = [by_name[name] for name in phases.split(",")]
+    allowed = list(POLICIES) if args.platform == "standard" else list(AUTOPILOT_POLICIES)
+    by_slug = {POLICIES[name].slug: name for name in allowed}
+    slugs = [p for p in (args.policies or ",".join(by_slug)).split(",") if p]
     if unknown := sorted(set(slugs) - set(by_slug)):
-        parser.error(f"unknown policies: {unknown}")
+        parser.error(f"policies not run on {args.platform}: {unknown} (of {', '.join(by_slug)})")
     policies = [by_slug[slug] for slug in slugs]
     print(markdown(run(policies, args), args.phases))
 

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from autoscaler.core import quantity
+from autoscaler.kube.platform import AUTOPILOT_WEBHOOKS
 from controlplane import kubernetes_build, vpa
 from controlplane.autoscaler_install import (
     SIDECAR_CONTAINER,
@@ -74,6 +75,14 @@ TUNED_UPDATER = ("--in-recommendation-bounds-eviction-lifetime-threshold=2m",)
 AUTOPILOT_OVERRIDE = {
     "resources": [{"containerName": "reconciler", "memoryRequest": "512Mi", "memoryLimit": "512Mi"}]
 }
+# A cluster played as GKE Autopilot (`mark_autopilot`): Config Sync then gives every reconciler its own
+# Autopilot defaults (pkg/reconcilermanager/controllers/reconciler_container_resources.go: the reconciler
+# 700m / 512Mi, git-sync 20m / 32Mi, the otel-agent 10m / 64Mi, each limit equal to its request). The
+# reconciler's CPU of the Pods not sized by ours is overridden to 250m (limit too): four reconciler Pods
+# at 700m do not fit with the stack on this 2-core node. Their memory stays Config Sync's default.
+AUTOPILOT_CPU_OVERRIDE = {
+    "resources": [{"containerName": "reconciler", "cpuRequest": "250m", "cpuLimit": "250m"}]
+}
 POLICIES: dict[str, Policy] = {
     "ours, sidecar": Policy("ours-sidecar"),
     "ours, cluster mode": Policy("ours-cluster"),
@@ -96,7 +105,12 @@ def vpa_object(policy: Policy, key: RSyncKey) -> JSON:
         "updatePolicy": {"updateMode": "InPlaceOrRecreate"},
         "resourcePolicy": {
             "containerPolicies": [
-                {"containerName": "reconciler", "controlledResources": ["cpu", "memory"]},
+                # VPA's default, said: a limit (Autopilot's, equal to the request) keeps its ratio.
+                {
+                    "containerName": "reconciler",
+                    "controlledResources": ["cpu", "memory"],
+                    "controlledValues": "RequestsAndLimits",
+                },
                 {"containerName": "*", "mode": "Off"},
             ]
         },
@@ -121,6 +135,25 @@ def install_vpa_for(cs: NodeConfigSync, recommenders: set[str]) -> None:
     vpa.install_vpa(cs.stack, updater_args=TUNED_UPDATER if tuned else ())
     if tuned:
         vpa.add_recommender(cs.stack, TUNED, TUNED_RECOMMENDER)
+
+
+def mark_autopilot(api: kubeapi.KubeClient) -> None:
+    """PLAYED BY US: the cluster told as GKE Autopilot, the way Config Sync's reconciler-manager and our
+    service tell it (a mutating webhook configuration of Autopilot's by name; here one with no webhook,
+    so nothing is called): Config Sync applies its Autopilot defaults, ours its Autopilot rules. What
+    Autopilot's own admission does to every Pod (its minimums, its 250m rounding, limits set equal to
+    requests) is not played: each Pod runs as its writers leave it. Before any RSync: the
+    reconciler-manager reads it once, at its first reconcile."""
+    api.create(
+        kubeapi.MUTATING_WEBHOOKS,
+        None,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": AUTOPILOT_WEBHOOKS[0]},
+            "webhooks": [],
+        },
+    )
 
 
 # ----- what is measured (pure) --------------------------------------------------------------------------

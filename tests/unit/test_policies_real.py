@@ -7,14 +7,19 @@ from types import SimpleNamespace
 
 import pytest
 
+from inventory.core.ids import RSyncKey
 from profiles.policies_real import (
+    AUTOPILOT_POLICIES,
+    POLICIES,
     OwnSample,
     Sample,
     clairvoyant_mib_hours,
     component_of,
+    default_phases,
     in_place_resizes,
     integral_mib_hours,
     new_pods,
+    override_of,
     own_cost_of,
     own_costs,
     peak_above_request,
@@ -23,7 +28,7 @@ from profiles.policies_real import (
     restarts_and_kills,
     save_logs,
 )
-from profiles.real_runs import own_table
+from profiles.real_runs import own_table, vpa_object
 
 
 def sample(
@@ -189,3 +194,41 @@ def test_each_log_is_kept_under_a_name_of_its_own(tmp_path: Path) -> None:
     assert logs["objcount-autoscaler.log"] == "log of app.kubernetes.io/name=objcount-autoscaler\n"
     assert "deployment-name=root-reconciler-sbs-ours-sidecar" in logs["objcount-sidecar.log"]
     assert len(set(logs.values())) == len(logs)
+
+
+def test_on_autopilot_config_syncs_defaults_give_the_memory_and_the_pods_ours_does_not_size_250m_of_cpu() -> (
+    None
+):
+    cpu_only = {"resources": [{"containerName": "reconciler", "cpuRequest": "250m", "cpuLimit": "250m"}]}
+    assert override_of("static Autopilot", "autopilot") == cpu_only
+    assert override_of("VPA tuned", "autopilot") == cpu_only
+    assert override_of("ours, sidecar", "autopilot") is None
+    assert override_of("ours, cluster mode", "autopilot") is None
+    # On Standard each policy keeps its own: Autopilot's memory stood in by an override, none for the rest.
+    memory = {
+        "resources": [{"containerName": "reconciler", "memoryRequest": "512Mi", "memoryLimit": "512Mi"}]
+    }
+    assert override_of("static Autopilot", "standard") == memory
+    assert override_of("VPA tuned", "standard") is None
+    assert set(AUTOPILOT_POLICIES) <= set(POLICIES)
+
+
+def test_on_autopilot_the_default_timeline_leaves_out_only_the_busy_node() -> None:
+    standard = [p.name for p in default_phases("standard")]
+    assert standard == ["grow 1", "grow 2", "big commit", "prune", "busy node"]
+    assert [p.name for p in default_phases("autopilot")] == ["grow 1", "grow 2", "big commit", "prune"]
+
+
+def test_vpa_controls_the_reconcilers_limit_with_its_request() -> None:
+    made = vpa_object(
+        POLICIES["VPA tuned"], RSyncKey("RootSync", "config-management-system", "sbs-vpa-tuned")
+    )
+    reconciler, others = made["spec"]["resourcePolicy"]["containerPolicies"]
+    assert reconciler == {
+        "containerName": "reconciler",
+        "controlledResources": ["cpu", "memory"],
+        "controlledValues": "RequestsAndLimits",
+    }
+    assert others == {"containerName": "*", "mode": "Off"}
+    assert made["spec"]["recommenders"] == [{"name": "tuned"}]
+    assert made["spec"]["targetRef"]["name"] == "root-reconciler-sbs-vpa-tuned"
