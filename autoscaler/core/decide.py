@@ -465,10 +465,11 @@ def _decided(
         progress=seen.view.progress,
         api_resources=seen.reading.api_resources,
         room_wanted=seen.reading.room_wanted,
+        steady_since=_steady_since(state, profile),
     )
     recheck = None
     if decision.lower_since is not None:
-        remaining = decision.lower_since + hysteresis.scale_down_delay_s - seen.now
+        remaining = decision.lower_since + hysteresis.delay(decision.lower_steady) - seen.now
         recheck = max(remaining, 0.0) + 0.01
         if config.in_place and decision.lower_steady:  # its room may be wanted before the delay ends
             recheck = min(recheck, ROOM_RECHECK_S)
@@ -493,6 +494,13 @@ def _decided(
         recheck_after=recheck,
         log_level=logging.INFO if starts else logging.DEBUG,
     )
+
+
+def _steady_since(state: RSyncState, profile: Profile) -> float | None:
+    """When the reconciler's steady state began (its first sample after the sync), while it sizes it."""
+    if state.peak is None or profile.sizing.steady_mib is None:
+        return None
+    return state.peak.steady_from
 
 
 def _waiting_for_the_kubelet(

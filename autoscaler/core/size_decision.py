@@ -29,6 +29,13 @@ class Hysteresis:
     # its recent working set (autoscaler.core.calibration): the delay only waits out a lower count seen
     # for a moment, and the memory an apply leaves for the Go runtime to return.
     in_place_delay_s: float = 120.0
+    # In the steady state (in place, the commit synced, the size following the working set's largest of
+    # the last two minutes past the sync's tail) neither is left to wait out: counted from its start.
+    steady_delay_s: float = 0.0
+
+    def delay(self, steady: bool) -> float:
+        """How long a lower target must hold: the steady state's delay there, else the target's."""
+        return self.steady_delay_s if steady else self.scale_down_delay_s
 
     def of_target(self, in_place: bool) -> Hysteresis:
         """The hysteresis of a target: in place, its own delay where that is shorter."""
@@ -75,12 +82,15 @@ def decide_size(
     progress: SyncProgress = UNREPORTED,
     api_resources: int | None = None,
     room_wanted: str | None = None,
+    steady_since: float | None = None,
 ) -> SizeDecision:
     """The next decision. `last.resources` is what the reconciler has (None when not known). A change
     restarts the reconciler or not depending on how it is applied (an in-place resize does not), so the
     restarts the cap counts are recorded after the apply (`autoscaler.core.decide.settled`), not here.
     `room_wanted`: another reconciler on this one's node waits for room (why, said): a reconciler in its
-    steady state gives back what it holds above its need at once, without the delay."""
+    steady state gives back what it holds above its need at once, without the delay. `steady_since`: when
+    the reconciler's steady state began (its first sample after the commit synced): there the delay
+    counts from then, not from when a lower target was first seen."""
     restarts = tuple(t for t in last.restarts if now - t < HOUR)
     keep = replace(last, restarts=restarts, recommended=last.recommended)
     load = Load.of(counts, api_resources)
@@ -111,6 +121,7 @@ def decide_size(
         progress=progress,
         steady=steady,
         room_wanted=room_wanted,
+        steady_since=steady_since,
     )
 
 
@@ -162,6 +173,7 @@ def _scale_down(
     progress: SyncProgress,
     steady: bool,
     room_wanted: str | None,
+    steady_since: float | None,
 ) -> SizeDecision:
     assert base.recommended is not None
     distrust = _source_not_trusted(counts)
@@ -175,6 +187,10 @@ def _scale_down(
     if pending is not None:
         return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
     since, peak = _window(last, counts, base.recommended, now, steady)
+    if steady and steady_since is not None:
+        # The steady state's target follows the working set, so each step down it takes (the Go runtime
+        # returning memory over minutes) would wait the delay again; the delay is that of the steady state.
+        since = min(since, steady_since)
     waiting = replace(
         base,
         outcome=Outcome.POSTPONED,
@@ -188,15 +204,14 @@ def _scale_down(
     # the steady state the target follows the working set already, and a neighbour that must parse a
     # commit needs that room more (docs/sizing.md, "Room on the node").
     gives_room = room_wanted is not None and steady
-    if held < hysteresis.scale_down_delay_s and not gives_room:
-        return replace(
-            waiting, reason=f"lower target held {held:.0f}s of {hysteresis.scale_down_delay_s:.0f}s"
-        )
+    delay = hysteresis.delay(steady)
+    if held < delay and not gives_room:
+        return replace(waiting, reason=f"lower target held {held:.0f}s of {delay:.0f}s")
     # `restarts` holds only changes that restarted the reconciler, so targets that never restart it
     # never reach the cap.
     if len(base.restarts) >= hysteresis.max_restarts_per_hour:
         return replace(waiting, reason=f"restart cap reached ({len(base.restarts)} in the last hour)")
     reason = f"{base.target_objects} objects for {held:.0f}s: down to {peak}"
-    if held < hysteresis.scale_down_delay_s:
+    if held < delay:
         reason = f"{base.target_objects} objects, synced: down to {peak} now, its room wanted: {room_wanted}"
     return replace(base, outcome=Outcome.SCALED_DOWN, resources=peak, reason=reason)

@@ -217,6 +217,15 @@ class Settings(BaseSettings):
         "`max_restarts_per_hour`), counted from the inventory's last change or from the reconciler's "
         "commit synced.",
     )
+    steady_scale_down_delay_seconds: float = Field(
+        0,
+        ge=0,
+        le=7 * 86400,
+        description="In the steady state (in place, the reconciler's commit synced, the size following its "
+        "working set's largest of the last two minutes plus the margin, the sync's first 30 s left out), "
+        "a lower size waits this long counted from the steady state's start instead of "
+        "`in_place_scale_down_delay_seconds`; 0: lowered as soon as the working set says so.",
+    )
     max_restarts_per_hour: int = Field(
         6, ge=0, le=1000, description="Scale-downs stop when this many restarts were caused in the last hour."
     )
@@ -412,6 +421,7 @@ class Settings(BaseSettings):
             self.max_restarts_per_hour,
             self.oom_quiet_seconds,
             self.in_place_scale_down_delay_seconds,
+            self.steady_scale_down_delay_seconds,
         )
 
 

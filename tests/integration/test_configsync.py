@@ -845,6 +845,7 @@ def test_on_a_full_node_an_idle_reconciler_gives_the_room_it_holds_above_its_nee
             resync_interval_seconds="5",
             scale_down_delay_seconds="600",
             in_place_scale_down_delay_seconds="600",
+            steady_scale_down_delay_seconds="600",
         )
     )
     idle = RSyncKey("RootSync", NAMESPACE, f"idle-{suffix()}")

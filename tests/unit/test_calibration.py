@@ -308,23 +308,25 @@ RUNNING = {  # the reconciler Pod of WINDOW as the port lists it: its container 
     },
 }
 IN_PLACE_DELAY = 120.0
+PAST_TAIL = 40.0  # a sample 30 s (the sync's tail) after the steady state's first, at 10 s
 
 
 def test_once_synced_in_place_the_size_follows_the_steady_working_set_not_the_apply() -> None:
     """In place: the apply peaked at 150 MiB (learned once synced: 0.5732, 192 MiB for 1,000 objects, a
-    whole sync's size). Once the reconciler reports the commit synced, what it uses then
-    is its size: 120 MiB needs 150 -> 160 MiB (CPU ceil(160 x 1000 / 1024) = 157m), lowered after the
-    in-place delay counted from the steady state's start; a later rise (a resync: 200 MiB, needs 250 ->
-    256 MiB, CPU 250m) raises it at once. A new Pod would start at the whole sync's size (published)."""
+    whole sync's size). Once the reconciler reports the commit synced, what it uses past the sync's tail
+    (30 s from the steady state's first sample) is its size: 120 MiB needs 150 -> 160 MiB (CPU
+    ceil(160 x 1000 / 1024) = 157m), lowered at once, the in-place delay not waited out (a resize
+    restarts nothing); a later rise (a resync: 200 MiB, needs 250 -> 256 MiB, CPU 250m) raises it at
+    once. A new Pod would start at the whole sync's size (published)."""
     r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
     assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP  # the model's 352 MiB, ours now
     assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # learned: 192 MiB, lower
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
-    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # the steady state: 160 MiB, from now
-    r.clock.now += IN_PLACE_DELAY
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED  # the sync's tail: no steady need yet
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=PAST_TAIL))
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
-    r.executor.sampled(KEY, Sample(WINDOW, 200, at=IN_PLACE_DELAY + 20))
+    r.executor.sampled(KEY, Sample(WINDOW, 200, at=PAST_TAIL + 20))
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_UP
     assert r.port.applied == [AT_1000, AT_100, Resources(250, 256, 250, 256)]
     starts = {p[START_ANNOTATION] for p in r.port.published if START_ANNOTATION in p}
@@ -340,32 +342,47 @@ WAITS = "Pod root-reconciler-other-7d9-abcde waits for room on node node-1 (asks
 
 def test_in_place_a_neighbour_waiting_for_room_gets_what_a_synced_reconciler_holds_above_its_need() -> None:
     """As above, with another reconciler on the node waiting for room all along: nothing is given back
-    while this one applies its commit or before its steady state is seen (the apply's size, then the
-    learned 192 MiB, held); once its steady need is known (120 MiB used: 160 MiB, 157m) it is lowered
-    at once, the in-place delay not waited out. Without the wait, a held scale-down in the steady state is
-    looked at again within 10 s (so a wait that begins is seen soon), not only when the delay ends."""
+    while this one applies its commit or before its steady state is seen past the sync's tail (the
+    apply's size, then the learned 192 MiB, held); once its steady need is known (120 MiB used: 160
+    MiB, 157m) it is lowered at once, and the log says whose room it gives. With a steady state's delay
+    set (`steady_scale_down_delay_seconds`), a held scale-down in the steady state is looked at again
+    within 10 s (so a wait that begins is seen soon), and given at once when the wait is seen."""
     r = rig(FakePort(size=AT_1000, pod=RUNNING, room_wanted=WAITS), in_place=True)
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
     assert r.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
     assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    assert r.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=PAST_TAIL))
     assert r.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
     assert r.port.applied == [AT_1000, AT_100]
-    decision = r.executor.states[KEY].decision
+
+    # The samples' clock is the service's: the steady state's delay counts from its first sample.
+    held = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True, steady_delay=IN_PLACE_DELAY)
+    now = held.clock.now
+    held.executor.sampled(KEY, Sample(WINDOW, 150, at=now))
+    assert held.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
+    assert held.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    held.executor.sampled(KEY, Sample(WINDOW, 120, at=now + 10.0))
+    held.executor.sampled(KEY, Sample(WINDOW, 120, at=now + PAST_TAIL))
+    held.clock.now = now + PAST_TAIL
+    assert held.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
+    assert held.rechecks[-1] == 10.0
+    held.port.room_wanted = WAITS
+    held.clock.now += 10.0
+    assert held.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert held.port.applied == [AT_1000, AT_100]
+    decision = held.executor.states[KEY].decision
     assert decision is not None
     assert WAITS in decision.reason
-
-    quiet = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
-    quiet.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
-    assert quiet.reconcile(COUNTS, rsync(syncing=True)) == Outcome.SCALED_UP
-    assert quiet.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
-    quiet.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
-    assert quiet.reconcile(COUNTS, rsync()) == Outcome.POSTPONED
-    assert quiet.rechecks[-1] == 10.0
-    quiet.port.room_wanted = WAITS
-    quiet.clock.now += 10.0
-    assert quiet.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
-    assert quiet.port.applied == [AT_1000, AT_100]
+    held.port.room_wanted = None
+    # The next step down (100 MiB, once the 120 of 40 s is two minutes old, needs 125 -> 128 MiB) waits
+    # no new delay: it is counted from the steady state's start (its first sample, 10 s), 160 s ago.
+    later = now + PAST_TAIL + 130.0
+    held.executor.sampled(KEY, Sample(WINDOW, 100, at=later))
+    held.clock.now = later
+    assert held.reconcile(COUNTS, rsync()) == Outcome.SCALED_DOWN
+    assert held.port.applied[-1].memory_request_mib == 128
 
 
 def test_a_reconciler_applying_a_new_commit_gives_no_room_back() -> None:
@@ -383,8 +400,8 @@ def test_a_reconciler_applying_a_new_commit_gives_no_room_back() -> None:
 
 def test_in_cluster_mode_the_steady_state_lowers_the_size_though_the_source_is_not_read() -> None:
     """Cluster mode counts the inventory alone (the source count unknown: no scale-down from counts);
-    once the reconciler reports its commit synced, its steady working set is what sizes it: 120 MiB
-    needs 150 -> 160 MiB, after the in-place delay."""
+    once the reconciler reports its commit synced, its steady working set past the sync's tail is what
+    sizes it: 120 MiB needs 150 -> 160 MiB, at once."""
     r = rig(FakePort(size=AT_1000, pod=RUNNING), in_place=True)
     inventory = ObjectCounts(None, 1000)
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
@@ -392,7 +409,7 @@ def test_in_cluster_mode_the_steady_state_lowers_the_size_though_the_source_is_n
     assert r.reconcile(inventory, rsync()) == Outcome.POSTPONED
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
     assert r.reconcile(inventory, rsync()) == Outcome.POSTPONED
-    r.clock.now += IN_PLACE_DELAY
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=PAST_TAIL))
     assert r.reconcile(inventory, rsync()) == Outcome.SCALED_DOWN
     assert r.port.applied[-1] == AT_100
 
@@ -407,11 +424,14 @@ def test_a_window_whose_transition_was_not_seen_never_lowers_the_factor() -> Non
 
 
 def steady_at_the_working_set(r: Rig, delay: float) -> None:
-    """The apply peaked at 150 MiB, the commit synced, then 120 MiB in the steady state; `delay` later."""
+    """The apply peaked at 150 MiB, the commit synced, then 120 MiB in the steady state and past its
+    tail; `delay` later."""
     r.executor.sampled(KEY, Sample(WINDOW, 150, at=0.0))
     r.reconcile(COUNTS, rsync(syncing=True))
     r.reconcile(COUNTS, rsync())
     r.executor.sampled(KEY, Sample(WINDOW, 120, at=10.0))
+    r.reconcile(COUNTS, rsync())
+    r.executor.sampled(KEY, Sample(WINDOW, 120, at=PAST_TAIL))
     r.reconcile(COUNTS, rsync())
     r.clock.now += delay
     r.reconcile(COUNTS, rsync())
@@ -420,7 +440,7 @@ def steady_at_the_working_set(r: Rig, delay: float) -> None:
 def test_a_vpa_that_resizes_in_place_gets_the_steady_state_and_one_that_recreates_does_not() -> None:
     """The `vpa` target: VPA's updater applies our recommendation to the running Pod with
     `InPlaceOrRecreate` (the target reports a running reconciler resized without a restart): the steady
-    state sizes it as in place, 120 MiB needs 160 MiB after the in-place delay. With `Recreate` every
+    state sizes it as in place, 120 MiB needs 160 MiB. With `Recreate` every
     change evicts the reconciler into a whole sync: the whole sync's 192 MiB stays after any delay."""
     vpa_in_place = rig(FakePort(size=AT_1000, pod=RUNNING, resizes_running=True))
     steady_at_the_working_set(vpa_in_place, IN_PLACE_DELAY)
@@ -485,6 +505,32 @@ def test_the_steady_working_set_is_its_last_two_minutes() -> None:
     assert peak.steady_need(1000, Margin()) == 194  # 155 x 1.25 = 193.75
     assert peak.steady_need(999, Margin()) is None, "other objects: not this steady state"
     assert held(peak, Fraction(328), 1000, finished=False, steady=False).steady == ()  # type: ignore[union-attr]
+
+
+def test_the_syncs_tail_is_not_the_steady_state() -> None:
+    """Seen in issue 48's run 10: cluster mode's reconciler reported its prune synced while it still held
+    about 430 MiB, and that sample sized the steady state at 544Mi. The samples of the steady state's
+    first 30 s (from its first sample) are the sync's tail: no steady need until one comes after it, and
+    then only what came after counts (a sample at 30 s is past the tail: 100 MiB needs 125)."""
+    peak = held(observed(None, WINDOW, 435), Fraction(328), 101, finished=True, steady=True)
+    assert peak is not None
+    for at, mib in ((5.0, 435), (20.0, 190), (34.0, 150)):
+        peak = observed(peak, WINDOW, mib, at)
+        assert peak.steady_need(101, Margin()) is None, at
+    peak = observed(peak, WINDOW, 100, 35.0)
+    assert peak.steady_mib == 100
+    assert peak.steady_need(101, Margin()) == 125
+    assert peak.mib == 435  # the window's peak keeps every sample
+    restarted = held(
+        held(peak, Fraction(328), 101, finished=False, steady=False),
+        Fraction(328),
+        101,
+        finished=True,
+        steady=True,
+    )
+    assert restarted is not None
+    assert restarted.steady_from is None, "a new steady state has a tail of its own"
+    assert observed(restarted, WINDOW, 100, 40.0).steady_need(101, Margin()) is None
 
 
 def test_a_factor_below_one_never_lowers_a_prune() -> None:

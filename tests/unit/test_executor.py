@@ -155,13 +155,14 @@ def rig(
     max_restarts: int = 100,
     in_place: bool = False,
     reads_source: bool = False,
+    steady_delay: float = 0.0,
 ) -> Rig:
     port = port or FakePort()
     port.resizes_running = port.resizes_running or in_place
     clock, rechecks = Clock(), []
     config = DecideConfig(
         Profile(PROTOTYPE, STANDARD),
-        Hysteresis(DELAY, max_restarts),
+        Hysteresis(DELAY, max_restarts, steady_delay_s=steady_delay),
         3,
         reread_current=in_place,
         in_place=in_place,
