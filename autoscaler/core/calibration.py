@@ -23,9 +23,11 @@ raise the factor, never lower it.
 
 What a transition needed never holds the size of the steady state after it: once the sync finished,
 and in place (a resize restarts nothing), the reconciler is sized by what it then uses, its working set
-over the last `STEADY_S` plus the margin (`Peak.steady_need`), up or down; a lower size goes through the
-same scale-down rules as any other (the delay, a pending prune, the restart cap); the OOM floor still
-wins upward. A new Pod starts a new window, syncing its commit from the start: a transition.
+over the last `STEADY_S` past the sync's tail (`TAIL_S`) plus the margin (`Peak.steady_need`), up or
+down; a lower size goes through the same scale-down rules as any other (a pending prune, the restart
+cap) but the steady state's own delay (`steady_scale_down_delay_seconds`, 0 by default) counted from its
+start; the OOM floor still wins upward. A new Pod starts a new window, syncing its commit from the
+start: a transition.
 
 A factor does not travel far from where it was learned. One above 1 scales the whole model (the
 model underprices this repository: more objects, more so). One below 1 lowers the model by its ratio up
@@ -118,8 +120,8 @@ STEADY_S = 120.0
 # reconciler reports its commit synced while it still holds what the apply or the prune used, and the
 # metrics API's sample may have been scraped before the report. In the 75 syncs of the v1.25.0
 # side-by-side runs 8 to 10, 30 s after the report the working set was within 10 % (or 8 MiB) of its
-# largest of the next two minutes in 69; a prune's 410 MiB held into the steady state sized it at 544Mi
-# for 269 s where it then used about 100 (BENCHMARKS, "Closer to the clairvoyant").
+# largest of the next two minutes in 69; in run 10 a prune's last sample (about 435 MiB) sized the steady
+# state at 544Mi for 269 s while it used about 100 (BENCHMARKS, "Closer to the clairvoyant").
 TAIL_S = 30.0
 
 
