@@ -106,7 +106,7 @@ def schedule(run: Path, slug: str, first_commit: float, phase_timeout: float = 9
     phases = [Phase(p["name"], p["objects"], p["hold_s"]) for p in meta["phases"]][1:]
     with (run / "policies-real.csv").open() as table:
         rows = list(csv.DictReader(table))
-    seconds = {_slug(r): _seconds(r) for r in rows}
+    seconds = {_slug(r): seconds_to_synced(r) for r in rows}
     recorded: dict[str, float] = meta.get("committed_at_s", {})  # runs since issue 48 keep them
     commits, at = [], first_commit
     for i, phase in enumerate(phases):
@@ -127,7 +127,7 @@ def schedule(run: Path, slug: str, first_commit: float, phase_timeout: float = 9
     return commits
 
 
-def _seconds(row: dict[str, str]) -> list[float | None]:
+def seconds_to_synced(row: dict[str, str]) -> list[float | None]:
     """A policy's seconds to synced per phase, as the run's table writes them (`a;b;None;d`)."""
     return [None if s in ("", "None") else float(s) for s in row["seconds_to_synced"].split(";")]
 

@@ -118,10 +118,11 @@ class Peak:
 STEADY_S = 120.0
 # The sync's tail: the samples of the steady state's first TAIL_S are not what its objects need. The
 # reconciler reports its commit synced while it still holds what the apply or the prune used, and the
-# metrics API's sample may have been scraped before the report. In the 75 syncs of the v1.25.0
-# side-by-side runs 8 to 10, 30 s after the report the working set was within 10 % (or 8 MiB) of its
-# largest of the next two minutes in 69; in run 10 a prune's last sample (about 435 MiB) sized the steady
-# state at 544Mi for 269 s while it used about 100 (BENCHMARKS, "Closer to the clairvoyant").
+# metrics API's sample may have been scraped before the report. In the 105 syncs of the v1.25.0
+# side-by-side runs 8 to 10 (`python -m profiles.sync_tail`), 30 s after the report the working set was
+# within 10 % (or 8 MiB) of what it held 1 to 3 minutes on in 97; in run 10 a prune's last sample (about
+# 435 MiB) sized the steady state at 544Mi for 269 s while it used about 100 (BENCHMARKS, "Closer to the
+# clairvoyant").
 TAIL_S = 30.0
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from profiles.policies_real import read_trace
 from profiles.replay import Replayed, first_commit, replay, schedule
+from profiles.sync_tail import settled
 
 RUNS = sorted(
     p
@@ -86,3 +87,13 @@ def test_the_reconciler_starts_at_the_size_for_what_it_holds(run: Path) -> None:
     first_minute = [r.request_mib for r in rows if 10 <= r.t <= 60]
     assert first_minute, "samples in the first minute"
     assert set(first_minute) == {128}, (TEMPLATE_MIB, sorted(set(first_minute)))
+
+
+def test_a_sync_has_settled_once_what_follows_is_near_what_it_holds_minutes_later() -> None:
+    """`profiles.sync_tail`: reported synced at 0 s, the working set 400, 300, 150 and 105 MiB at 0, 10, 20
+    and 30 s, then 100 from 60 to 179 s. From 10 s its largest up to 60 s is 300 (not within 10 % or 8 MiB
+    of 100), from 20 s 150 (not), from 30 s 105 (within 10 %). A trace that ends before 60 s: unknown."""
+    times = [0.0, 10.0, 20.0, 30.0, 60.0, 120.0, 179.0]
+    sets = [400.0, 300.0, 150.0, 105.0, 100.0, 100.0, 100.0]
+    assert [settled(times, sets, 0.0, delay) for delay in (10.0, 20.0, 30.0)] == [False, False, True]
+    assert settled(times[:4], sets[:4], 0.0, 30.0) is None
