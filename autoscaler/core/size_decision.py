@@ -147,20 +147,33 @@ def _prune_pending(counts: ObjectCounts, progress: SyncProgress) -> str | None:
 
 
 def _window(
-    last: SizeDecision, counts: ObjectCounts, recommended: Resources, now: float, steady: bool
+    last: SizeDecision,
+    counts: ObjectCounts,
+    recommended: Resources,
+    now: float,
+    *,
+    steady: bool,
+    steady_since: float | None,
 ) -> tuple[float, Resources]:
     """When the scale-down's wait began and the largest target seen since. The delay counts from the
     inventory's last change (the reconciler is still applying or pruning around a change, and its memory
     follows what it holds), so an inventory of another size starts the window again, and a target seen
     before that change no longer holds the scale-down up; so does the reconciler's steady state beginning
     (what a transition needed no longer holds what remains up). Within a window the largest target is
-    kept: a source count that went up and down again, the inventory unchanged, is not scaled below."""
+    kept: a source count that went up and down again, the inventory unchanged, is not scaled below. In
+    the steady state the target already follows the working set's recent peak, so no older target holds
+    it up, and the wait began with the steady state (`steady_since`, where known): each step down it takes
+    as the Go runtime returns memory would otherwise wait the delay again."""
     fresh = last.lower_sync != counts.sync or last.lower_steady != steady
     if last.lower_since is None or last.lower_peak is None or fresh:
-        return now, recommended
-    if steady:  # the target already follows the working set's recent peak: no older target holds it up
-        return last.lower_since, recommended
-    return last.lower_since, last.lower_peak.at_least(recommended)
+        since, peak = now, recommended
+    elif steady:
+        since, peak = last.lower_since, recommended
+    else:
+        return last.lower_since, last.lower_peak.at_least(recommended)
+    if steady and steady_since is not None:
+        since = min(since, steady_since)
+    return since, peak
 
 
 def _scale_down(
@@ -186,11 +199,7 @@ def _scale_down(
     pending = _prune_pending(counts, progress)
     if pending is not None:
         return replace(base, outcome=Outcome.POSTPONED, reason=f"prune pending ({pending}): no scale-down")
-    since, peak = _window(last, counts, base.recommended, now, steady)
-    if steady and steady_since is not None:
-        # The steady state's target follows the working set, so each step down it takes (the Go runtime
-        # returning memory over minutes) would wait the delay again; the delay is that of the steady state.
-        since = min(since, steady_since)
+    since, peak = _window(last, counts, base.recommended, now, steady=steady, steady_since=steady_since)
     waiting = replace(
         base,
         outcome=Outcome.POSTPONED,

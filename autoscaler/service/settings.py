@@ -214,8 +214,8 @@ class Settings(BaseSettings):
         description="The same for target `in-place`, and `vpa` where the VPA's updateMode is "
         "InPlaceOrRecreate, where it is shorter than `scale_down_delay_seconds` "
         "(nothing restarts; a resize that falls back to a rollout is still capped by "
-        "`max_restarts_per_hour`), counted from the inventory's last change or from the reconciler's "
-        "commit synced.",
+        "`max_restarts_per_hour`), counted from the inventory's last change (in the reconciler's steady "
+        "state: `steady_scale_down_delay_seconds`).",
     )
     steady_scale_down_delay_seconds: float = Field(
         0,
