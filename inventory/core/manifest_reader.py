@@ -356,6 +356,9 @@ _UNICODE_MARKS = re.compile(rb"\xc2\x85|\xe2\x80[\xa8\xa9]|\xef\xbb\xbf")
 _NODE_PROPERTIES = (b"&", b"*", b"!")  # anchors, aliases, tags: rapidyaml flags the real ones
 _NULL_WORD_KEY = re.compile(rb"(?:~|null|Null|NULL)[ \t]*:")
 _EMPTY_KEY = re.compile(rb"[\n{\[,?-][ \t]*:")
+# An explicit key (`? key`): its content may be a mapping or a sequence, which go-yaml refuses as a key
+# (seen: `? ::` is the mapping {":": null} to libyaml and go-yaml, a plain key to rapidyaml).
+_EXPLICIT_KEY = re.compile(rb"(?:^|[\n{\[,])[ \t-]*\?(?:[ \t\r\n]|$)")
 _PROPERTY_FLAGS = ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF | ryml.KEYTAG | ryml.VALTAG
 _RELEVANT = frozenset((b"apiVersion", b"kind", b"metadata", b"status", b"items"))
 
@@ -377,6 +380,8 @@ def _fast_yaml(piece: bytes) -> tuple[dict[str, Any], Any] | None:
 
 def _needs_full_decoding(piece: bytes) -> bool:
     if piece.startswith((b"...", b"%")) or b"<<" in piece or b"\n..." in piece or b"\n%" in piece:
+        return True
+    if b"?" in piece and _EXPLICIT_KEY.search(piece):
         return True
     if (b".n" in piece or b".N" in piece or b".i" in piece or b".I" in piece) and _NAN_OR_INF.search(piece):
         return True

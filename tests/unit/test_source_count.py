@@ -96,6 +96,17 @@ def _shape(value: Any) -> Any:
     return "<string>" if isinstance(value, str) else value
 
 
+def test_an_explicit_key_is_left_to_the_full_decoding() -> None:
+    """Found by the property below: `? ::` is a key that is itself a mapping ({":": null}), which go-yaml
+    refuses, while rapidyaml read a plain key; a `?` inside a value keeps the fast path."""
+    with quiet_rapidyaml():
+        assert _fast_yaml(b"\n? ::\t") is None
+        assert _fast_yaml(b"\n{? a: b}") is None
+        assert _fast_yaml(b'\nkind: ConfigMap\ndata: {url: "a?b", q: x?}') is not None
+    with pytest.raises(GoDecodeError):
+        decode_yaml(b"\n? ::\t")
+
+
 @settings(
     max_examples=int(os.environ.get("OBJCOUNT_FUZZ_EXAMPLES", "1500")),
     deadline=None,
