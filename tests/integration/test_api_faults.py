@@ -124,8 +124,17 @@ def faulted_stack(
         )
     both = Faulted(key, ours, theirs, service, seen)
     try:
-        wait_for(lambda: service.get("/readyz")[0] == 200, timeout=60, what="ready")
-        wait_for(lambda: recorded(api, key)[0] == 100, what="the counts recorded")
+        wait_for(
+            lambda: ready(service, ours),
+            timeout=60,
+            what="ready",
+            explain=lambda: f"/readyz: {service.get('/readyz')}\n{tail(service, ours)}",
+        )
+        wait_for(
+            lambda: recorded(api, key)[0] == 100,
+            what="the counts recorded",
+            explain=lambda: tail(service, ours),
+        )
         version = made["metadata"]["resourceVersion"]
         wait_for(lambda: both.client_go_saw("resourcegroups", version), what="client-go's informers synced")
         yield both
@@ -210,6 +219,14 @@ def tail(service: Service, proxy: FaultProxy) -> str:
     """The service's last log lines and the proxy's last requests (a failure's explanation)."""
     lines = service.log.read_text().splitlines()[-30:]
     return "\n".join(lines + [f"{at:.1f} {request}" for at, request in proxy.seen[-15:]])
+
+
+def ready(service: Service, proxy: FaultProxy) -> bool:
+    """Whether the service answers ready; a service that exited fails the wait at once, with its log (a
+    set-up once seen waiting 60 s in CI without a word of why)."""
+    exited = service.process.poll()
+    assert exited is None, f"the service exited ({exited}) before it was ready:\n{tail(service, proxy)}"
+    return service.get("/readyz")[0] == 200
 
 
 def per_path(proxy: FaultProxy, began: float) -> dict[str, int]:
