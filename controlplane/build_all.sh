@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse) every cached binary the suite runs, OBJCOUNT_BUILD_JOBS builds at a time (default 2):
-# the Kubernetes releases of kubernetes-pins, the Config Sync releases of configsync-pins that CI tests,
+# the Kubernetes releases of kubernetes-pins that CI tests, the Config Sync releases of configsync-pins that CI tests,
 # client-go's informers, git-sync, the OpenTelemetry Collector, metrics-server, VPA, cert-manager and
 # promtool. `make binaries` runs it.
 #
@@ -15,7 +15,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 jobs=${OBJCOUNT_BUILD_JOBS:-2}
 
 builds=()
-for version in $(awk '!/^#/ && NF { print $1 }' "$here/kubernetes-pins"); do
+for version in $(awk '!/^#/ && NF && $3 != "none" { print $1 }' "$here/kubernetes-pins"); do
   builds+=("kubernetes-$version build.sh $version")
 done
 builds+=("otelcol build_otelcol.sh")

@@ -21,7 +21,7 @@ PINS = Path(__file__).with_name("kubernetes-pins")
 
 def pinned_versions(pins: Path = PINS) -> dict[str, str]:
     """The Kubernetes releases pinned (the first is the default), as build.sh reads them, each with what CI
-    runs on it: `all`, or `floor` (the tests marked kubernetes_floor)."""
+    runs on it: `all`, `floor` (the tests marked kubernetes_floor) or `none` (built only when named)."""
     lines = (line.split() for line in pins.read_text().splitlines() if line.strip())
     return {fields[0]: fields[2] for fields in lines if not fields[0].startswith("#")}
 

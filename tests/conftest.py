@@ -6,8 +6,9 @@ Every test on the real node runs on the default versions (the first pin of contr
 and of controlplane/configsync-pins). The tests marked `both_versions` run on every other tested Config
 Sync release too (on the default Kubernetes), and the tests marked `kubernetes_floor` on every floor
 Kubernetes release (with the default Config Sync), each test id naming the stack it ran on: `v1.24.3`
-(Config Sync), `k8s-v1.34.4` (Kubernetes). Each stack is started when its first test needs it and stopped
-before the next one's.
+(Config Sync), `k8s-v1.34.4` (Kubernetes, when it is pinned `floor`). Each stack is started when its first
+test needs it and stopped before the next one's. While no release is pinned `floor` (since 2026-12-03), the
+tests marked `kubernetes_floor(only=True)` are left out of the run, each named in the run's header.
 """
 
 from __future__ import annotations
@@ -49,11 +50,33 @@ from tests.helpers import (
 TESTS = Path(__file__).parent
 
 
+_LEFT_OUT = pytest.StashKey[list[str]]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, folder))
+    left_out = [item for item in items if needs_a_floor(item)]
+    if left_out:
+        items[:] = [item for item in items if item not in left_out]
+        config.hook.pytest_deselected(items=left_out)
+    config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+
+
+def needs_a_floor(item: pytest.Item) -> bool:
+    """A test for the floor release alone (what the default can no longer do) while no release is pinned
+    `floor`: it has no stack to run on, and is left out of the run, said (pytest_report_collectionfinish)."""
+    floor = item.get_closest_marker("kubernetes_floor")
+    return floor is not None and bool(floor.kwargs.get("only")) and not kubernetes_build.FLOORS
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    return [
+        f"left out (no Kubernetes release is pinned `floor` in controlplane/kubernetes-pins): {nodeid}"
+        for nodeid in config.stash.get(_LEFT_OUT, [])
+    ]
 
 
 # ----- the suite over several workers (`make test`: pytest-xdist) ---------------------------------------------

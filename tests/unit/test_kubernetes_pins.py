@@ -12,10 +12,10 @@ from tests.helpers import built_by_make
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_v1_37_2_is_the_default_and_v1_34_4_the_floor() -> None:
+def test_v1_37_2_is_the_default_and_v1_34_4_pinned_out_of_ci() -> None:
     assert VERSIONS == ("v1.37.2", "v1.34.4")
     assert DEFAULT_VERSION == "v1.37.2"
-    assert FLOORS == ("v1.34.4",)
+    assert FLOORS == ()
 
 
 def test_each_pin_has_its_wrapper_module_requiring_that_release_and_the_etcd_it_names() -> None:
@@ -34,13 +34,10 @@ def test_each_pin_has_its_wrapper_module_requiring_that_release_and_the_etcd_it_
                 assert line.split()[-1] == f"v0.{minor}.{version.split('.')[2]}", line
 
 
-def test_make_builds_every_pinned_release() -> None:
+def test_make_builds_every_release_ci_tests_and_not_one_pinned_out_of_it() -> None:
     assert "bash controlplane/build_all.sh" in (REPO / "Makefile").read_text()
     builds = built_by_make()
-    assert [b for b in builds if b[1] == "build.sh"] == [
-        ["kubernetes-v1.37.2", "build.sh", "v1.37.2"],
-        ["kubernetes-v1.34.4", "build.sh", "v1.34.4"],
-    ]
+    assert [b for b in builds if b[1] == "build.sh"] == [["kubernetes-v1.37.2", "build.sh", "v1.37.2"]]
 
 
 def test_the_build_refuses_a_version_not_pinned_before_building_anything() -> None:

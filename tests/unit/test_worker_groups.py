@@ -1,15 +1,17 @@
 """How `make test` spreads the suite over its workers (tests/conftest.py): a module whole in one worker,
 each other stack's tests (another Config Sync release, the floor Kubernetes release) in one group of its
-own, handed out first."""
+own, handed out first. No release is pinned `floor` now; the floor's cases take v1.34.4 as one."""
 
 from __future__ import annotations
+
+import pytest
 
 from controlplane import kubernetes_build
 from controlplane.configsync_build import VERSION, VERSIONS
 from tests.conftest import StackVersions, first_handed_out, stacks_for, worker_group
 
 OTHER = next(v for v in VERSIONS if v != VERSION)
-FLOOR = kubernetes_build.FLOORS[0]
+FLOOR = "v1.34.4"
 
 
 def test_a_test_runs_in_its_modules_group_on_the_default_version() -> None:
@@ -36,7 +38,8 @@ def test_a_test_on_the_floor_kubernetes_joins_that_stacks_group() -> None:
         assert worker_group(nodeid) == f"stack-k8s-{FLOOR}"
 
 
-def test_each_marker_adds_its_stacks_and_no_cross_product() -> None:
+def test_each_marker_adds_its_stacks_and_no_cross_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubernetes_build, "FLOORS", (FLOOR,))
     default = StackVersions(kubernetes_build.VERSION, VERSION)
     assert stacks_for(both_versions=False, kubernetes_floor=False) == [default]
     both = stacks_for(both_versions=True, kubernetes_floor=True)
@@ -56,3 +59,11 @@ def test_the_other_versions_and_the_modules_with_stacks_of_their_own_are_handed_
     assert first_handed_out("tests/integration/test_reconciler_memory.py")
     assert not first_handed_out("tests/integration/test_configsync.py")
     assert not first_handed_out("tests/unit/test_ids.py")
+
+
+def test_without_a_floor_pinned_a_floor_only_test_has_no_stack_and_the_others_the_default() -> None:
+    assert kubernetes_build.FLOORS == ()
+    assert stacks_for(both_versions=False, kubernetes_floor=True, floor_only=True) == []
+    assert stacks_for(both_versions=False, kubernetes_floor=True) == [
+        StackVersions(kubernetes_build.VERSION, VERSION)
+    ]
