@@ -505,6 +505,14 @@ def save_component_logs(cs: NodeConfigSync, out: Path, sidecars: str) -> None:
     )
     # Not named after the container: the cluster-mode controller's log is objcount-autoscaler.log.
     (logs / "objcount-sidecar.log").write_text(result.stdout + result.stderr)
+    # Why a reconciler Pod waited to start (a small node whose CPU the Pods' requests hold), in the
+    # scheduler's words, and what the node had allocated at the end.
+    for name, command in (
+        ("scheduling.txt", ("get", "events", "-A", "--field-selector=reason=FailedScheduling", "-o", "wide")),
+        ("node.txt", ("describe", "nodes")),
+    ):
+        result = cs.stack.kubectl(*command, check=False)
+        (logs / name).write_text(result.stdout + result.stderr)
 
 
 def now() -> str:
