@@ -14,7 +14,12 @@ to a manifest is its `metadata.namespace`. `guestbook-tenants-N` gives each tena
 application instead (the guestbook: three Deployments and their Services, as published) and a
 ResourceQuota of ours that admits no Pod (written here, not from the corpus: the Deployments are applied
 and pruned as objects, and no Pod of theirs runs on the 2-core node); `platform-tenants-N` gives each
-tenant both, beside the whole corpus platform and the monitoring operator's CRDs. Each repository is
+tenant both, beside the whole corpus platform and the monitoring operator's CRDs. `boutique-tenants-N`
+gives each tenant the shape of issue 63's held-out platform: its Namespace, the quota, a RoleBinding of
+ours (the tenant's group bound to the `edit` ClusterRole) and Online Boutique's 35 objects as released
+(12 Deployments, 12 Services, 11 ServiceAccounts: `profiles/data/microservices-demo-v0.10.6/`, public
+manifests kept byte for byte beside their source, not in the corpus); `boutique-monitoring-tenants-N`
+adds the monitoring stack and its CRDs. Each repository is
 checked first: every file as Config Sync's reader reads it (our counter, held to the reader by the
 differential tests), no object declared twice.
 
@@ -32,6 +37,7 @@ and `.md`; `--resume` keeps the points the CSV has.
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 import tempfile
@@ -68,6 +74,8 @@ GUESTBOOK = tuple(
     for name in ("frontend", "redis-master", "redis-replica")
     for part in ("deployment", "service")
 )
+# Online Boutique's release manifests (profiles/data/microservices-demo-v0.10.6/SOURCE.md).
+BOUTIQUE = Path(__file__).parent / "data" / "microservices-demo-v0.10.6" / "kubernetes-manifests.yaml"
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
@@ -76,6 +84,9 @@ CLUSTER_SCOPED = {
     "StorageClass",
 }
 Files = dict[str, str]
+# Tenants of the boutique mixes: 38 objects each, so about 1,000, 2,000, 4,000 and 6,000 objects, and the
+# held-out platform's 76 (2,888 objects; it had 3,018).
+BOUTIQUE_TENANTS = (26, 53, 76, 105, 158)
 
 
 def tree(corpus: Path, *paths: str) -> Files:
@@ -161,7 +172,22 @@ NO_PODS: dict[str, object] = {
 }
 
 
-def tenants(corpus: Path, count: int, *, monitoring: bool = True, guestbook: bool = False) -> Files:
+def tenant_binding(namespace: str) -> dict[str, object]:
+    """Ours, not the corpus's: the tenant's group may edit its namespace (a platform's usual RBAC)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "tenant-developers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{namespace}-developers"}
+        ],
+    }
+
+
+def tenants(
+    corpus: Path, count: int, *, monitoring: bool = True, guestbook: bool = False, boutique: bool = False
+) -> Files:
     """The monitoring CRDs (where a tenant has the monitoring application), and the tenant application
     in `count` namespaces of its own."""
     app: list[dict[str, object]] = []
@@ -169,13 +195,22 @@ def tenants(corpus: Path, count: int, *, monitoring: bool = True, guestbook: boo
         app += application(corpus, TENANT_APP, deployments=False)
     if guestbook:
         app += [*application(corpus, GUESTBOOK, deployments=True), NO_PODS]
+    if boutique:
+        app += [*documents(BOUTIQUE.read_text()), NO_PODS]
     files = tree(corpus, MONITORING_CRDS) if monitoring else {}
     for i in range(count):
         namespace = f"tenant-{i:04d}"
-        placed = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in app]  # type: ignore[dict-item]
+        own = [tenant_binding(namespace)] if boutique else []
+        placed = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in app + own]  # type: ignore[dict-item]
         head = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         files[f"tenants/{namespace}.yaml"] = yaml.safe_dump_all([head, *placed], sort_keys=False)
     return files
+
+
+def boutique_tenants(corpus: Path, *, count: int, monitoring_stack: bool) -> Files:
+    """Online Boutique in `count` tenant namespaces, beside the monitoring stack (its CRDs) if asked."""
+    stack = REPOSITORIES["monitoring-stack"](corpus) if monitoring_stack else {}
+    return {**stack, **tenants(corpus, count, monitoring=False, boutique=True)}
 
 
 REPOSITORIES: dict[str, Callable[[Path], Files]] = {
@@ -210,6 +245,15 @@ REPOSITORIES: dict[str, Callable[[Path], Files]] = {
     "platform-tenants-300": lambda c: {
         **REPOSITORIES["corpus-platform"](c),
         **tenants(c, 300, guestbook=True),
+    },
+    # Many small namespaces full of Services and ServiceAccounts (issue 63, item 2): 38 objects a tenant,
+    # about 1,000 to 6,000 objects, without CRDs and beside the monitoring stack's.
+    **{
+        f"boutique{'-monitoring' if stack else ''}-tenants-{n}": functools.partial(
+            boutique_tenants, count=n, monitoring_stack=stack
+        )
+        for n in BOUTIQUE_TENANTS
+        for stack in (False, True)
     },
 }
 
