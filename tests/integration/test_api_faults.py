@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -156,8 +157,11 @@ def met(
 ) -> Iterator[dict[str, Future[None]]]:
     """Each fault of FAULTS whose test is selected, all at once, each run by `met_with_backoff` in a thread
     of its own, on a stack of its own (its namespace, its two proxies, its service, its client-go, its
-    connection to the API server): they share nothing but the API server (Config Sync's CRDs installed by
-    `admin_api`), which the faults never reach. Each fault's test takes its run's outcome."""
+    connection to the API server): they share the API server (Config Sync's CRDs installed by `admin_api`),
+    which the faults never reach, and this process, whose threads play every proxy. So no stack is set up
+    beside another's fault (client-go re-lists at once on every 410: a storm through this process's
+    proxies), the faults begin once every stack is set up (`all_set`). Each fault's test takes its run's
+    outcome."""
     selected = [
         str(item.callspec.params["fault"])
         for item in request.session.items
@@ -165,6 +169,7 @@ def met(
         and item.module is request.module
         and item.originalname == test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm.__name__
     ]
+    all_set = threading.Barrier(max(len(selected), 1))
     with ThreadPoolExecutor(max_workers=max(len(selected), 1), thread_name_prefix="api-fault") as pool:
         yield {
             fault: pool.submit(
@@ -173,6 +178,7 @@ def met(
                 reflectors,
                 tmp_path_factory.mktemp("api-fault"),
                 fault,
+                all_set,
             )
             for fault in selected
         }
@@ -264,14 +270,25 @@ def test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm(
     met[fault].result()
 
 
-def met_with_backoff(control_plane: LocalControlPlane, reflectors: Path, folder: Path, fault: str) -> None:
-    """One fault of FAULTS from its start to the change counted after it, on a stack of its own: what
+def met_with_backoff(
+    control_plane: LocalControlPlane, reflectors: Path, folder: Path, fault: str, all_set: threading.Barrier
+) -> None:
+    """One fault of FAULTS from its start to the change counted after it, on a stack of its own, the fault
+    begun once every stack of `all_set` is set up: what
     test_a_fault_on_every_list_and_watch_is_met_with_backoff_not_a_storm says."""
     faults = FAULTS[fault]
-    with (
-        contextlib.closing(kubeapi.KubeClient.connect(str(control_plane.kubeconfig))) as api,
-        faulted_stack(api, control_plane, reflectors, folder) as faulted,
-    ):
+    with contextlib.ExitStack() as resources:
+        api = resources.enter_context(
+            contextlib.closing(kubeapi.KubeClient.connect(str(control_plane.kubeconfig)))
+        )
+        try:
+            faulted = resources.enter_context(faulted_stack(api, control_plane, reflectors, folder))
+        except BaseException:
+            all_set.abort()  # the others go on without this one (their waits end, broken)
+            raise
+        # Bounded by the others' set-ups (each waits up to 60 s for ready, then for its counts and client-go).
+        with contextlib.suppress(threading.BrokenBarrierError):
+            all_set.wait(timeout=300)
         key, service, ours = faulted.key, faulted.service, faulted.ours
         history = Sampler(lambda: recorded(api, key), interval=0.05)
         forbidden = any(f.status == 403 for f in faults)
