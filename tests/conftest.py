@@ -72,11 +72,20 @@ def needs_a_floor(item: pytest.Item) -> bool:
     return floor is not None and bool(floor.kwargs.get("only")) and not kubernetes_build.FLOORS
 
 
+NO_FLOOR = (
+    "left out: the tests marked kubernetes_floor(only=True), for what only a Kubernetes release before the "
+    "default can do (no release is pinned `floor` in controlplane/kubernetes-pins)"
+)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Said before the run and again after it (pytest_terminal_summary), also where pytest-xdist's
+    workers collect and leave them out."""
+    return [] if kubernetes_build.FLOORS else [NO_FLOOR]
+
+
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
-    return [
-        f"left out (no Kubernetes release is pinned `floor` in controlplane/kubernetes-pins): {nodeid}"
-        for nodeid in config.stash.get(_LEFT_OUT, [])
-    ]
+    return [f"left out: {nodeid}" for nodeid in config.stash.get(_LEFT_OUT, [])]
 
 
 # ----- the suite over several workers (`make test`: pytest-xdist) ---------------------------------------------
@@ -153,6 +162,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if not kubernetes_build.FLOORS:
+        terminalreporter.write_line(NO_FLOOR)
     ci_budget(terminalreporter, config)
     for what, seconds, bound in RECOVERIES:
         terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")
