@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse) every cached binary the suite runs, OBJCOUNT_BUILD_JOBS builds at a time (default 2):
-# the Kubernetes releases of kubernetes-pins that CI tests, the Config Sync releases of configsync-pins that CI tests,
+# the Kubernetes releases of kubernetes-pins and the Config Sync releases of configsync-pins that CI tests,
 # client-go's informers, git-sync, the OpenTelemetry Collector, metrics-server, VPA, cert-manager and
 # promtool. `make binaries` runs it.
 #

@@ -8,7 +8,8 @@ Sync release too (on the default Kubernetes), and the tests marked `kubernetes_f
 Kubernetes release (with the default Config Sync), each test id naming the stack it ran on: `v1.24.3`
 (Config Sync), `k8s-v1.34.4` (Kubernetes, when it is pinned `floor`). Each stack is started when its first
 test needs it and stopped before the next one's. While no release is pinned `floor` (since 2026-12-03), the
-tests marked `kubernetes_floor(only=True)` are left out of the run, each named in the run's header.
+tests marked `kubernetes_floor(only=True)` are left out of the run, said in its header and summary (each
+by name in a run of one process; pytest-xdist's workers collect, not its controller).
 """
 
 from __future__ import annotations
