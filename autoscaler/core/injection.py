@@ -11,7 +11,10 @@ unchanged, with the reason for the caller's log and metric. The webhook never st
 
 The sidecar comes from a template (`manifests/sidecar/base/sidecar-template.yaml`): one container and the
 volumes only it uses. The RSync's kind, name and namespace are set as literal environment variables from
-the Pod's `configsync.gke.io/sync-*` labels, validated here; names are never parsed.
+the Pod's `configsync.gke.io/sync-*` labels, validated here; names are never parsed. On GKE Autopilot
+without bursting, which forces every container's limits to its requests, the sidecar gets the template's
+`autopilotResources` as both (the container's own would be cut to its requests there: a CPU limit of 5m,
+under which the service's imports alone take some 3 minutes).
 
 Sizing at admission, as VPA's admission-controller does: a reconciler Pod being created (a rollout of
 Config Sync's, a node drained, an eviction) gets the size the service last applied in place to its
@@ -34,6 +37,7 @@ from typing import Any, Literal, cast, get_args
 import orjson
 import yaml
 
+from autoscaler.core import quantity
 from autoscaler.core.annotations import (
     APPLIED_ANNOTATION,
     HELD_ANNOTATION,
@@ -80,6 +84,7 @@ SizeResult = Literal[
 SIZE_RESULTS: tuple[SizeResult, ...] = get_args(SizeResult)
 SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
 PLATFORM_ENV = "OBJCOUNT_PLATFORM"
+LIMITS_EQUAL_REQUESTS = "autopilot"  # the platform that forces them equal (sizing.AUTOPILOT)
 RSYNC_ENV = ("OBJCOUNT_RSYNC_KIND", "OBJCOUNT_RSYNC_NAME", "OBJCOUNT_RSYNC_NAMESPACE")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -93,6 +98,8 @@ class TemplateError(ValueError):
 class SidecarTemplate:
     container: JSON
     volumes: tuple[JSON, ...]
+    # Requests and limits alike where the platform forces them equal (None: the container's own).
+    autopilot_resources: JSON | None = None
 
     @classmethod
     def parse(cls, text: str) -> SidecarTemplate:
@@ -120,11 +127,36 @@ class SidecarTemplate:
                 "a sidecar in Config Sync's reconciler Pods cannot use the deployment target (the "
                 "reconciler-manager owns those Deployments): use rsync-override or in-place"
             )
-        return cls(container, tuple(volumes))
+        return cls(container, tuple(volumes), _autopilot_resources(document.get("autopilotResources")))
 
     @property
     def name(self) -> str:
         return str(self.container["name"])
+
+    def container_for(self, platform: str | None) -> JSON:
+        """The container as the platform keeps it: on Autopilot without bursting, with its
+        `autopilot_resources` as requests and limits (else Autopilot would cut the limits to the requests)."""
+        if platform != LIMITS_EQUAL_REQUESTS or self.autopilot_resources is None:
+            return self.container
+        both = dict(self.autopilot_resources)
+        return {**self.container, "resources": {"requests": both, "limits": dict(both)}}
+
+
+def _autopilot_resources(value: object) -> JSON | None:
+    """`autopilotResources:` of the template: `cpu` and `memory`, both quantities, both required."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"cpu", "memory"}:
+        raise TemplateError(
+            "the sidecar template's `autopilotResources:` needs `cpu` and `memory`, nothing else"
+        )
+    for name, given in value.items():
+        try:
+            if quantity.parse(given) <= 0:
+                raise quantity.QuantityError(f"{given!r} is not above zero")
+        except quantity.QuantityError as error:
+            raise TemplateError(f"the sidecar template's `autopilotResources.{name}`: {error}") from error
+    return {name: str(given) for name, given in value.items()}
 
 
 @dataclass(frozen=True)
@@ -214,16 +246,16 @@ def sidecar_patch(
     pod: Mapping[str, object], template: SidecarTemplate, key: RSyncKey, platform: str | None = None
 ) -> list[JSON]:
     """JSON Patch adding the sidecar container (with its RSync, and the `platform` the webhook detected
-    unless the template sets one) and its volumes to the Pod."""
+    unless the template sets one; with the resources that platform keeps) and its volumes to the Pod."""
     env = [e for e in template.container.get("env") or [] if e.get("name") not in RSYNC_ENV]
     env += [
         {"name": n, "value": v} for n, v in zip(RSYNC_ENV, (key.kind, key.name, key.namespace), strict=True)
     ]
-    if platform and not any(e.get("name") == PLATFORM_ENV for e in env):
+    told = next((e.get("value") for e in env if e.get("name") == PLATFORM_ENV), None)
+    if platform and told is None:
         env.append({"name": PLATFORM_ENV, "value": platform})
-    patch: list[JSON] = [
-        {"op": "add", "path": "/spec/containers/-", "value": {**template.container, "env": env}}
-    ]
+    container = template.container_for(told if told is not None else platform)
+    patch: list[JSON] = [{"op": "add", "path": "/spec/containers/-", "value": {**container, "env": env}}]
     pod_volumes = block_of(pod, "spec").get("volumes")
     existing = {v.get("name") for v in _list(pod_volumes) if isinstance(v, dict)}
     volumes = [_with_token_of(v, key) for v in template.volumes if v["name"] not in existing]

@@ -669,7 +669,7 @@ def test_the_policies_match_only_our_identities_and_type_check(config_sync_on_no
 def test_the_platform_is_detected_with_the_shipped_rbac_as_config_sync_tells_autopilot(
     shipped: dict[str, kubeapi.KubeClient], admin_api: kubeapi.KubeClient, identity: str
 ) -> None:
-    """On the bare API server (v1.34.4, no GKE build): Standard; once one of Autopilot's own webhook
+    """On the bare API server (no GKE build): Standard; once one of Autopilot's own webhook
     configurations exists, Autopilot (its stricter rules: the version does not say bursting). Read with
     the shipped rules: `get` of those two names and nothing else of admission."""
     client = shipped[identity]

@@ -4,6 +4,7 @@ is; always allowed."""
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import jsonpatch  # type: ignore[import-untyped]
@@ -357,3 +358,62 @@ def test_a_sidecar_is_told_the_platform_the_webhook_detected_unless_its_template
     kept = patched(pod(), decide(review(pod()), set_here, None, "autopilot").response)
     platform = [e for e in kept["spec"]["containers"][-1]["env"] if e["name"] == "OBJCOUNT_PLATFORM"]
     assert platform == [{"name": "OBJCOUNT_PLATFORM", "value": "standard"}]
+
+
+AUTOPILOT_TEMPLATE = """
+container:
+  name: objcount-autoscaler
+  resources:
+    requests: {cpu: 5m, memory: 64Mi}
+    limits: {memory: 128Mi}
+autopilotResources: {cpu: 50m, memory: 128Mi}
+"""
+
+
+def sidecar_resources(template: SidecarTemplate, platform: str | None) -> object:
+    told = patched(pod(), decide(review(pod()), template, None, platform).response)
+    return told["spec"]["containers"][-1]["resources"]
+
+
+def test_on_autopilot_without_bursting_the_sidecar_asks_its_autopilot_resources_as_requests_and_limits() -> (
+    None
+):
+    template = SidecarTemplate.parse(AUTOPILOT_TEMPLATE)
+    both = {"cpu": "50m", "memory": "128Mi"}
+    assert sidecar_resources(template, "autopilot") == {"requests": both, "limits": both}
+    # Where limits may differ from requests, or nothing was detected: the container's own.
+    own = {"requests": {"cpu": "5m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    for platform in ("standard", "autopilot-bursting", None):
+        assert sidecar_resources(template, platform) == own
+    # The platform the template sets wins over the detected one, as for OBJCOUNT_PLATFORM itself.
+    pinned = AUTOPILOT_TEMPLATE.replace(
+        "  name: objcount-autoscaler\n",
+        "  name: objcount-autoscaler\n  env: [{name: OBJCOUNT_PLATFORM, value: autopilot}]\n",
+    )
+    assert sidecar_resources(SidecarTemplate.parse(pinned), "standard") == {"requests": both, "limits": both}
+
+
+def test_a_template_without_autopilot_resources_keeps_its_container_everywhere() -> None:
+    assert (
+        "resources"
+        not in patched(pod(), decide(review(pod()), TEMPLATE, None, "autopilot").response)["spec"][
+            "containers"
+        ][-1]
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("{cpu: 50m}", "needs `cpu` and `memory`"),
+        ("{cpu: 50m, memory: 128Mi, gpu: 1}", "needs `cpu` and `memory`"),
+        ("{cpu: fifty, memory: 128Mi}", "autopilotResources.cpu"),
+        ("{cpu: 50m, memory: 0}", "autopilotResources.memory"),
+        ("[50m, 128Mi]", "needs `cpu` and `memory`"),
+    ],
+)
+def test_a_template_with_unusable_autopilot_resources_is_refused_with_what_is_wrong(
+    value: str, said: str
+) -> None:
+    with pytest.raises(TemplateError, match=re.escape(said)):
+        SidecarTemplate.parse(f"container: {{name: objcount-autoscaler}}\nautopilotResources: {value}\n")

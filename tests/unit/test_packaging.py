@@ -68,6 +68,17 @@ def test_the_shipped_sidecar_has_its_own_token_a_liveness_probe_and_no_readiness
     assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "objcount-sidecar"}
 
 
+def test_the_shipped_sidecar_runs_on_autopilot_without_bursting_at_50m_and_128mi_requested_and_limited() -> (
+    None
+):
+    # Its own 5m and 64Mi would be its limits there; 128Mi is its Standard limit.
+    resources = shipped_sidecar_template().container_for("autopilot")["resources"]
+    assert resources == {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"cpu": "50m", "memory": "128Mi"},
+    }
+
+
 def test_the_shipped_webhook_can_never_stop_config_sync() -> None:
     (config,) = manifests_in(REPO_ROOT / "manifests" / "webhook" / "mutating-webhook.yaml")
     (webhook,) = config["webhooks"]
