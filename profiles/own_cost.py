@@ -5,8 +5,9 @@ under ours, with our own containers in it, per platform, mode and repository.
 
 Ours in each mode:
 - sidecar: our container's request in every reconciler Pod (the webhook adds it; on Autopilot the Pod's
-  rules apply to the whole Pod, ours included), plus the webhook's replicas shared by the RSyncs. The
-  sidecar reads the source, so the size knows the kinds and the bytes.
+  rules apply to the whole Pod, ours included, and the sidecar asks the template's `autopilotResources`),
+  plus the webhook's replicas shared by the RSyncs. The sidecar reads the source, so the size knows the
+  kinds and the bytes.
 - cluster: the controller's replicas shared by the RSyncs; nothing in the Pod. The controller reads only
   the inventory, which names each object's kind: the size prices the kinds and assumes the preset's KiB
   per object.
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from autoscaler.core import quantity
+from autoscaler.core.injection import SidecarTemplate
 from autoscaler.core.sizing import PLATFORMS, SIZE_AWARE, Load, Platform, Profile, size
 from inventory.core.counts import Kinds
 from inventory.source.source_count import kib_of
@@ -68,20 +70,20 @@ def _deployment_requests_mib(path: Path) -> int:
     )
 
 
-def _sidecar_request_mib(path: Path) -> int:
+def _sidecar_request_mib(path: Path, platform: str) -> int:
+    """The sidecar's memory request as the webhook adds it on `platform`."""
     (template,) = _documents(path)
-    container = yaml.safe_load(template["data"]["sidecar.yaml"])["container"]
+    container = SidecarTemplate.parse(template["data"]["sidecar.yaml"]).container_for(platform)
     return quantity.mebibytes(container["resources"]["requests"]["memory"])
 
 
-def shipped() -> dict[str, OwnCost]:
-    """Our requests as `manifests/` ships them."""
+def shipped(platform: str = "standard") -> dict[str, OwnCost]:
+    """Our requests as `manifests/` ships them, on `platform`."""
     webhook = _deployment_requests_mib(MANIFESTS / "webhook" / "webhook.yaml")  # both installs run it
     controller = _deployment_requests_mib(MANIFESTS / "cluster" / "base" / "deployment.yaml")
+    template = MANIFESTS / "sidecar" / "base" / "sidecar-template.yaml"
     return {
-        "sidecar": OwnCost(
-            "sidecar", _sidecar_request_mib(MANIFESTS / "sidecar" / "base" / "sidecar-template.yaml"), webhook
-        ),
+        "sidecar": OwnCost("sidecar", _sidecar_request_mib(template, platform), webhook),
         "cluster": OwnCost("cluster", 0, controller + webhook),
     }
 
@@ -117,10 +119,10 @@ class Row:
         return self.static_mib - self.ours_mib
 
 
-def rows(costs: dict[str, OwnCost], counts: list[int], rsyncs: int) -> list[Row]:
+def rows(counts: list[int], rsyncs: int) -> list[Row]:
     out = []
     for name in ("standard", "autopilot"):
-        platform = PLATFORMS[name]
+        platform, costs = PLATFORMS[name], shipped(name)
         static = static_pod_mib(platform)
         for shape in ("configmaps", "deployments"):
             for objects in counts:
@@ -161,19 +163,19 @@ def main() -> None:
     )
     parser.add_argument("--counts", default="100,500,800,1000,2000,5000", help="objects per repository")
     args = parser.parse_args()
-    costs = shipped()
-    for cost in costs.values():
-        print(
-            f"# {cost.mode} mode: {cost.in_each_pod_mib} MiB requested in each reconciler Pod, "
-            f"{cost.shared_mib} MiB shared by the cluster's RSyncs ({args.rsyncs} here: "
-            f"{cost.per_rsync(args.rsyncs):.1f} MiB each)"
-        )
+    for platform in ("standard", "autopilot"):
+        for cost in shipped(platform).values():
+            print(
+                f"# {platform}, {cost.mode} mode: {cost.in_each_pod_mib} MiB requested in each reconciler "
+                f"Pod, {cost.shared_mib} MiB shared by the cluster's RSyncs ({args.rsyncs} here: "
+                f"{cost.per_rsync(args.rsyncs):.1f} MiB each)"
+            )
     print(f"# measured working sets (MiB): {MEASURED_WORKING_SET}")
     print(
         "# MiB requested per reconciler Pod (its containers, and our shared part per RSync); "
         "saving > 0: ours asks less"
     )
-    print(markdown(rows(costs, [int(n) for n in args.counts.split(",")], args.rsyncs)))
+    print(markdown(rows([int(n) for n in args.counts.split(",")], args.rsyncs)))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ def test_our_requests_are_read_from_the_shipped_manifests() -> None:
         "sidecar": OwnCost("sidecar", 64, 128),
         "cluster": OwnCost("cluster", 0, 256 + 128),
     }
+    # On Autopilot without bursting the sidecar asks its autopilotResources: 128Mi.
+    assert shipped("autopilot")["sidecar"] == OwnCost("sidecar", 128, 128)
 
 
 def test_the_shared_part_is_split_between_the_rsyncs() -> None:
