@@ -48,6 +48,7 @@ from autoscaler.core.annotations import (
 )
 from autoscaler.core.resources import Resources
 from autoscaler.core.size_fields import resources_json
+from autoscaler.core.sizing import PLATFORMS
 from inventory.core.ids import (
     RECONCILER_CONTAINER,
     ROOT_SIDECAR_ACCOUNT,
@@ -84,7 +85,6 @@ SizeResult = Literal[
 SIZE_RESULTS: tuple[SizeResult, ...] = get_args(SizeResult)
 SIZED_TARGET = "in-place"  # the one target whose size only admission gives a new Pod
 PLATFORM_ENV = "OBJCOUNT_PLATFORM"
-LIMITS_EQUAL_REQUESTS = "autopilot"  # the platform that forces them equal (sizing.AUTOPILOT)
 RSYNC_ENV = ("OBJCOUNT_RSYNC_KIND", "OBJCOUNT_RSYNC_NAME", "OBJCOUNT_RSYNC_NAMESPACE")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -136,7 +136,8 @@ class SidecarTemplate:
     def container_for(self, platform: str | None) -> JSON:
         """The container as the platform keeps it: on Autopilot without bursting, with its
         `autopilot_resources` as requests and limits (else Autopilot would cut the limits to the requests)."""
-        if platform != LIMITS_EQUAL_REQUESTS or self.autopilot_resources is None:
+        rules = PLATFORMS.get(platform or "")
+        if rules is None or not rules.limits_equal_requests or self.autopilot_resources is None:
             return self.container
         both = dict(self.autopilot_resources)
         return {**self.container, "resources": {"requests": both, "limits": dict(both)}}
