@@ -186,13 +186,16 @@ def test_each_log_is_kept_under_a_name_of_its_own(tmp_path: Path) -> None:
 
     class Stack:
         def kubectl(self, *args: str, check: bool) -> SimpleNamespace:
-            selector = args[args.index("-l") + 1]
-            return SimpleNamespace(stdout=f"log of {selector}\n", stderr="")
+            if "-l" in args:
+                return SimpleNamespace(stdout=f"log of {args[args.index('-l') + 1]}\n", stderr="")
+            return SimpleNamespace(stdout=f"{' '.join(args)}\n", stderr="")
 
     save_logs(SimpleNamespace(stack=Stack()), tmp_path)  # type: ignore[arg-type]
     logs = {path.name: path.read_text() for path in (tmp_path / "logs").iterdir()}
     assert logs["objcount-autoscaler.log"] == "log of app.kubernetes.io/name=objcount-autoscaler\n"
     assert "deployment-name=root-reconciler-sbs-ours-sidecar" in logs["objcount-sidecar.log"]
+    assert logs["scheduling.txt"].startswith("get events -A --field-selector=reason=FailedScheduling")
+    assert logs["node.txt"] == "describe nodes\n"
     assert len(set(logs.values())) == len(logs)
 
 
