@@ -6,7 +6,8 @@ Every test on the real node runs on the default versions (the first pin of contr
 and of controlplane/configsync-pins). The tests marked `both_versions` run on every other tested Config
 Sync release too (on the default Kubernetes), and the tests marked `kubernetes_floor` on every floor
 Kubernetes release (with the default Config Sync), each test id naming the stack it ran on: `v1.24.3`
-(Config Sync), `k8s-v1.34.4` (Kubernetes, when it is pinned `floor`). Each stack is started when its first
+(Config Sync, when it is pinned `subset`: until 2026-12-03), `k8s-v1.34.4` (Kubernetes, when it is pinned
+`floor`). Each stack is started when its first
 test needs it and stopped before the next one's. While no release is pinned `floor` (since 2026-12-03), the
 tests marked `kubernetes_floor(only=True)` are left out of the run, said in its header and summary (each
 by name in a run of one process; pytest-xdist's workers collect, not its controller).

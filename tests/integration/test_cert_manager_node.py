@@ -1,4 +1,4 @@
-"""Our sidecar's webhook certificate from cert-manager, on the real node, Config Sync v1.24.3: the overlay
+"""Our sidecar's webhook certificate from cert-manager, on the real node, Config Sync's default release: the overlay
 `manifests/sidecar/cert-manager` installs with one `kubectl apply -k`, a renewed certificate is served
 by the running webhook without a restart, and the README's cert-manager install of the release file,
 run verbatim, works.

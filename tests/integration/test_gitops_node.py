@@ -1,6 +1,6 @@
 """Our installs the way Config Sync users install add-ons: the release file committed into the root
 repository a RootSync syncs (docs/install.md, "From your own repository"), on the real node, real Config
-Sync v1.24.3, our image as `make release` names it (by the digest of the archive it wrote).
+Sync (the default release), our image as `make release` names it (by the digest of the archive it wrote).
 
 No registry is reachable here: the release's OCI archive is imported into the node's containerd and
 given the names a pull by digest leaves there (`REPOSITORY:VERSION` and `REPOSITORY@sha256:...`), so the

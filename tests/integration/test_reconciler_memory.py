@@ -1,5 +1,5 @@
-"""The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync
-v1.24.3, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of its
+"""The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync's
+default release, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of its
 process and of its container's memory cgroup, and the counts it produced, written as CSV, table and plot,
 and resumable; objects spread over namespaces, and a cluster-scoped kind.
 
@@ -78,7 +78,7 @@ def test_reconciler_memory_small_run_end_to_end(runs: Runs) -> None:
         # The same process pruned down to one object: its peak over both is at least the apply's.
         assert float(row["peak_with_prune_mib"]) >= float(row["peak_rss_mib"])
         assert float(row["seconds_to_pruned"]) > 0
-        assert row["version"] == VERSION  # the release this run built and ran (the default, v1.24.3)
+        assert row["version"] == VERSION  # the release this run built and ran (the default, v1.25.0)
         assert row["measured"] == "VmHWM"
         # The cgroup's peak: the same process's pages and the page cache charged to it, read at the end.
         assert 30 < float(row["cgroup_peak_mib"]) < 1024

@@ -13,17 +13,17 @@ from tests.helpers import built_by_make
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_v1_25_0_is_the_default_v1_24_3_runs_the_subset_and_v1_22_0_is_kept_out_of_ci() -> None:
+def test_v1_25_0_is_the_default_and_v1_24_3_and_v1_22_0_are_kept_out_of_ci() -> None:
     assert VERSIONS == ("v1.25.0", "v1.24.3", "v1.22.0")
     assert DEFAULT_VERSION == "v1.25.0"
-    assert TESTED == ("v1.25.0", "v1.24.3")
+    assert TESTED == ("v1.25.0",)
 
 
 def test_each_pin_names_its_commit_module_archive_both_sums_and_what_is_tested_on_it() -> None:
     rows = [line.split() for line in PINS.read_text().splitlines() if line.strip() and line[0] != "#"]
     assert {row[0]: (row[2], row[4], row[6]) for row in rows} == {
         "v1.25.0": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.25.0-src.tar.xz", "all"),
-        "v1.24.3": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.24.3-src.tar.xz", "subset"),
+        "v1.24.3": ("github.com/GoogleContainerTools/config-sync", "configsync-v1.24.3-src.tar.xz", "none"),
         "v1.22.0": ("kpt.dev/configsync", "configsync-v1.22.0-src.tar.xz", "none"),
     }
     for row in rows:
@@ -42,10 +42,9 @@ def test_make_builds_only_the_tested_releases() -> None:
         text=True,
         check=True,
     )
-    assert result.stdout.split() == ["v1.25.0", "v1.24.3"]
+    assert result.stdout.split() == ["v1.25.0"]
     assert [b for b in built_by_make() if b[1] == "build_configsync.sh"] == [
         ["configsync-v1.25.0", "build_configsync.sh", "v1.25.0"],
-        ["configsync-v1.24.3", "build_configsync.sh", "v1.24.3"],
     ]
 
 

@@ -1,6 +1,7 @@
 """How `make test` spreads the suite over its workers (tests/conftest.py): a module whole in one worker,
 each other stack's tests (another Config Sync release, the floor Kubernetes release) in one group of its
-own, handed out first. No release is pinned `floor` now; the floor's cases take v1.34.4 as one."""
+own, handed out first. No release is pinned `floor` or `subset` now; the cases take v1.34.4 and v1.24.3 as
+ones."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from controlplane import kubernetes_build
 from controlplane.configsync_build import VERSION, VERSIONS
+from tests import conftest
 from tests.conftest import StackVersions, first_handed_out, stacks_for, worker_group
 
 OTHER = next(v for v in VERSIONS if v != VERSION)
@@ -40,6 +42,7 @@ def test_a_test_on_the_floor_kubernetes_joins_that_stacks_group() -> None:
 
 def test_each_marker_adds_its_stacks_and_no_cross_product(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kubernetes_build, "FLOORS", (FLOOR,))
+    monkeypatch.setattr(conftest, "TESTED", (VERSION, "v1.24.3"))
     default = StackVersions(kubernetes_build.VERSION, VERSION)
     assert stacks_for(both_versions=False, kubernetes_floor=False) == [default]
     both = stacks_for(both_versions=True, kubernetes_floor=True)
