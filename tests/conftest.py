@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, folder))
-    left_out = [item for item in items if needs_a_floor(item)]
+    left_out = [item for item in items if needs_a_floor(item) or needs_another_release(item)]
     if left_out:
         items[:] = [item for item in items if item not in left_out]
         config.hook.pytest_deselected(items=left_out)
@@ -78,12 +78,31 @@ NO_FLOOR = (
     "left out: the tests marked kubernetes_floor(only=True), for what only a Kubernetes release before the "
     "default can do (no release is pinned `floor` in controlplane/kubernetes-pins)"
 )
+# The Config Sync releases tested beside the one this run runs (none while only the default is pinned
+# `all` or `subset`: since 2026-12-03; OBJCOUNT_CONFIGSYNC_VERSION=v1.24.3 makes the default one of them).
+OTHER_RELEASES = tuple(v for v in TESTED if v != VERSION)
+
+
+def needs_another_release(item: pytest.Item) -> bool:
+    """A test that compares another tested Config Sync release with this run's, while there is none."""
+    return item.get_closest_marker("other_release") is not None and not OTHER_RELEASES
+
+
+NO_OTHER_RELEASE = (
+    "left out: the tests marked other_release, which compare another tested Config Sync release with "
+    f"{VERSION} (no other is pinned `all` or `subset` in controlplane/configsync-pins)"
+)
+
+
+def left_out_said() -> list[str]:
+    """Said before the run and again after it (pytest_terminal_summary), also where pytest-xdist's
+    workers collect and leave them out."""
+    missing = ((NO_FLOOR, not kubernetes_build.FLOORS), (NO_OTHER_RELEASE, not OTHER_RELEASES))
+    return [line for line, said in missing if said]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Said before the run and again after it (pytest_terminal_summary), also where pytest-xdist's
-    workers collect and leave them out."""
-    return [] if kubernetes_build.FLOORS else [NO_FLOOR]
+    return left_out_said()
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
@@ -164,8 +183,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if not kubernetes_build.FLOORS:
-        terminalreporter.write_line(NO_FLOOR)
+    for line in left_out_said():
+        terminalreporter.write_line(line)
     ci_budget(terminalreporter, config)
     for what, seconds, bound in RECOVERIES:
         terminalreporter.write_line(f"{what}: {seconds:.1f} s (bound {bound:.0f} s)")
@@ -217,7 +236,7 @@ def stacks_for(
         return [StackVersions(k, VERSION) for k in kubernetes_build.FLOORS if k != default_k8s]
     stacks = [StackVersions(default_k8s, VERSION)]
     if both_versions:
-        stacks += [StackVersions(default_k8s, v) for v in TESTED if v != VERSION]
+        stacks += [StackVersions(default_k8s, v) for v in OTHER_RELEASES]
     if kubernetes_floor:
         stacks += [StackVersions(k, VERSION) for k in kubernetes_build.FLOORS if k != default_k8s]
     return stacks

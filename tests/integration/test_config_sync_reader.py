@@ -1,5 +1,5 @@
 """Differential tests: the source counter reads manifests exactly as Config Sync's reconciler does (the
-default release's, v1.25.0; v1.24.3's reader gives the same on every corpus directory).
+default release's, v1.25.0; v1.24.3's reader gave the same on every corpus directory while it was tested).
 
 The oracle is Config Sync's own code: `csreader` (built by build_configsync.sh inside the release's
 source) lists files with the reconciler's listing and parses them with its reader. On every directory of
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from controlplane.configsync_build import TESTED, VERSION
+from controlplane.configsync_build import VERSION
 from controlplane.sources import corpus_directory
+from tests.conftest import OTHER_RELEASES
 from tests.helpers import OBSERVED
 from tests.manifest_cases import (
     NAMED_CASES,
@@ -77,14 +78,16 @@ def test_each_corpus_directory_is_read_as_config_sync_reads_it(corpus: Path, dir
     assert disagreements(path, theirs) == []
 
 
-@pytest.mark.parametrize("release", [v for v in TESTED if v != VERSION])
+@pytest.mark.other_release
+@pytest.mark.parametrize("release", OTHER_RELEASES)
 @pytest.mark.parametrize("directory", sorted(CORPUS_REJECTS))
 def test_the_other_tested_release_reads_each_corpus_directory_as_the_default_one(
     corpus: Path, directory: str, release: str
 ) -> None:
     """Config Sync's reader did not change from v1.24.3 to v1.25.0 (pkg/parse, pkg/importer, pkg/declared
     and pkg/validate are the same in both sources): its two builds give the same files, kinds, bytes and
-    errors, so the tests above, against the default release, hold for both."""
+    errors, so the tests above, against the default release, hold for both. Left out while no other release
+    is tested (since 2026-12-03; it passed in CI's run at ac47675 on v1.24.3)."""
     path = str(corpus / directory)
     default, other = (
         json.loads(subprocess.run([str(oracle_binary(v)), path], capture_output=True, check=True).stdout)

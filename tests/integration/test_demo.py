@@ -19,6 +19,12 @@ PHASES = ("100 objects", "800 objects", "200 objects")
 INVENTORY = {"100 objects": "101", "800 objects": "801", "200 objects": "201"}
 
 
+def at_least(running: str, size: str) -> bool:
+    """Whether requests such as `74m/224Mi` are at least `size`'s, CPU and memory both."""
+    have, need = (tuple(int(part.rstrip("mMi")) for part in s.split("/")) for s in (running, size))
+    return all(h >= n for h, n in zip(have, need, strict=True))
+
+
 def sizes(api_resources: int) -> dict[str, tuple[str, str]]:
     """The default (size-aware) preset by hand for each phase: its ConfigMaps and the implicit Namespace
     `demo` (another kind), the commit's KiB scaled to the inventory (one more object than the source)."""
@@ -69,9 +75,11 @@ def test_demo_cycle_sizes_the_real_reconciler_up_then_down_and_stops_cleanly(
         # What the sidecar recommended is what the kubelet runs (resized in place), in a memory cgroup
         # without a limit (the shipped preset sets none on Standard).
         assert (recommended, running, limit) == (size, size, "none"), (phase, out[-5000:])
-    # Ahead of the work: 800 objects' size ran before the reconciler had synced them.
+    # Ahead of the work: 800 objects' size, or more, ran before the reconciler had synced them. More where
+    # the reconciler wrote its inventory of 801 before the sidecar parsed the source: priced by the
+    # inventory alone first (74m/224Mi seen in CI on 2026-12-03), lowered once the source was read.
     grow = [r for r in rows if len(r) == 9 and r[1] == "800 objects"]
-    sized = next(i for i, r in enumerate(grow) if r[6] == expected["800 objects"])
+    sized = next(i for i, r in enumerate(grow) if r[6] != "-" and at_least(r[6], expected["800 objects"]))
     assert all(r[2] != "synced" for r in grow[: sized + 1]), out[-5000:]
     # Never down during the prune: until the reconciler reported 200 objects synced, 800's size stayed.
     prune = [r for r in rows if len(r) == 9 and r[1] == "200 objects"]

@@ -188,7 +188,6 @@ def test_a_fresh_copy_with_nothing_beside_it_stops_before_any_build_naming_each_
     assert done.returncode != 0, done.stdout + done.stderr
     for archive, variable in [
         ("configsync-v1.25.0-src.tar.xz", "OBJCOUNT_CONFIGSYNC_ARCHIVES"),
-        ("configsync-v1.24.3-src.tar.xz", "OBJCOUNT_CONFIGSYNC_ARCHIVES"),
         ("git-sync-v4.4.2-src.tar.xz", "OBJCOUNT_GITSYNC_ARCHIVES"),
         ("manifest-corpus-D.tar.xz", "OBJCOUNT_MANIFEST_CORPUS"),
     ]:

@@ -42,7 +42,7 @@ def test_a_test_on_the_floor_kubernetes_joins_that_stacks_group() -> None:
 
 def test_each_marker_adds_its_stacks_and_no_cross_product(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kubernetes_build, "FLOORS", (FLOOR,))
-    monkeypatch.setattr(conftest, "TESTED", (VERSION, "v1.24.3"))
+    monkeypatch.setattr(conftest, "OTHER_RELEASES", ("v1.24.3",))
     default = StackVersions(kubernetes_build.VERSION, VERSION)
     assert stacks_for(both_versions=False, kubernetes_floor=False) == [default]
     both = stacks_for(both_versions=True, kubernetes_floor=True)
@@ -70,3 +70,13 @@ def test_without_a_floor_pinned_a_floor_only_test_has_no_stack_and_the_others_th
     assert stacks_for(both_versions=False, kubernetes_floor=True) == [
         StackVersions(kubernetes_build.VERSION, VERSION)
     ]
+
+
+def test_what_has_no_stack_to_run_on_is_said_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubernetes_build, "FLOORS", ())
+    monkeypatch.setattr(conftest, "OTHER_RELEASES", ())
+    assert conftest.left_out_said() == [conftest.NO_FLOOR, conftest.NO_OTHER_RELEASE]
+    assert "other_release" in conftest.NO_OTHER_RELEASE
+    monkeypatch.setattr(kubernetes_build, "FLOORS", (FLOOR,))
+    monkeypatch.setattr(conftest, "OTHER_RELEASES", ("v1.24.3",))
+    assert conftest.left_out_said() == []
