@@ -10,7 +10,8 @@ Kubernetes release (with the default Config Sync), each test id naming the stack
 `floor`). Each stack is started when its first
 test needs it and stopped before the next one's. While no release is pinned `floor` (since 2026-12-03), the
 tests marked `kubernetes_floor(only=True)` are left out of the run, said in its header and summary (each
-by name in a run of one process; pytest-xdist's workers collect, not its controller).
+by name in a run of one process; pytest-xdist's workers collect, not its controller); so are the tests
+marked `other_release` while no other Config Sync release is tested (since 2026-12-03).
 """
 
 from __future__ import annotations
