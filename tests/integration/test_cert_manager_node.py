@@ -1,5 +1,5 @@
-"""Our sidecar's webhook certificate from cert-manager, on the real node, Config Sync's default release: the overlay
-`manifests/sidecar/cert-manager` installs with one `kubectl apply -k`, a renewed certificate is served
+"""Our sidecar's webhook certificate from cert-manager, on the real node, Config Sync's default release: the
+overlay `manifests/sidecar/cert-manager` installs with one `kubectl apply -k`, a renewed certificate is served
 by the running webhook without a restart, and the README's cert-manager install of the release file,
 run verbatim, works.
 

@@ -1,6 +1,6 @@
 """Our service with real Config Sync on the real node: v1.25.0's reconciler-manager and reconcilers (and
-every release pinned `subset`'s for the tests marked both_versions; none since 2026-12-03), built from the pinned source, run by the kubelet with
-containerd and runc, the upstream CRDs unmodified; our
+every release pinned `subset`'s for the tests marked both_versions; none since 2026-12-03), built from
+the pinned source, run by the kubelet with containerd and runc, the upstream CRDs unmodified; our
 sidecar and webhook run as Pods of our image (built from the Dockerfile), installed as the README says.
 A commit travels through git and git-sync (v4.4.2, built here: see controlplane.images) to the reconciler.
 

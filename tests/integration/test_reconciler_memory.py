@@ -1,6 +1,6 @@
 """The benchmark of the real reconciler runs end to end on the local stack with a real node (Config Sync's
-default release, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of its
-process and of its container's memory cgroup, and the counts it produced, written as CSV, table and plot,
+default release, its Pods run by the kubelet): a fresh reconciler per point, the peak resident memory of
+its process and of its container's memory cgroup, and the counts it produced, written as CSV, table and plot,
 and resumable; objects spread over namespaces, and a cluster-scoped kind.
 
 Both tests read the same two runs (a stack each): the first measures ConfigMaps, large custom resources
