@@ -1,6 +1,6 @@
 """The side-by-side run end to end on the local stack with a real node (Config Sync's default release,
-every container of its Pods real): a tiny timeline under two policies at the same time, written as CSV, traces,
-tables and plot."""
+every container of its Pods real): a tiny timeline under two policies at the same time, written as CSV,
+traces, tables and plot."""
 
 from __future__ import annotations
 
