@@ -1,8 +1,8 @@
 """Config Sync v1.25.0 (and every release pinned `subset` for the tests marked both_versions) on the real
 node: its reconciler-manager and reconcilers are Pods the kubelet runs from images built here; a commit
 travels the real path (git daemon on the node's network, git-sync in the reconciler Pod, the reconciler
-applies it). Every container is the real component: Config Sync's own binaries, git-sync v4.4.2 and the OpenTelemetry
-Collector, each built from its pinned release (see controlplane.images)."""
+applies it). Every container is the real component: Config Sync's own binaries, git-sync v4.4.2 and the
+OpenTelemetry Collector, each built from its pinned release (see controlplane.images)."""
 
 from __future__ import annotations
 
