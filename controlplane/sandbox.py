@@ -52,6 +52,8 @@ POD_CIDR = "10.88.0.0/16"
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE = 10.0
+# How long the init keeps trying to remove cgroups that refuse rmdir just after their tasks exited.
+_CGROUP_PATIENCE = 10.0
 WORK_DIR_PREFIX = "objcount-sandbox-"
 LOCK = "sandbox.lock"
 
@@ -78,11 +80,30 @@ def cgroup_dirs(name: str) -> list[Path]:
         return []
 
 
-def remove_cgroup_tree(path: Path) -> None:
-    """Remove a cgroup directory and every cgroup below it, deepest first (rmdir is how cgroups go)."""
-    for sub in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
+def remove_cgroup_tree(path: Path, until: float | None = None) -> bool:
+    """Remove a cgroup directory and every cgroup below it, deepest first (rmdir is how cgroups go);
+    whether it is gone.
+
+    A cgroup whose last task has just exited can refuse rmdir (EBUSY) for a moment, longer on a loaded
+    machine, while the kernel lets go of it (runc retries its rmdir for the same reason). So what is left
+    is tried again after a pause doubling from 10 ms, until the monotonic time `until` (None: once)."""
+    pause = 0.01
+    while True:
+        _rmdir_deepest_first(path)
+        if not path.exists():
+            return True
+        if until is None or time.monotonic() + pause > until:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def _rmdir_deepest_first(path: Path) -> None:
+    with contextlib.suppress(OSError):  # gone already, or the path itself is a file
+        below = [p for p in path.rglob("*") if p.is_dir()]
+        for sub in sorted(below, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                sub.rmdir()
     with contextlib.suppress(OSError):
         path.rmdir()
 
@@ -221,9 +242,10 @@ def init_main(config_file: str) -> None:
                 pass
         time.sleep(0.2)  # a signal ends the sleep at once
     _stop_everything_inside(_STOP_GRACE)
+    until = time.monotonic() + _CGROUP_PATIENCE
     for name in json.loads(config["cgroups"]):
         for path in cgroup_dirs(name):
-            remove_cgroup_tree(path)
+            remove_cgroup_tree(path, until)
     # The stack's files (etcd's data, containerd's image store, the Pods' volumes) go with it. The mounts
     # under them (snapshots, volumes, network namespaces) live in this mount namespace: unmount them first.
     _unmount_below(config["work_dir"])
