@@ -99,7 +99,7 @@ def remove_cgroup_tree(path: Path, until: float | None = None) -> bool:
 
 
 def _rmdir_deepest_first(path: Path) -> None:
-    with contextlib.suppress(OSError):  # gone already, or the path itself is a file
+    with contextlib.suppress(OSError):  # a directory that vanished while it was walked
         below = [p for p in path.rglob("*") if p.is_dir()]
         for sub in sorted(below, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):

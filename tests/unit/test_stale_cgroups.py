@@ -57,7 +57,7 @@ def test_a_cgroup_that_refuses_rmdir_for_a_moment_is_removed_on_a_later_try(
     assert refusals == {"burstable": 0}
 
 
-def test_a_cgroup_that_keeps_refusing_is_left_at_the_deadline(
+def test_a_cgroup_that_refuses_is_tried_once_without_a_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tree = tmp_path / "objcount-node-2"
