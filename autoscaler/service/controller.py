@@ -332,7 +332,7 @@ class Controller:
     clock: Callable[[], float] = time.monotonic
     queue: WorkQueue[RSyncKey] = field(default_factory=WorkQueue)
     max_reverts_per_hour: int = 3
-    workers: int = 4
+    workers: int = 8
     # On platforms with pod-level rules, size against the other containers' requests as the reconciler
     # pod really has them (read from its Pod or Deployment) instead of the profile's assumed ones.
     measure_others: bool = False
