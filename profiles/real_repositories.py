@@ -31,7 +31,9 @@ the kernel limits: page cache included) over the apply and over the prune down t
 Service range of the local stack holds 4,094 ClusterIPs (a /20), enough for every Service here.
 
 Results: `<out>/real-repositories.csv` (the reconciler-memory columns, `shape` naming the repository)
-and `.md`; `--resume` keeps the points the CSV has.
+and `.md`; `--resume` keeps the points the CSV has. `--recount CSV ...` measures nothing: it fills in
+the counts a CSV's points lack (the Pod-template path steps, counted since 2026-12-04) from the same pinned
+sources.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from controlplane.sources import corpus_directory
 from inventory.core.go_decoding import decode_yaml
 from inventory.source.source_count import count_directory
 from profiles.reconciler_memory import (
+    BOUTIQUE,
     LocalStack,
     Point,
     Source,
@@ -75,7 +78,6 @@ GUESTBOOK = tuple(
     for part in ("deployment", "service")
 )
 # Online Boutique's release manifests (profiles/data/microservices-demo-v0.10.6/SOURCE.md).
-BOUTIQUE = Path(__file__).parent / "data" / "microservices-demo-v0.10.6" / "kubernetes-manifests.yaml"
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
@@ -272,7 +274,14 @@ def checked(name: str, files: Files, scratch: Path) -> Source:
     twice = [identity for identity, n in identities.items() if n > 1]
     if twice:
         raise SystemExit(f"{name}: objects declared twice: {twice[:5]}")
-    return Source(name, count.objects, files, kinds=dict(count.kinds), crd_path_steps=count.crd_path_steps)
+    return Source(
+        name,
+        count.objects,
+        files,
+        kinds=dict(count.kinds),
+        crd_path_steps=count.crd_path_steps,
+        workload_path_steps=count.workload_path_steps,
+    )
 
 
 def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> list[Point]:
@@ -302,12 +311,30 @@ def run(names: list[str], runs: int, out: Path, corpus: Path, resume: bool) -> l
 
 
 def refilled(point: Point, sources: Mapping[str, Source]) -> Point:
-    """A point with its repository's kinds and CRD KiB (points measured before they were recorded)."""
+    """A point with its repository's kinds, CRD path steps and Pod-template path steps where it lacks
+    them (points measured before they were recorded): counted again from the same pinned sources."""
     source = sources.get(point.shape)
-    if source is None or point.kinds:
+    if source is None:
         return point
-    kinds = orjson.dumps(dict(sorted(source.kinds.items()))).decode()
-    return replace(point, kinds=kinds, crd_path_steps=source.crd_path_steps)
+    if not point.kinds:
+        kinds = orjson.dumps(dict(sorted(source.kinds.items()))).decode()
+        point = replace(point, kinds=kinds, crd_path_steps=source.crd_path_steps)
+    if point.workload_path_steps is None:
+        point = replace(point, workload_path_steps=source.workload_path_steps)
+    return point
+
+
+def recount(table: Path, corpus: Path) -> None:
+    """Fill in what a CSV's points lack of their repositories' counts (`refilled`), its `#` provenance
+    lines kept: the measurements are not touched."""
+    provenance = [line for line in table.read_text().splitlines(keepends=True) if line.startswith("#")]
+    points = read_points(table)
+    with tempfile.TemporaryDirectory() as scratch:
+        names = sorted({p.shape for p in points})
+        sources = {name: checked(name, REPOSITORIES[name](corpus), Path(scratch)) for name in names}
+        rewritten = Path(scratch) / "points.csv"
+        write_points(rewritten, [refilled(p, sources) for p in points])
+        table.write_text("".join(provenance) + rewritten.read_text())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -327,7 +354,18 @@ def main(argv: list[str] | None = None) -> None:
         help="the manifest corpus's directory (default: as the tests find it, controlplane/sources.py)",
     )
     parser.add_argument("--resume", action="store_true", help="keep the CSV's points and measure the rest")
+    parser.add_argument(
+        "--recount",
+        nargs="+",
+        type=Path,
+        metavar="CSV",
+        help="measure nothing: fill in these CSVs' counts their points lack (Pod-template path steps)",
+    )
     args = parser.parse_args(argv)
+    if args.recount:
+        for table in args.recount:
+            recount(table, args.corpus or corpus_directory())
+        return
     names = [n for n in args.repositories.split(",") if n]
     unknown = sorted(set(names) - set(REPOSITORIES))
     if unknown:

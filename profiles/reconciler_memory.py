@@ -29,7 +29,10 @@ Shapes: ConfigMaps; Deployments (`replicas: 0`: kube-controller-manager starts n
 of a CRD installed here (`Widget`): small (about 150 bytes), medium (3 KiB) and large (20 KiB); a mix of
 ConfigMaps, Deployments, small and large custom resources; ClusterRoles (cluster-scoped); the other
 kinds with a Pod template, with nothing scheduled: StatefulSets and ReplicaSets (`replicas: 0`), CronJobs
-and Jobs (suspended), DaemonSets (selecting no node); and a platform
+and Jobs (suspended), DaemonSets (selecting no node); Services (ClusterIP, selecting no Pod: the
+cluster still makes their Endpoints and EndpointSlices) and ServiceAccounts, the kinds many-namespace
+platforms hold beside each Deployment; Online Boutique's Deployments as released (`replicas: 0`), whose
+templates hold three times the fields of ours; and a platform
 team's repository (`profiles.platform`: Namespaces, ServiceAccounts, RoleBindings, ConfigMaps,
 Deployments, Services, NetworkPolicies in the mix counted in Config Sync's own test data; pruning its
 Namespaces makes Config Sync v1.22.0 retry the sync about five minutes later, which its `to pruned`
@@ -61,7 +64,9 @@ which: `VmHWM` here, `metrics API` there). A sample interval can miss a short pe
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
+import functools
 import os
 import platform
 import signal
@@ -75,6 +80,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import orjson
+import yaml
 from tqdm import tqdm
 
 from controlplane.configsync_build import VERSION
@@ -222,6 +228,41 @@ def replicaset(i: int, namespace: str) -> str:
     )
 
 
+def service(i: int, namespace: str) -> str:
+    """A ClusterIP Service selecting Pods that never run: the cluster still makes its Endpoints and
+    EndpointSlice (the many-namespace platforms hold a Service beside each Deployment)."""
+    ports = "  ports:\n  - {name: http, port: 80, targetPort: 8080}\n"
+    return _head("v1", "Service", f"svc-{i}", namespace) + f"spec:\n  selector: {{app: svc-{i}}}\n{ports}"
+
+
+def serviceaccount(i: int, namespace: str) -> str:
+    """A ServiceAccount as an application declares one for each of its workloads."""
+    return _head("v1", "ServiceAccount", f"sa-{i}", namespace)
+
+
+# Online Boutique v0.10.6 as released (public manifests kept beside their source, SOURCE.md there).
+BOUTIQUE = Path(__file__).parent / "data" / "microservices-demo-v0.10.6" / "kubernetes-manifests.yaml"
+
+
+@functools.cache
+def _boutique_deployments() -> tuple[dict[str, Any], ...]:
+    return tuple(d for d in yaml.safe_load_all(BOUTIQUE.read_text()) if d and d["kind"] == "Deployment")
+
+
+def boutique_deployment(i: int, namespace: str) -> str:
+    """One of Online Boutique's 12 Deployments as released (probes, security contexts, environment: about
+    three times the fields of `deployment`'s), named and labelled for `i`, with `replicas: 0` (nothing
+    is scheduled): whether a Deployment costs its kind or its template."""
+    released = _boutique_deployments()
+    spec = copy.deepcopy(released[i % len(released)]["spec"])
+    app = f"{released[i % len(released)]['metadata']['name']}-{i}"
+    spec["replicas"] = 0
+    spec["selector"] = {"matchLabels": {"app": app}}
+    spec["template"]["metadata"]["labels"] = {"app": app}
+    metadata = {"name": app, "namespace": namespace, "labels": {"app": app}}
+    return yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec})
+
+
 def widget(i: int, namespace: str, payload: int = 0) -> str:
     # A deterministic filler (not compressible to nothing, not random between runs).
     data = "".join(f"{(i * 7919 + k) % 1000000:06d}" for k in range(payload // 6))
@@ -265,6 +306,9 @@ SHAPES: dict[str, Callable[[int, str], str]] = {
     "daemonsets": daemonset,
     "jobs": job,
     "replicasets": replicaset,
+    "services": service,
+    "serviceaccounts": serviceaccount,
+    "boutique-deployments": boutique_deployment,
 }
 # namespaced
 SPREADS = (
@@ -279,6 +323,9 @@ SPREADS = (
     "daemonsets",
     "jobs",
     "replicasets",
+    "services",
+    "serviceaccounts",
+    "boutique-deployments",
 )
 
 
@@ -322,6 +369,9 @@ class Point:
     cpu_seconds_to_synced: float | None = None
     cpu_seconds_to_pruned: float | None = None
     idle_cpu_m: float | None = None
+    # A repository's objects with a Pod template: their fields' path steps, as the source counter counts
+    # them (a shape's follow from the shape; None: a repository measured before they were counted).
+    workload_path_steps: int | None = None
 
 
 COLUMNS = [f.name for f in fields(Point)]
@@ -500,6 +550,7 @@ class Source:
     namespaces: int = 1
     kinds: Mapping[str, int] = field(default_factory=dict)  # a repository's (a shape's follow from it)
     crd_path_steps: int = 0
+    workload_path_steps: int | None = None  # a repository's (a shape's follow from it)
 
     @classmethod
     def of_shape(cls, shape: str, count: int, namespace: str, namespaces: int = 1) -> Source:
@@ -599,6 +650,7 @@ def measure_source(
         None if cpu_synced is None else round(cpu_synced, 2),
         None if cpu_pruned is None or cpu_pruning is None else round(cpu_pruned - cpu_pruning, 2),
         idle_cpu_m,
+        source.workload_path_steps,
     )
 
 
@@ -641,6 +693,7 @@ def read_points(path: Path) -> list[Point]:
         "float": float,
         "str": str,
         "float | None": lambda v: float(v) if v else None,
+        "int | None": lambda v: int(v) if v else None,
     }
     # Columns a CSV written before a field existed lacks take the field's default; a column no field
     # has now (renamed since) is left out.

@@ -75,3 +75,29 @@ def test_cluster_roles_are_cluster_scoped_and_named_apart_per_point() -> None:
 def test_a_medium_custom_resource_carries_a_few_kib() -> None:
     (doc,) = objects(manifests("medium-crs", 1, "p"))
     assert 3000 <= len(doc["spec"]["payload"]) <= 3 * 1024
+
+
+@pytest.mark.parametrize(
+    ("shape", "kind"),
+    [("services", "Service"), ("serviceaccounts", "ServiceAccount"), ("boutique-deployments", "Deployment")],
+)
+def test_the_many_namespace_kinds_shapes_are_that_kind_alone_each_named_once(shape: str, kind: str) -> None:
+    docs = objects(manifests(shape, 30, "p"))
+    assert {d["kind"] for d in docs} == {kind}
+    assert len({d["metadata"]["name"] for d in docs}) == 30
+
+
+def test_boutique_deployments_are_online_boutique_s_twelve_with_nothing_scheduled() -> None:
+    docs = objects(manifests("boutique-deployments", 24, "p"))
+    assert {d["spec"]["replicas"] for d in docs} == {0}
+    # The release's first Deployment is its frontend, with 10 environment variables (SOURCE.md's file).
+    frontend = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    assert (docs[0]["metadata"]["name"], len(frontend["env"])) == ("frontend-0", 10)
+    assert docs[12]["metadata"]["name"] == "frontend-12"
+    # Each selects only its own Pods.
+    assert all(
+        d["spec"]["selector"]["matchLabels"]
+        == d["spec"]["template"]["metadata"]["labels"]
+        == {"app": d["metadata"]["name"]}
+        for d in docs
+    )
