@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from autoscaler.core.sizing import DEFAULT_PRESET, PLATFORMS, PRESETS
 
 if TYPE_CHECKING:
-    from inventory.core.counts import Kinds
+    from autoscaler.core.sizing import Load
     from inventory.kube.kubeapi import KubeApi
 
 T = TypeVar("T")
@@ -149,6 +149,8 @@ def run_service(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from autoscaler.core.sizing import Load, SizingError, explain
     from autoscaler.service.settings import Settings
 
@@ -164,8 +166,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         if args.source is None:
             load = Load(args.objects, api_resources=surface)
         else:
-            objects, kib, kinds, crd_path_steps = _read_source(args.source)
-            load = Load(objects, kib, kinds, crd_path_steps, surface)
+            load = replace(_read_source(args.source), api_resources=surface)
         print(explain(load, profile))
     except SourceUnreadable as error:
         print(f"objcount recommend: {error}", file=sys.stderr)
@@ -209,10 +210,12 @@ class SourceUnreadable(Exception):
     """--source names no readable directory of manifests."""
 
 
-def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
-    """(objects, KiB, kinds, CRD path steps) of a directory of manifests, with its objects by kind printed."""
+def _read_source(directory: str) -> Load:
+    """What a directory of manifests gives the model (objects, KiB, kinds, path steps), with its objects
+    by kind printed."""
     from pathlib import Path
 
+    from autoscaler.core.sizing import Load
     from inventory.core.counts import describe_kinds, kinds_of
     from inventory.source.source_count import SourceError, count_directory, kib_of, rejection
 
@@ -230,7 +233,13 @@ def _read_source(directory: str) -> tuple[int, int, Kinds, int]:
     print(f"source {root}: {count.objects} objects in {count.files} files ({describe_kinds(count.kinds)})")
     for reason in count.unread:
         print(f"not read (its objects are not counted: the count is a lower bound): {reason}")
-    return count.objects, kib_of(count.bytes), kinds_of(count.kinds), count.crd_path_steps
+    return Load(
+        count.objects,
+        kib_of(count.bytes),
+        kinds_of(count.kinds),
+        count.crd_path_steps,
+        workload_path_steps=count.workload_path_steps,
+    )
 
 
 def run_grant_reposync(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ SYNC_ANNOTATION = "objcount.dev/sync-object-count"
 SOURCE_KIB_ANNOTATION = "objcount.dev/source-kib"
 SOURCE_KINDS_ANNOTATION = "objcount.dev/source-kinds"
 SOURCE_CRD_PATH_STEPS_ANNOTATION = "objcount.dev/source-crd-path-steps"
+SOURCE_WORKLOAD_PATH_STEPS_ANNOTATION = "objcount.dev/source-workload-path-steps"
 SYNCED_SOURCE_ANNOTATION = "objcount.dev/synced-source"
 RECOMMENDED_ANNOTATION = "objcount.dev/recommended-resources"
 APPLIED_ANNOTATION = "objcount.dev/applied-resources"
@@ -117,6 +118,7 @@ def annotation_counts(rsync: Mapping[str, object]) -> ObjectCounts:
         _count(annotations.get(SOURCE_KIB_ANNOTATION)),
         parse_kinds(annotations.get(SOURCE_KINDS_ANNOTATION)),
         source_crd_path_steps=_count(annotations.get(SOURCE_CRD_PATH_STEPS_ANNOTATION)),
+        source_workload_path_steps=_count(annotations.get(SOURCE_WORKLOAD_PATH_STEPS_ANNOTATION)),
     )
 
 
@@ -151,13 +153,14 @@ def restored_counts(rsync: Mapping[str, object]) -> ObjectCounts:
 
 
 def restored_of(in_status: ObjectCounts, in_annotations: ObjectCounts) -> ObjectCounts:
-    """The counts recorded: the status's, else the annotations'; the source's KiB, kinds and CRD path
-    steps are only ever in annotations (the status has no field for them)."""
+    """The counts recorded: the status's, else the annotations'; the source's KiB, kinds and path steps
+    are only ever in annotations (the status has no field for them)."""
     return replace(
         in_status.over(in_annotations),
         source_kib=in_annotations.source_kib,
         source_kinds=in_annotations.source_kinds,
         source_crd_path_steps=in_annotations.source_crd_path_steps,
+        source_workload_path_steps=in_annotations.source_workload_path_steps,
     )
 
 
@@ -204,6 +207,8 @@ def count_annotations(counts: ObjectCounts) -> dict[str, str]:
         annotations[SOURCE_KINDS_ANNOTATION] = kinds_annotation(counts.source_kinds)
     if counts.source_crd_path_steps is not None:
         annotations[SOURCE_CRD_PATH_STEPS_ANNOTATION] = str(counts.source_crd_path_steps)
+    if counts.source_workload_path_steps is not None:
+        annotations[SOURCE_WORKLOAD_PATH_STEPS_ANNOTATION] = str(counts.source_workload_path_steps)
     return annotations
 
 
@@ -215,6 +220,8 @@ def synced_source_annotation(counts: ObjectCounts) -> str | None:
     synced: dict[str, object] = {"objects": counts.source, "kib": counts.source_kib, "kinds": kinds}
     if counts.source_crd_path_steps is not None:
         synced["crd_path_steps"] = counts.source_crd_path_steps
+    if counts.source_workload_path_steps is not None:
+        synced["workload_path_steps"] = counts.source_workload_path_steps
     return orjson.dumps(synced).decode()
 
 
@@ -235,6 +242,7 @@ def parse_synced_source(text: object) -> ObjectCounts | None:
         source_kib=_count(value.get("kib")),
         source_kinds=_kinds_of_json(value.get("kinds")),
         source_crd_path_steps=_count(value.get("crd_path_steps")),
+        source_workload_path_steps=_count(value.get("workload_path_steps")),
     )
 
 

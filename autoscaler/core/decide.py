@@ -351,6 +351,7 @@ def _synced_source(seen: Observation, state: RSyncState, counts: ObjectCounts) -
             source_kib=counts.source_kib,
             source_kinds=counts.source_kinds,
             source_crd_path_steps=counts.source_crd_path_steps,
+            source_workload_path_steps=counts.source_workload_path_steps,
         )
     return state.synced_source or seen.view.synced_source
 

@@ -283,11 +283,18 @@ class KubePort:
         if in_annotations or not self.counts_in_status:
             return CountsWritten(self._write_count_annotations(key, annotated, desired))
         # The status has no field for the source's KiB and kinds: they stay in annotations either way.
-        counts = replace(desired, source_kib=None, source_kinds=None, source_crd_path_steps=None)
+        counts = replace(
+            desired,
+            source_kib=None,
+            source_kinds=None,
+            source_crd_path_steps=None,
+            source_workload_path_steps=None,
+        )
         kib_only = ObjectCounts(
             source_kib=desired.source_kib,
             source_kinds=desired.source_kinds,
             source_crd_path_steps=desired.source_crd_path_steps,
+            source_workload_path_steps=desired.source_workload_path_steps,
         )
         if not counts.differs_where_known(view.in_status):
             return CountsWritten(self._write_count_annotations(key, annotated, kib_only))

@@ -279,6 +279,7 @@ class Observer:
             source_commit=count.commit or None,
             source_partial=bool(count.unread),
             source_crd_path_steps=count.crd_path_steps,
+            source_workload_path_steps=count.workload_path_steps,
         )
         with self._lock:
             self._source = source

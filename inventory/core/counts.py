@@ -15,6 +15,10 @@ from dataclasses import dataclass, replace
 Kinds = tuple[tuple[str, int], ...]
 MAX_KINDS = 50  # kinds kept (and recorded); objects of the others are sized at the cost of any kind
 MAX_KIND_LENGTH = 253  # a longer name is no Kubernetes kind
+# Kinds that hold a Pod template (a Deployment's ReplicaSets copy it): what they cost follows the template's
+# fields (counted by the source counter as path steps), not only their kind.
+POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
+WORKLOAD_KINDS = frozenset({"Deployment", *POD_TEMPLATE_KINDS})
 
 
 def kinds_of(counts: Mapping[str, int]) -> Kinds:
@@ -51,6 +55,7 @@ class ObjectCounts:
     # How many of each kind the inventory holds (with its count): what prices the objects where the source
     # was not read (cluster mode), so no object known by its kind is priced as the dearest kind.
     sync_kinds: Kinds | None = None
+    source_workload_path_steps: int | None = None  # its objects with a Pod template: their fields' steps
 
     def over(self, stored: ObjectCounts) -> ObjectCounts:
         """These counts where known, the stored ones where not (the source's KiB, kinds, commit and
@@ -68,6 +73,7 @@ class ObjectCounts:
             source.source_crd_path_steps,
             self.source_reading,
             self.sync_kinds if self.sync is not None else stored.sync_kinds,
+            source.source_workload_path_steps,
         )
 
     def covering(self, synced: ObjectCounts | None) -> ObjectCounts:
@@ -85,15 +91,15 @@ class ObjectCounts:
         kib = None
         if self.source_kib is not None and synced.source_kib is not None:
             kib = max(self.source_kib, synced.source_kib)
-        crd_path_steps = None
-        if self.source_crd_path_steps is not None and synced.source_crd_path_steps is not None:
-            crd_path_steps = max(self.source_crd_path_steps, synced.source_crd_path_steps)
         return replace(
             self,
             source=max(self.source, synced.source),
             source_kib=kib,
             source_kinds=kinds,
-            source_crd_path_steps=crd_path_steps,
+            source_crd_path_steps=_larger(self.source_crd_path_steps, synced.source_crd_path_steps),
+            source_workload_path_steps=_larger(
+                self.source_workload_path_steps, synced.source_workload_path_steps
+            ),
         )
 
     @property
@@ -133,4 +139,13 @@ class ObjectCounts:
                 self.source_crd_path_steps is not None
                 and self.source_crd_path_steps != other.source_crd_path_steps
             )
+            or (
+                self.source_workload_path_steps is not None
+                and self.source_workload_path_steps != other.source_workload_path_steps
+            )
         )
+
+
+def _larger(mine: int | None, synced: int | None) -> int | None:
+    """The larger of two commits' figures; None unless both are known."""
+    return None if mine is None or synced is None else max(mine, synced)

@@ -33,6 +33,7 @@ from typing import Any
 import ryml
 from yaml._yaml import CParser
 
+from inventory.core.counts import WORKLOAD_KINDS
 from inventory.core.go_decoding import (
     GO_SPACES,
     BeyondUs,
@@ -74,6 +75,8 @@ class FileRead:
     # item, as deep as it is nested; a List's share by items): what a CRD costs the reconciler follows
     # its fields and their depth (it records every declared field's path), not its bytes.
     crd_path_steps: int = 0
+    # The same steps of its objects with a Pod template (Deployments, StatefulSets, ...: WORKLOAD_KINDS).
+    workload_path_steps: int = 0
 
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -89,16 +92,17 @@ def read_manifest(data: bytes, name: str) -> FileRead:
         return FileRead(Counter(), unread=f"{name}: {error}")
     kinds: KindCounter = Counter()
     problems: list[Problem] = []
-    crd_path_steps = 0
+    crd_path_steps = workload_path_steps = 0
     for obj, steps in objects:
         if not _local_config(obj):
             found: KindCounter = Counter()
             _file_objects(obj, found, problems, name)
             crd_path_steps += steps * found[CRD_KIND] // max(found.total(), 1)
+            workload_path_steps += steps * sum(found[k] for k in WORKLOAD_KINDS) // max(found.total(), 1)
             kinds.update(found)
-    return (
-        FileRead(Counter(), tuple(problems)) if problems else FileRead(kinds, crd_path_steps=crd_path_steps)
-    )
+    if problems:
+        return FileRead(Counter(), tuple(problems))
+    return FileRead(kinds, crd_path_steps=crd_path_steps, workload_path_steps=workload_path_steps)
 
 
 CRD_KIND = "CustomResourceDefinition"
@@ -114,7 +118,8 @@ def _json_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
 
 
 def _yaml_file(data: bytes) -> list[tuple[dict[str, Any], int]]:
-    """Each piece's object, and the steps of its fields' paths where it may hold a CRD (else 0)."""
+    """Each piece's object, and the steps of its fields' paths where it may hold a CRD or a Pod template
+    (else 0)."""
     return [_decoded_piece(piece) for piece in (b"\n" + data).split(b"\n---") if not _blank(piece)]
 
 
@@ -139,14 +144,16 @@ def _tree_path_steps(tree: Any) -> int:
     return sum(depths)
 
 
-def _may_hold_crds(fields: Mapping[str, Any]) -> bool:
-    return fields.get("kind") == CRD_KIND or isinstance(fields.get("items"), list)
+def _priced_by_steps(fields: Mapping[str, Any]) -> bool:
+    """A CRD, an object with a Pod template, or a List that may hold them: what is priced by its fields."""
+    kind = fields.get("kind")
+    return kind == CRD_KIND or kind in WORKLOAD_KINDS or isinstance(fields.get("items"), list)
 
 
 def _decoded_steps(value: Any) -> int:
-    """The path steps of a fully decoded document where it may hold a CRD (0 for any other object: they
+    """The path steps of a fully decoded document priced by its fields (0 for any other object: they
     are not priced so)."""
-    return path_steps_of(value) if isinstance(value, dict) and _may_hold_crds(value) else 0
+    return path_steps_of(value) if isinstance(value, dict) and _priced_by_steps(value) else 0
 
 
 _GO_SPACES = "".join(GO_SPACES)  # for str.lstrip
@@ -176,12 +183,12 @@ def _looks_like_json(piece: bytes) -> bool:
 
 def _decoded_piece(piece: bytes) -> tuple[dict[str, Any], int]:
     """The piece's object, as the reader reads it (the fields it checks, at least), and the steps of its
-    fields' paths where it may hold a CRD (0 for any other object: they are not priced so)."""
+    fields' paths where it is priced by them (a CRD, a Pod template; 0 for any other object)."""
     json = _looks_like_json(piece)
     fast = None if json else _fast_yaml(piece)
     if fast is not None:
         value, tree = fast
-        steps = _tree_path_steps(tree) if _may_hold_crds(value) else 0
+        steps = _tree_path_steps(tree) if _priced_by_steps(value) else 0
     else:
         value = decode_json(piece) if json else decode_yaml(piece)
         steps = _decoded_steps(value)

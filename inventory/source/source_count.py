@@ -58,6 +58,7 @@ class SourceCount:
     rejected: tuple[Problem, ...] = ()
     unread: tuple[str, ...] = ()
     crd_path_steps: int = 0  # its CRDs' fields, each counted at its depth
+    workload_path_steps: int = 0  # the same of its objects with a Pod template
 
 
 MAX_REASON = 1024  # what is kept of a rejection's reason (an annotation, an Event's note)
@@ -195,7 +196,7 @@ def count_directory(
     kinds: KindCounter = Counter()
     rejected: list[Problem] = []
     unread: list[str] = []
-    size = files = crd_path_steps = 0
+    size = files = crd_path_steps = workload_path_steps = 0
     try:
         listed = listed_files(root)
     except ListingError as error:
@@ -219,8 +220,18 @@ def count_directory(
             kinds.update(found.kinds)
             size += len(data) if found.kinds else 0
             crd_path_steps += found.crd_path_steps
+            workload_path_steps += found.workload_path_steps
     return SourceCount(
-        kinds.total(), files, root, size, dict(kinds), "", tuple(rejected), tuple(unread), crd_path_steps
+        kinds.total(),
+        files,
+        root,
+        size,
+        dict(kinds),
+        "",
+        tuple(rejected),
+        tuple(unread),
+        crd_path_steps,
+        workload_path_steps,
     )
 
 

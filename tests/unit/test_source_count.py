@@ -380,3 +380,13 @@ def test_the_path_steps_of_custom_resource_definitions_are_counted_apart() -> No
     assert read_manifest(anchored.encode(), "b.yaml").crd_path_steps == 85
     listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n"
     assert read_manifest(listed.encode(), "l.yaml").crd_path_steps == 0
+
+
+def test_the_path_steps_of_objects_with_a_pod_template_are_counted_apart() -> None:
+    deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\nspec:\n  replicas: 0\n"
+    read = read_manifest((CM + "---\n" + deployment + "---\n" + CRD_WITH_EQUALS).encode(), "a.yaml")
+    # By hand: apiVersion, kind, metadata, spec 1 each; name, replicas 2 each: 8. The ConfigMap's fields
+    # are not counted, the CRD's are its own (85, as above).
+    assert (read.workload_path_steps, read.crd_path_steps) == (8, 85)
+    anchored = deployment.replace("replicas: 0", "replicas: &r 0")  # the full decoding counts the same
+    assert read_manifest(anchored.encode(), "b.yaml").workload_path_steps == 8

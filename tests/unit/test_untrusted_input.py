@@ -161,6 +161,16 @@ def test_the_synced_source_annotation_reads_back() -> None:
     assert parse_synced_source(text) == counts
 
 
+def test_the_synced_source_s_path_steps_read_back() -> None:
+    counts = ObjectCounts(800, source_crd_path_steps=5, source_workload_path_steps=7)
+    text = synced_source_annotation(counts)
+    assert text == '{"objects":800,"kib":null,"kinds":null,"crd_path_steps":5,"workload_path_steps":7}'
+    assert parse_synced_source(text) == counts
+    annotations = count_annotations(counts)
+    assert annotations["objcount.dev/source-workload-path-steps"] == "7"
+    assert annotation_counts({"metadata": {"annotations": annotations}}) == counts
+
+
 def test_the_kinds_annotation_is_bounded_and_reads_back() -> None:
     kinds = (*((f"Kind{i:03d}", i) for i in range(1, 200)), ("X" * 5000, 10**6))
     text = kinds_annotation(kinds)
