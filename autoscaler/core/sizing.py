@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from autoscaler.core.quantity import format_cpu, format_memory
 from autoscaler.core.resources import Resources, ceil_to
-from inventory.core.counts import Kinds, ObjectCounts
+from inventory.core.counts import POD_TEMPLATE_KINDS, WORKLOAD_KINDS, Kinds, ObjectCounts
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Load:
     kinds: Kinds | None = None
     crd_path_steps: int | None = None
     api_resources: int | None = None
+    workload_path_steps: int | None = None  # the path steps of its objects with a Pod template
 
     @classmethod
     def of(cls, counts: ObjectCounts, api_resources: int | None = None) -> Load | None:
@@ -40,7 +41,8 @@ class Load:
             return None
         kinds = counts.sync_kinds if counts.source_kinds is None else counts.source_kinds
         steps = counts.source_crd_path_steps
-        return cls(max(counts.target, 0), counts.target_kib, kinds, steps, api_resources)
+        workload_steps = counts.source_workload_path_steps
+        return cls(max(counts.target, 0), counts.target_kib, kinds, steps, api_resources, workload_steps)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,12 @@ class Sizing:
     # counted at its depth), beyond the KiB term: the reconciler records every declared field's path, and
     # a CRD's schema is thousands of fields deep (long descriptions are cheap; deep properties are not).
     mib_per_crd_path_step: Fraction = Fraction(0)
+    # MiB per path step of the objects with a Pod template (WORKLOAD_KINDS), beyond their kind's cost: a
+    # Deployment's ReplicaSets copy its template, and what the reconciler holds of both follows the
+    # template's fields. Where the steps are not known (no source read: cluster mode), each such object,
+    # and each object of no known kind, is assumed to have `assumed_workload_path_steps_per_object`.
+    mib_per_workload_path_step: Fraction = Fraction(0)
+    assumed_workload_path_steps_per_object: Fraction = Fraction(0)
     # What this RSync's reconciler was seen to use against the model on this cluster
     # (autoscaler.core.calibration), and the model's prediction where it was seen: a factor above 1
     # multiplies the model; one below 1 lowers it by its ratio up to that prediction, and beyond it by
@@ -111,6 +119,7 @@ class Sizing:
             + self.objects_mib(objects, load.kinds)
             + self.mib_per_kib * known_kib
             + self.mib_per_crd_path_step * (load.crd_path_steps or 0)
+            + self.mib_per_workload_path_step * self.workload_path_steps(load)
             + self.mib_per_api_resource * self.extra_api_resources(load.api_resources)
         )
         return self.calibrated(model)
@@ -122,6 +131,18 @@ class Sizing:
         if factor >= 1:
             return factor * model
         return model - (1 - factor) * min(model, self.calibrated_at_mib)
+
+    def workload_path_steps(self, load: Load) -> Fraction:
+        """The Pod-template path steps priced: the source's, and the assumed ones for each object of no
+        known kind; where the source was not read, the assumed ones for each object of a Pod-template
+        kind too."""
+        kinds = load.kinds or ()
+        rest = max(0, load.objects - sum(n for _, n in kinds))
+        workloads = sum(n for kind, n in kinds if kind in WORKLOAD_KINDS)
+        assumed = self.assumed_workload_path_steps_per_object
+        if load.workload_path_steps is None:
+            return assumed * (workloads + rest)
+        return load.workload_path_steps + assumed * rest
 
     @property
     def other_kind_mib(self) -> Fraction:
@@ -153,30 +174,31 @@ PROTOTYPE = Sizing("prototype")
 # through the measured peaks (146.2 MiB + 0.1577 MiB per object), raised so no measured point is above
 # it, plus 10 %. The prototype's 128 MiB base is below what an empty reconciler measured (146 MiB).
 FITTED = Sizing("fitted", base_mib=Fraction(198), mib_per_object=Fraction(174, 1000), min_mib=198)
-# `python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv
-# profiles/data/reconciler-memory-v1.22.0-real-node.csv`: fitted to the real Config Sync v1.22.0
-# reconciler (34 points to 5,000 objects), peaks over the apply and the prune, by relative least squares
-# scaled so no point is above it, plus 10 % on every term (BENCHMARKS.md, with its cross-validation).
+# `python -m profiles.size_model` (BENCHMARKS.md "The model on many-namespace platforms", the command
+# there): fitted to the real Config Sync v1.22.0 reconciler (34 points to 5,000 objects) and v1.25.0's
+# on the shapes of many-namespace platforms (Services, ServiceAccounts, Online Boutique's Deployments: 6
+# points), peaks over the apply and the prune, by relative least squares scaled so no point is above it,
+# plus 10 % on every term (BENCHMARKS.md, with its cross-validation and the points held out).
 # A kind measured alone has its own cost; a kind the source names that has none costs the dearest
 # measured kind without a Pod template (its bytes are the KiB term's); objects of no known kind the
 # dearest kind measured.
 # Without the source's bytes (cluster mode: the inventory alone, which names each object's kind) 2 KiB per
 # object is assumed, more than a typical Deployment's manifest; without discovery, 500 resource types.
-# Kinds that hold a Pod template as a Deployment does. A Deployment's cost is its kind, not its bytes
-# (three times a ConfigMap's for a manifest three times as big): StatefulSets, DaemonSets, ReplicaSets,
+# Kinds that hold a Pod template as a Deployment does. A Deployment's cost is its kind and its template's
+# fields, not its bytes (Online Boutique's, with four times the path steps of ours, cost 0.08 MiB more
+# each; its ReplicaSets copy the template): StatefulSets, DaemonSets, ReplicaSets,
 # Jobs and CronJobs, measured, cost their own, between a ConfigMap's and a Deployment's; Pods and
 # PodTemplates (not measured) a Deployment's, the dearest of the class, which is what predicts a kind of
 # this class when it is left out without going under (BENCHMARKS.md).
 CPU_BASE_M = 32
 CPU_M_PER_OBJECT = Fraction(52, 1000)
-POD_TEMPLATE_KINDS = ("CronJob", "DaemonSet", "Job", "Pod", "PodTemplate", "ReplicaSet", "StatefulSet")
-_DEPLOYMENT_MIB = Fraction(1441, 10000)  # the dearest kind measured
+_DEPLOYMENT_MIB = Fraction(1183, 10000)  # the dearest kind measured (its template's steps apart)
 _MEASURED_POD_TEMPLATE_KINDS = {
-    "CronJob": Fraction(879, 10000),
-    "DaemonSet": Fraction(59, 500),
-    "Job": Fraction(1039, 10000),
-    "ReplicaSet": Fraction(73, 625),
-    "StatefulSet": Fraction(291, 2500),
+    "CronJob": Fraction(73, 1250),
+    "DaemonSet": Fraction(901, 10000),
+    "Job": Fraction(831, 10000),
+    "ReplicaSet": Fraction(909, 10000),
+    "StatefulSet": Fraction(899, 10000),
 }
 SIZE_AWARE = Sizing(
     "size-aware",
@@ -185,7 +207,7 @@ SIZE_AWARE = Sizing(
     mib_per_object_of_kind=tuple(
         sorted(
             [
-                ("ConfigMap", Fraction(533, 10000)),
+                ("ConfigMap", Fraction(531, 10000)),
                 *(
                     (kind, _MEASURED_POD_TEMPLATE_KINDS.get(kind, _DEPLOYMENT_MIB))
                     for kind in ("Deployment", *POD_TEMPLATE_KINDS)
@@ -193,13 +215,15 @@ SIZE_AWARE = Sizing(
             ]
         )
     ),
-    mib_per_object_of_other_kind=Fraction(139, 2500),
+    mib_per_object_of_other_kind=Fraction(167, 2500),
     mib_per_kib=Fraction(41, 5000),
+    mib_per_workload_path_step=Fraction(2976, 10**7),
+    assumed_workload_path_steps_per_object=Fraction(360),
     assumed_kib_per_object=Fraction(2),
     mib_per_api_resource=Fraction(5237, 10000),
-    fit_api_resources=73,
+    fit_api_resources=79,
     assumed_api_resources=500,
-    mib_per_crd_path_step=Fraction(1242, 10**7),
+    mib_per_crd_path_step=Fraction(115, 10**6),
     min_mib=96,
     # CPU from the reconciler's CPU, not its memory (`python -m profiles.reconciler_cpu` on Config Sync
     # v1.25.0's real reconciler, shapes and real repositories: BENCHMARKS.md): a line through its rate once
@@ -464,6 +488,12 @@ def explain(load: Load, profile: Profile) -> str:
         terms += f" + {float(sizing.mib_per_kib):g} x {assumed} KiB"
     if sizing.mib_per_crd_path_step and crd_path_steps:
         terms += f" + {float(sizing.mib_per_crd_path_step):g} x {crd_path_steps} path steps of CRD fields"
+    workload_steps = sizing.workload_path_steps(load)
+    if sizing.mib_per_workload_path_step and workload_steps:
+        known = load.workload_path_steps
+        assumed = " (assumed)" if known is None else "" if known == workload_steps else " (assumed in part)"
+        per = float(sizing.mib_per_workload_path_step)
+        terms += f" + {per:g} x {float(workload_steps):g} path steps of Pod templates{assumed}"
     if sizing.mib_per_api_resource:
         extra = sizing.extra_api_resources(load.api_resources)
         served = "assumed" if load.api_resources is None else "served"

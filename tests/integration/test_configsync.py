@@ -202,11 +202,13 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     annotations = rsync_of(api, key)["metadata"]["annotations"]
     assert annotations["objcount.dev/source-kib"] == str(kib(manifests))
     assert annotations["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
-    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0533 MiB, the Namespace at 0.1441 (any other
-    # kind), the source's KiB scaled to 41 objects at 0.0082, and 0.5237 per resource type over 73.
+    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0531 MiB, the Namespace at 0.1183 with 360
+    # Pod-template path steps at 0.0002976 (an object of no known kind), the source's KiB scaled to 41
+    # objects at 0.0082, and 0.5237 per resource type over 79.
     scaled_kib = -(-kib(manifests) * 41 // 40)
-    objects_mib = Fraction("0.0533") * 40 + Fraction("0.1441") + Fraction("0.0082") * scaled_kib
-    memory = objects_mib + Fraction("0.5237") * max(0, surface - 73)
+    unknown_mib = Fraction("0.1183") + Fraction("0.0002976") * 360
+    objects_mib = Fraction("0.0531") * 40 + unknown_mib + Fraction("0.0082") * scaled_kib
+    memory = objects_mib + Fraction("0.5237") * max(0, surface - 79)
 
     def recommended_memory() -> str | None:
         text = rsync_of(api, key)["metadata"]["annotations"].get(RECOMMENDED_ANNOTATION)

@@ -589,3 +589,36 @@ def test_a_limit_found_on_the_reconciler_is_kept_raised_with_its_request_and_nev
     # Without a limit found, none is set.
     d = unlimited_step(ObjectCounts(5000, 400), initial(Resources(219, 224)), 0)
     assert (d.outcome, d.resources) == (Outcome.SCALED_UP, Resources(1125, 1152))
+
+
+BY_TEMPLATE = replace(
+    BY_KIND,
+    mib_per_workload_path_step=Fraction(1, 1000),
+    assumed_workload_path_steps_per_object=Fraction(400),
+)
+
+
+@pytest.mark.parametrize(
+    ("load", "memory"),
+    [
+        # the source's Pod templates counted: 100 + 0.1 x 1000 + 0.001 x 50,000 = 250 -> 256
+        (Load(1000, kinds=(("Deployment", 1000),), workload_path_steps=50_000), 256),
+        # no source read (cluster mode): 400 steps assumed each, 100 + 0.1 x 1000 + 0.001 x 400,000 = 600
+        # -> 608
+        (Load(1000, kinds=(("Deployment", 1000),)), 608),
+        # no Pod template, none assumed for the named kinds: 100 + 0.05 x 1000 = 150 -> 160
+        (Load(1000, kinds=(("ConfigMap", 1000),)), 160),
+        # 500 objects beyond the source's, of no known kind: 0.2 and 400 steps each,
+        # 100 + 0.05 x 1000 + 0.2 x 500 + 0.001 x 200,000 = 450 -> 480
+        (Load(1500, kinds=(("ConfigMap", 1000),), workload_path_steps=0), 480),
+    ],
+)
+def test_pod_templates_are_priced_by_their_path_steps(load: Load, memory: int) -> None:
+    assert size(load, Profile(BY_TEMPLATE)).memory_request_mib == memory
+
+
+def test_the_source_s_pod_template_steps_go_with_its_count_and_cover_the_last_synced_commit() -> None:
+    source = ObjectCounts(1000, source_kinds=(("Deployment", 1000),), source_workload_path_steps=50_000)
+    synced = ObjectCounts(800, source_kinds=(("Deployment", 800),), source_workload_path_steps=80_000)
+    assert Load.of(source.covering(synced)) == Load(1000, None, (("Deployment", 1000),), None, None, 80_000)
+    assert ObjectCounts(sync=3).over(source).source_workload_path_steps == 50_000

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.sizing import SIZE_AWARE, Load
+from autoscaler.core.sizing import SIZE_AWARE
 from profiles.size_model import (
     HeldOut,
     Measured,
@@ -28,7 +28,12 @@ LOCAL = local_surface(POINTS)
 REAL_NODE = read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node.csv")
 # Issue 33: Config Sync v1.24.3's reconciler on real repositories (the manifest corpus's, and mixes).
 REPOSITORIES = read_measured(DATA.parent / "reconciler-memory-v1.24.3-real-repositories.csv")
-ALL_POINTS = POINTS + REAL_NODE + REPOSITORIES
+# Issue 63: v1.25.0 on the kinds of many-namespace platforms, each alone (Services, ServiceAccounts, Online
+# Boutique's Deployments), on Kubernetes v1.37.2.
+MANY_NAMESPACE_KINDS = read_measured(
+    DATA.parent / "reconciler-memory-v1.25.0-k8s-v1.37.2-many-namespace-kinds.csv"
+)
+ALL_POINTS = POINTS + REAL_NODE + REPOSITORIES + MANY_NAMESPACE_KINDS
 # Issue 48: v1.25.0 on three real mixes past 3,000 objects (tenant namespaces), two runs each, held out.
 LARGE = read_measured(DATA.parent / "reconciler-memory-v1.25.0-real-repositories-large.csv")
 
@@ -43,6 +48,8 @@ def test_the_shipped_preset_is_what_the_fit_derives_from_the_data() -> None:
         "mib_per_object_of_other_kind",
         "mib_per_api_resource",
         "mib_per_crd_path_step",
+        "mib_per_workload_path_step",
+        "assumed_workload_path_steps_per_object",
         "fit_api_resources",
         "step_mib",
     )
@@ -78,17 +85,29 @@ def test_the_preset_holds_on_v1_25_0_and_v1_24_3_on_real_repositories_it_was_not
     assert point.peak_mib <= memory(SIZE_AWARE, point) <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
-def test_each_real_repository_left_out_is_within_the_bound_but_argo_cd_s_install() -> None:
-    # Issue 33: the preset fitted without each repository (every run of it), against it. One run is not:
-    # argo-cd's install left out gets 192 MiB, 4 MiB under its VmHWM (195.9) and 36 MiB over its
-    # cgroup's peak (156.2), what the kernel limits: its CRDs are priced from argo-cd's CRDs alone, which
-    # peaked 16 MiB lower (BENCHMARKS.md).
+def test_each_real_repository_left_out_is_within_the_bound() -> None:
+    # Issue 33: the preset fitted without each repository (every run of it), against it. Until issue 63
+    # one run was not: argo-cd's install left out got 192 MiB, 4 MiB under its VmHWM (195.9); its seven
+    # controllers' Pod templates (18,978 path steps) are priced since.
     checks = [c for c in cross_validate(ALL_POINTS) if c.fold.startswith("repository ")]
     assert {c.fold.removeprefix("repository ") for c in checks} == {p.shape for p in REPOSITORIES}
-    outside = [c for c in checks if not c.within(SIZE_AWARE.step_mib)]
-    assert [(c.point.shape, c.memory_mib) for c in outside] == [("argo-cd-install", 192)]
-    assert outside[0].point.cgroup_peak_mib is not None
-    assert outside[0].point.cgroup_peak_mib < outside[0].memory_mib < outside[0].point.peak_mib
+    assert [c for c in checks if not c.within(SIZE_AWARE.step_mib)] == []
+
+
+# Issue 63: v1.25.0 on Online Boutique in 26 to 158 tenant namespaces, alone and beside the monitoring
+# stack, on Kubernetes v1.37.2, held out.
+BOUTIQUE_MIXES = read_measured(DATA.parent / "reconciler-memory-v1.25.0-k8s-v1.37.2-boutique-mixes.csv")
+
+
+@pytest.mark.parametrize("point", BOUTIQUE_MIXES, ids=lambda p: f"{p.shape}-{p.run}")
+def test_the_preset_holds_on_many_namespace_platforms_within_what_the_kernel_limits(point: Measured) -> None:
+    # Held out of the fit: at or above its cgroup's peak (what a limit kills at), at most 1.5 x its
+    # resident peak + one step. The prune of 158 tenants peaks 1.4 x their apply; in VmHWM it is above the
+    # preset (843.9 MiB against 832), in the cgroup not (803.8).
+    assert point.cgroup_peak_mib is not None
+    assert point.resident_peak_mib is not None
+    limit = memory(SIZE_AWARE, point)
+    assert point.cgroup_peak_mib <= limit <= 1.5 * point.resident_peak_mib + SIZE_AWARE.step_mib
 
 
 @pytest.mark.parametrize("point", LARGE, ids=lambda p: f"{p.shape}-{p.peak_mib}")
@@ -120,9 +139,7 @@ def test_the_repositories_declaring_crds_are_what_prices_them() -> None:
 )
 def test_configmaps_and_deployments_are_not_over_provisioned(point: Measured) -> None:
     # Issue 14: from 1,000 objects up, at most 1.5 times the measured peak plus one step.
-    memory = SIZE_AWARE.memory_mib(
-        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
-    )
+    memory = SIZE_AWARE.memory_mib(point.load())
     assert memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
@@ -178,9 +195,7 @@ def test_points_the_preset_was_not_fitted_on_are_within_the_bound(point: Measure
     # Issue 25: measured later, on the real node, to 5,000 objects and on kinds the preset does not name
     # (ClusterRoles, custom resources of 3 KiB, a platform repository's mix): at or above the peak, at
     # most 1.5 times it plus one step.
-    memory = SIZE_AWARE.memory_mib(
-        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
-    )
+    memory = SIZE_AWARE.memory_mib(point.load())
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
@@ -199,9 +214,7 @@ def test_one_preset_holds_on_every_releases_ramps_it_was_not_fitted_on(point: Me
     # Issues 27 and 45: one preset for every pinned release (the version is not a term): the ramps of
     # v1.22.0, v1.24.3 and v1.25.0, none of them fitted on, are at or under it and within 1.5 times
     # their peak plus a step.
-    memory = SIZE_AWARE.memory_mib(
-        Load(point.objects, point.kib, point.kinds, api_resources=point.api_resources)
-    )
+    memory = SIZE_AWARE.memory_mib(point.load())
     assert point.peak_mib <= memory <= 1.5 * point.peak_mib + SIZE_AWARE.step_mib
 
 
@@ -210,8 +223,11 @@ def test_every_left_out_point_is_within_the_bound() -> None:
     # above every left-out peak and at most 1.5 times it plus one step: Deployments left out are priced
     # from StatefulSets and CronJobs, CronJobs from Deployments and StatefulSets, 5,000 large custom
     # resources from 1,000 at most.
+    # Issue 63: but Online Boutique's Deployments, the one shape whose templates are larger than ours:
+    # without them the Pod-template term is told from the other kinds alone, and they are priced over
+    # the bound (512 and 928 MiB against peaks of 281.7 and 487.9), never under it.
     checks = [c for c in cross_validate(ALL_POINTS) if not c.fold.startswith("repository ")]
-    assert len(checks) == 38
+    assert len(checks) == 47
     assert {c.fold for c in checks} >= {
         "shape deployments",
         "shape cronjobs",
@@ -219,8 +235,14 @@ def test_every_left_out_point_is_within_the_bound() -> None:
         "shape jobs",
         "shape replicasets",
         "shape large-crs",
+        "shape services",
+        "shape serviceaccounts",
     }
-    assert [c for c in checks if not c.within(SIZE_AWARE.step_mib)] == []
+    outside = [c for c in checks if not c.within(SIZE_AWARE.step_mib)]
+    assert [(c.fold, c.point.objects, c.memory_mib) for c in outside] == [
+        ("shape boutique-deployments", 1000, 512),
+        ("shape boutique-deployments", 2000, 928),
+    ]
 
 
 def test_kinds_with_a_pod_template_are_priced_from_those_measured() -> None:
