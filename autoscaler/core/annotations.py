@@ -12,6 +12,7 @@ zero.
 | `objcount.dev/source-kib` | us | KiB of the manifests of that source commit (size-aware sizing) |
 | `objcount.dev/source-kinds` | us | its objects by kind, JSON `{"kind": count}` (the most common 50) |
 | `objcount.dev/source-crd-path-steps` | us | its CRDs' fields, each counted at its depth (size-aware) |
+| `objcount.dev/source-workload-path-steps` | us | the same of its objects with a Pod template (size-aware) |
 | `objcount.dev/synced-source` | us | counts, KiB, kinds of the commit last finished (kept through a prune) |
 | `objcount.dev/recommended-resources` | us | the size the counts call for (JSON `resources` block) |
 | `objcount.dev/applied-resources` | us | the size last applied (RSync, or the Deployment for `in-place`) |
