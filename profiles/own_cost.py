@@ -34,7 +34,7 @@ from inventory.core.counts import Kinds
 from inventory.source.source_count import kib_of
 from profiles.reconciler_memory import manifests
 from profiles.rivals import STATIC_AUTOPILOT, STATIC_STANDARD, Static
-from profiles.size_model import shape_kinds
+from profiles.size_model import shape_kinds, shape_read
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 STATIC = {"standard": STATIC_STANDARD, "autopilot": STATIC_AUTOPILOT}
@@ -96,12 +96,25 @@ def static_pod_mib(platform: Platform) -> int:
 
 
 def ours_pod_mib(
-    platform: Platform, cost: OwnCost, objects: int, kib: int | None, kinds: Kinds | None
+    platform: Platform,
+    cost: OwnCost,
+    objects: int,
+    kib: int | None,
+    kinds: Kinds | None,
+    *,
+    workload_path_steps: int | None = None,
 ) -> int:
-    """The Pod's memory requests with our size for the reconciler, and our sidecar where there is one."""
+    """The Pod's memory requests with our size for the reconciler, and our sidecar where there is one
+    (`kib` and `workload_path_steps` None: not known, the source not read)."""
     others = platform.others_memory_mib + cost.in_each_pod_mib
     profile = Profile(SIZE_AWARE, platform, platform.others_cpu_m, others)
-    load = Load(objects, kib, kinds, api_resources=SIZE_AWARE.fit_api_resources)
+    load = Load(
+        objects,
+        kib,
+        kinds,
+        api_resources=SIZE_AWARE.fit_api_resources,
+        workload_path_steps=workload_path_steps,
+    )
     return size(load, profile).memory_request_mib + others
 
 
@@ -128,9 +141,13 @@ def rows(counts: list[int], rsyncs: int) -> list[Row]:
             for objects in counts:
                 kib = kib_of(len(manifests(shape, objects, "ns").encode()))
                 kinds = shape_kinds(shape, objects)
-                known = {"sidecar": (kib, kinds), "cluster": (None, kinds)}
+                steps = shape_read(shape, objects).workload_path_steps
+                known = {"sidecar": (kib, steps), "cluster": (None, None)}  # the source read or not
                 for mode, cost in costs.items():
-                    pod = ours_pod_mib(platform, cost, objects, *known[mode])
+                    read_kib, read_steps = known[mode]
+                    pod = ours_pod_mib(
+                        platform, cost, objects, read_kib, kinds, workload_path_steps=read_steps
+                    )
                     ours = pod + cost.shared_mib / rsyncs
                     out.append(Row(name, shape, objects, static, mode, ours))
     return out
