@@ -190,6 +190,14 @@ def test_a_left_out_point_is_within_the_bound_from_its_peak_to_1_5_peaks_plus_a_
     assert [HeldOut("f", point, m).within(32) for m in (99, 100, 182, 183)] == [False, True, True, False]
 
 
+def test_issue_63_s_bound_runs_from_the_cgroup_s_peak_to_1_5_resident_peaks_plus_a_step() -> None:
+    # A cgroup peak of 80 and a resident peak (VmHWM) of 100: from 80 to 1.5 x 100 + 32 = 182.
+    point = Measured("configmaps", 1000, 117, 73, 0, 100.0, cgroup_peak_mib=80.0, resident_peak_mib=100.0)
+    checks = [HeldOut("f", point, m).within_kernel_bound(32) for m in (79, 80, 182, 183)]
+    assert checks == [False, True, True, False]
+    assert HeldOut("f", Measured("configmaps", 1000, 117, 73, 0, 100.0), 90).within_kernel_bound(32) is None
+
+
 @pytest.mark.parametrize("point", REAL_NODE, ids=lambda p: f"{p.shape}-{p.objects}")
 def test_points_the_preset_was_not_fitted_on_are_within_the_bound(point: Measured) -> None:
     # Issue 25: measured later, on the real node, to 5,000 objects and on kinds the preset does not name
