@@ -147,7 +147,10 @@ def _tree_path_steps(tree: Any) -> int:
 def _priced_by_steps(fields: Mapping[str, Any]) -> bool:
     """A CRD, an object with a Pod template, or a List that may hold them: what is priced by its fields."""
     kind = fields.get("kind")
-    return kind == CRD_KIND or kind in WORKLOAD_KINDS or isinstance(fields.get("items"), list)
+    if isinstance(fields.get("items"), list):
+        return True
+    # Any YAML value may stand where a kind belongs (a list, a map): only a string is one.
+    return isinstance(kind, str) and (kind == CRD_KIND or kind in WORKLOAD_KINDS)
 
 
 def _decoded_steps(value: Any) -> int:

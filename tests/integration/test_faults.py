@@ -73,6 +73,7 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
             source_kib=None,
             source_kinds=None,
             source_crd_path_steps=None,
+            source_workload_path_steps=None,
         )
 
     first = Service(env, tmp_path / "first.log")

@@ -36,8 +36,15 @@ def read_counts(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
 
 
 def _recorded_counts(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
-    """The recorded object counts (the source's KiB, kinds and CRDs are checked where a test is about them)."""
-    return replace(_recorded(api, key), source_kib=None, source_kinds=None, source_crd_path_steps=None)
+    """The recorded object counts (the source's KiB, kinds, CRDs and Pod templates are checked where a test
+    is about them)."""
+    return replace(
+        _recorded(api, key),
+        source_kib=None,
+        source_kinds=None,
+        source_crd_path_steps=None,
+        source_workload_path_steps=None,
+    )
 
 
 def _recorded(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
@@ -45,7 +52,9 @@ def _recorded(api: kubeapi.KubeClient, key: RSyncKey) -> ObjectCounts:
 
 
 C1 = {"a.yaml": configmaps_yaml(30), "sub/b.yml": configmaps_yaml(12)}
-C1_COUNTS = ObjectCounts(42, 100, kib(*C1.values()), (("ConfigMap", 42),), source_crd_path_steps=0)
+C1_COUNTS = ObjectCounts(
+    42, 100, kib(*C1.values()), (("ConfigMap", 42),), source_crd_path_steps=0, source_workload_path_steps=0
+)
 
 
 def _metric(name: str, **labels: str) -> float:
@@ -133,7 +142,7 @@ def test_counts_are_recorded_after_inventory_and_source_changes(
     # The source's KiB goes with its count.
     kib_of_files = kib("".join(files.values()))
     assert _recorded(api, key) == ObjectCounts(
-        75, 250, kib_of_files, (("ConfigMap", 75),), source_crd_path_steps=0
+        75, 250, kib_of_files, (("ConfigMap", 75),), source_crd_path_steps=0, source_workload_path_steps=0
     )
 
 
@@ -226,11 +235,14 @@ def test_counts_in_status_where_the_crd_defines_the_fields(
     # The status has no field for the source's KiB: only that is in the annotations, written after the
     # status (two writes: a cold CI run read between them).
     in_annotations = ObjectCounts(
-        source_kib=C1_COUNTS.source_kib, source_kinds=C1_COUNTS.source_kinds, source_crd_path_steps=0
+        source_kib=C1_COUNTS.source_kib,
+        source_kinds=C1_COUNTS.source_kinds,
+        source_crd_path_steps=0,
+        source_workload_path_steps=0,
     )
     wait_for(
         lambda: annotation_counts(api.get(kubeapi.ROOTSYNC, key.namespace, key.name)) == in_annotations,
-        what="the source's KiB, kinds and CRD path steps in the annotations",
+        what="the source's KiB, kinds and path steps in the annotations",
     )
     assert read_counts(api, key) == C1_COUNTS, "a restarted service restores the counts and the KiB"
 

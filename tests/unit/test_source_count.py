@@ -390,3 +390,12 @@ def test_the_path_steps_of_objects_with_a_pod_template_are_counted_apart() -> No
     assert (read.workload_path_steps, read.crd_path_steps) == (8, 85)
     anchored = deployment.replace("replicas: 0", "replicas: &r 0")  # the full decoding counts the same
     assert read_manifest(anchored.encode(), "b.yaml").workload_path_steps == 8
+
+
+@pytest.mark.parametrize("kind", ["[1]", "&c [1]", "{a: 1}", "&m {a: 1}"])
+def test_a_kind_that_is_not_a_string_is_rejected_as_config_sync_does_not_a_crash(kind: str) -> None:
+    # Found by the differential test (CI, 2026-12-04): a list where the kind belongs was looked up in a
+    # set of kinds. Config Sync's decoder cannot unmarshal it into the kind's string: KNV2001.
+    read = read_manifest(f"apiVersion: v1\nkind: {kind}\nmetadata: {{name: a}}\n".encode(), "a.yaml")
+    assert [problem.code for problem in read.rejected] == ["KNV2001"]
+    assert (read.kinds, read.workload_path_steps, read.crd_path_steps) == ({}, 0, 0)
