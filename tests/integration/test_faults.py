@@ -4,12 +4,10 @@ scenario) restores its counts and does not lower the reconciler's limit."""
 from __future__ import annotations
 
 import signal
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from autoscaler.core.annotations import annotation_counts
 from autoscaler.core.size_fields import resources_of
 from autoscaler.service.controller import Controller, Scope
 from controlplane import LocalControlPlane, running_control_plane
@@ -67,25 +65,18 @@ def test_sigkill_in_the_middle_of_a_prune_never_lowers_the_counts_or_the_limit(
         resources = resources_of(next(c for c in containers if c["name"] == "reconciler")["resources"])
         return None if resources is None else resources.memory_request_mib
 
-    def stored() -> ObjectCounts:
-        return replace(
-            annotation_counts(api.get(kubeapi.ROOTSYNC, namespace, key.name)),
-            source_kib=None,
-            source_kinds=None,
-            source_crd_path_steps=None,
-            source_workload_path_steps=None,
-        )
-
     first = Service(env, tmp_path / "first.log")
     try:
         wait_for(lambda: reconciler_memory() == big_mib, timeout=60, what="sized for 5,000")
         # The new commit has 500 objects; the inventory still lists 5,000 until the prune is done.
         write_commit(repo, "small", {"all.yaml": configmaps_yaml(500)})
-        wait_for(lambda: stored() == ObjectCounts(500, 5000), what="counts during the prune")
+        wait_for(
+            lambda: _recorded_counts(api, key) == ObjectCounts(500, 5000), what="counts during the prune"
+        )
     finally:
         first.stop(signal.SIGKILL)
 
-    sampler = Sampler(lambda: (stored(), reconciler_memory()), interval=0.05)
+    sampler = Sampler(lambda: (_recorded_counts(api, key), reconciler_memory()), interval=0.05)
     second = Service(env, tmp_path / "second.log")
     try:
         wait_for(
