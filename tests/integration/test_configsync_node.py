@@ -499,8 +499,8 @@ def test_an_oom_kill_while_our_controller_is_down_gets_its_floor_once_it_is_back
         api.create(kubeapi.ROOTSYNC, NAMESPACE, cs.rsync(key))
         rsyncs.append(key)
         wait_for(lambda: override(api, key).get("memoryLimit") == "96Mi", timeout=120, what="sized at 96Mi")
-        wait_for(lambda: runs_synced_at(cs, key, first, "96Mi"), timeout=300, what="synced at 96Mi")
-        pod = cast(JSON, cs.reconciler_pod(key))
+        # The Pod that ran the sync, as read then: a rollout may start a newer one, with no status yet.
+        pod = wait_for(lambda: runs_synced_at(cs, key, first, "96Mi"), timeout=300, what="synced at 96Mi")
         assert container_status(pod, "reconciler")["restartCount"] == 0, "96Mi holds 20 ConfigMaps"
 
         cs.stack.kubectl("scale", "-n", NAMESPACE, f"deployment/{CONTROLLER_DEPLOYMENT}", "--replicas=0")
@@ -543,12 +543,15 @@ def test_an_oom_kill_while_our_controller_is_down_gets_its_floor_once_it_is_back
         uninstall_cluster(api)
 
 
-def runs_synced_at(cs: NodeConfigSync, key: RSyncKey, commit: str, limit: str) -> bool:
-    pod = cs.reconciler_pod(key)
+def runs_synced_at(cs: NodeConfigSync, key: RSyncKey, commit: str, limit: str) -> JSON | None:
+    """The reconciler Pod, once the newest one has this limit, its reconciler runs (the kubelet reported
+    it: a restart count to read) and the RSync has synced `commit`; None before."""
+    pod = cast("JSON | None", cs.reconciler_pod(key))
     assert cs.api is not None
-    return (
-        bool(pod) and memory_limit_of_pod(cast(JSON, pod)) == limit and synced(rsync_of(cs.api, key), commit)
-    )
+    running = pod is not None and "running" in (container_status(pod, "reconciler").get("state") or {})
+    if pod is None or not running or memory_limit_of_pod(pod) != limit:
+        return None
+    return pod if synced(rsync_of(cs.api, key), commit) else None
 
 
 def env_of(pod: JSON) -> set[tuple[str, str]]:
