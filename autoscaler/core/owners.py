@@ -16,10 +16,17 @@ from autoscaler.core.annotations import (
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.size_fields import reconciler_override
 from inventory.core.ids import SYNC_KIND_LABEL
-from inventory.core.objects import CONFIG_SYNC_APPLIER, annotations_of, applied_by_others, block_of
+from inventory.core.objects import (
+    CONFIG_SYNC_APPLIER,
+    ManagedFieldsEntry,
+    annotations_of,
+    block_of,
+    declaring_entries,
+)
 
 RECONCILER_MANAGER = "reconciler-manager"  # Config Sync's field manager for the reconciler Deployments
 DECLARED_FIELDS_ANNOTATION = "configsync.gke.io/declared-fields"
+FROM_GIT = "spec.override is applied from git by Config Sync (its managed fields): change it there"
 
 
 def reconciler_manager_owns(deployment: Mapping[str, object]) -> bool:
@@ -67,17 +74,33 @@ def override_declared_by_another(rsync: Mapping[str, object]) -> str | None:
     refused; a declaration without it leaves the override to us. The managed fields are read too because
     the webhook, and with it the annotation, is off by default. Any other server-side applier that owns
     `spec.override.resources` (a user's `kubectl apply --server-side`) would put its list back the same
-    way, and the guard refuses taking fields from it.
+    way, and the guard refuses taking fields from it. Config Sync's own update of a new RSync (adding its
+    finalizers) holds the atomic `spec.override.resources` until the declaring sync's next apply: an
+    override not ours held so on an RSync Config Sync applies is git's too.
     """
-    for entry in applied_by_others(block_of(rsync, "metadata").get("managedFields")):
+    return _declared_by_managed_fields(rsync) or _declared_by_annotation(rsync)
+
+
+def _declared_by_managed_fields(rsync: Mapping[str, object]) -> str | None:
+    entries = declaring_entries(block_of(rsync, "metadata").get("managedFields"))
+    applies = [e for e in entries if e.get("operation") == "Apply"]
+    for entry in entries:
         override = block_of(block_of(entry, "fieldsV1"), "f:spec").get("f:override")
         if not isinstance(override, dict):
             continue
+        if entry.get("operation") != "Apply":  # Config Sync's own update, writing back what is there
+            if _written_back_from_git(rsync, applies):
+                return FROM_GIT
+            continue
         if entry.get("manager") == CONFIG_SYNC_APPLIER:
-            return "spec.override is applied from git by Config Sync (its managed fields): change it there"
+            return FROM_GIT
         if "f:resources" in override:
             manager = str(entry.get("manager"))[:64]
             return f"spec.override.resources is server-side applied by {manager!r}: change it there"
+    return None
+
+
+def _declared_by_annotation(rsync: Mapping[str, object]) -> str | None:
     text = annotations_of(rsync).get(DECLARED_FIELDS_ANNOTATION)
     if text is None:
         return None
@@ -91,6 +114,15 @@ def override_declared_by_another(rsync: Mapping[str, object]) -> str | None:
     if isinstance(spec, dict) and "f:override" in spec:
         return "spec.override is declared in git (configsync.gke.io/declared-fields): change it there"
     return None
+
+
+def _written_back_from_git(rsync: Mapping[str, object], applies: list[ManagedFieldsEntry]) -> bool:
+    """Whether an override that Config Sync's own update of the whole RSync took from its apply's entry
+    (`declaring_entries`) came from git: the RSync is declared there (Config Sync applies it) and the
+    entry is not one we wrote. Such an update changes who owns the list, not whose it is; an override of
+    ours that it wrote back stays ours."""
+    declared = any(e.get("manager") == CONFIG_SYNC_APPLIER for e in applies)
+    return declared and users_own_override(rsync) is not None
 
 
 def override_held(rsync: Mapping[str, object]) -> str | None:

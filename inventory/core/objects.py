@@ -22,18 +22,27 @@ class ManagedFieldsEntry(TypedDict, total=False):
 # another RSync has in it, as the declaring sync applies it (whether or not Config Sync's admission
 # webhook keeps the `configsync.gke.io/declared-fields` annotation).
 CONFIG_SYNC_APPLIER = "configsync.gke.io"
+# Config Sync's managers that write an RSync back whole: its reconciler-manager, and an RSync's own
+# reconciler (as CONFIG_SYNC_APPLIER, by Update), each adding its finalizer to a new RSync.
+CONFIG_SYNC_MANAGERS = frozenset({CONFIG_SYNC_APPLIER, "configsync.gke.io/reconciler-manager"})
 # Ours, in every write (server-side apply of a Deployment, update of an RSync).
 OUR_FIELD_MANAGER = "objcount-autoscaler"
 
 
-def applied_by_others(entries: object) -> list[ManagedFieldsEntry]:
-    """The managed-fields entries of others' server-side applies (Config Sync's `configsync.gke.io` for
-    an RSync declared in git, or a user's `kubectl apply --server-side`): what each of them declares,
-    and puts back at its next apply."""
+def declaring_entries(entries: object) -> list[ManagedFieldsEntry]:
+    """The managed-fields entries that say who declares an RSync's fields: others' server-side applies
+    (Config Sync's `configsync.gke.io` for an RSync declared in git, or a user's `kubectl apply
+    --server-side`), each putting back what it declares at its next apply; and Config Sync's own updates.
+    Config Sync v1.25.0 adds its finalizers by a typed Update of the whole RSync (reconciler-manager's
+    `reconciler_base.go`, the reconciler's finalizer controller), which writes `spec.override.resources`
+    back with its unset quantities as "0": that list is atomic, so the update takes it from the apply's
+    entry until the declaring sync's next apply takes it back."""
     return [
         cast(ManagedFieldsEntry, e)
         for e in (entries if isinstance(entries, list) else [])
-        if isinstance(e, dict) and e.get("manager") != OUR_FIELD_MANAGER and e.get("operation") == "Apply"
+        if isinstance(e, dict)
+        and e.get("manager") != OUR_FIELD_MANAGER
+        and (e.get("operation") == "Apply" or e.get("manager") in CONFIG_SYNC_MANAGERS)
     ]
 
 

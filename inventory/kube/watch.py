@@ -21,7 +21,7 @@ import simdjson
 
 from inventory.core.backoff import Backoff
 from inventory.core.inventory_count import InventoryCounter, InventorySummary
-from inventory.core.objects import applied_by_others
+from inventory.core.objects import declaring_entries
 from inventory.core.tally import Tally
 from inventory.kube import kubeapi
 
@@ -64,8 +64,9 @@ class Codec(Protocol[T]):
 
 @dataclass(frozen=True)
 class RawObject:
-    """A small object (an RSync) kept decoded, with only the managedFields of others' server-side applies
-    (what a sync or a user that declares this RSync owns; the rest is dropped)."""
+    """A small object (an RSync) kept decoded, with only the managedFields that say who declares it
+    (`declaring_entries`: others' server-side applies and Config Sync's own updates; the rest is
+    dropped)."""
 
     namespace: str
     name: str
@@ -75,7 +76,7 @@ class RawObject:
 
 def _raw_object(body: dict[str, Any]) -> RawObject:
     metadata = body.get("metadata") or {}
-    declared = applied_by_others(metadata.pop("managedFields", None))
+    declared = declaring_entries(metadata.pop("managedFields", None))
     if declared:
         metadata["managedFields"] = declared
     return RawObject(

@@ -336,15 +336,17 @@ def test_gitops_install_of_the_cluster_release_sizes_the_reconciler_that_applies
         timeout=240,
         what="declared-held held by its owner",
     )
-    # Said in full with what the API server holds of its writers (pytest shortens an assertion's message):
-    # three times (bc82ae5's and b10aa7b's cold runs, 2026-12-04's second) our controller called this
-    # override someone else's, a cause not found yet.
+    # Said in full with what the API server holds of its writers (pytest shortens an assertion's message).
+    # Three times (bc82ae5's and b10aa7b's cold runs, 2026-12-04's second) our controller called this
+    # override someone else's: Config Sync's own update of the new RSync (adding its finalizers) had taken
+    # the atomic override list from its apply's managed fields, which owners.py now reads as git's.
     expected = "spec.override is applied from git by Config Sync (its managed fields): change it there"
     if held != expected:
         managed = json.dumps(rsync_of(api, DECLARED_HELD)["metadata"].get("managedFields"), indent=1)
         log = cs.stack.kubectl("logs", "-n", NAMESPACE, "-l", CONTROLLER, "--tail=200", check=False).stdout
         pytest.fail(f"held: {held}\nexpected: {expected}\nmanagedFields now: {managed}\nour log:\n{log}")
-    assert override(api, DECLARED_HELD) == GIT_OVERRIDE
+    # That update writes the entry back with its unset CPU limit as "0"; the next apply puts git's back.
+    wait_for(lambda: override(api, DECLARED_HELD) == GIT_OVERRIDE, timeout=120, what="git's override applied")
 
     # A restart of the reconciler that applied us, then of our Pods, then a commit Config Sync applies,
     # every size and override sampled throughout: never put back, never changed.

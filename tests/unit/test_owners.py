@@ -94,3 +94,74 @@ def test_an_override_an_applier_declares_belongs_to_that_applier(managed: object
     sync's server-side apply (field manager configsync.gke.io) says what it declares."""
     rsync: RSync = {"metadata": {"name": "team-a", "managedFields": managed}}  # type: ignore[typeddict-item]
     assert (override_declared_by_another(rsync) is not None) is held
+
+
+GIT_ENTRY = {
+    "containerName": "reconciler",
+    "cpuRequest": "100m",
+    "memoryRequest": "300Mi",
+    "memoryLimit": "300Mi",
+}
+# Config Sync v1.25.0's typed Update (adding a finalizer) writes the entry back with its unset quantity.
+WRITTEN_BACK = {**GIT_ENTRY, "cpuLimit": "0"}
+APPLY_WITHOUT_OVERRIDE = _applied("configsync.gke.io", "Apply", {"f:spec": {"f:git": {"f:repo": {}}}})
+OVERRIDE_FIELDS = {"f:metadata": {"f:finalizers": {}}, "f:spec": {"f:override": {"f:resources": {}}}}
+
+
+@pytest.mark.parametrize(
+    ("managed", "annotations", "reason"),
+    [
+        (
+            [
+                APPLY_WITHOUT_OVERRIDE,
+                _applied("configsync.gke.io/reconciler-manager", "Update", OVERRIDE_FIELDS),
+            ],
+            {},
+            "spec.override is applied from git by Config Sync (its managed fields): change it there",
+        ),
+        (
+            [APPLY_WITHOUT_OVERRIDE, _applied("configsync.gke.io", "Update", OVERRIDE_FIELDS)],
+            {},
+            "spec.override is applied from git by Config Sync (its managed fields): change it there",
+        ),
+        ([_applied("configsync.gke.io/reconciler-manager", "Update", OVERRIDE_FIELDS)], {}, None),
+        (
+            [
+                APPLY_WITHOUT_OVERRIDE,
+                _applied("configsync.gke.io/reconciler-manager", "Update", OVERRIDE_FIELDS),
+            ],
+            {
+                "objcount.dev/override-written": (
+                    '{"requests":{"cpu":"100m","memory":"300Mi"},"limits":{"cpu":"0","memory":"300Mi"}}'
+                )
+            },
+            None,
+        ),
+        (
+            [APPLY_WITHOUT_OVERRIDE, _applied("kubectl-edit", "Update", OVERRIDE_FIELDS)],
+            {},
+            None,
+        ),
+    ],
+    ids=[
+        "reconciler-manager-wrote-back-a-declared-rsync",
+        "its-reconciler-wrote-back-a-declared-rsync",
+        "written-back-on-an-rsync-made-by-hand",
+        "written-back-our-own-override",
+        "a-hand-edit-of-a-declared-rsync",
+    ],
+)
+def test_an_override_config_sync_wrote_back_whole_is_still_declared_in_git(
+    managed: list[dict[str, Any]], annotations: dict[str, str], reason: str | None
+) -> None:
+    """Config Sync's reconciler-manager and an RSync's own reconciler add their finalizers to a new RSync
+    by an Update of the whole object: the atomic `spec.override.resources` then moves from the declaring
+    apply's managed fields to that update's until the next apply takes it back (seen on the real node as
+    a declared override called someone else's). On an RSync Config Sync applies from git, an override not
+    ours held so is still git's; on one made by hand, or ours, the update says nothing of who declares it
+    (the rule of a user's own override decides)."""
+    rsync: RSync = {  # type: ignore[typeddict-item]
+        "metadata": {"name": "declared-held", "managedFields": managed, "annotations": annotations},
+        "spec": {"override": {"resources": [WRITTEN_BACK]}},
+    }
+    assert override_declared_by_another(rsync) == reason

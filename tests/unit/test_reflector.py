@@ -203,3 +203,31 @@ def test_a_cache_that_cannot_sync_shows_0_until_it_does() -> None:
     run(api, stop, BOUNDED)
     assert shown[0] == 0.0, "the failed list's wait"
     assert REGISTRY.get_sample_value("objcount_cache_synced", {"resource": "rootsyncs"}) == 1.0
+
+
+def test_an_rsync_is_kept_with_the_managed_fields_that_say_who_declares_it() -> None:
+    """Kept: others' server-side applies and Config Sync's own updates (its reconciler-manager's and its
+    reconciler's, which write a new RSync back whole to add their finalizers and so can hold a declared
+    override for a while); dropped: ours, and everyone else's updates."""
+
+    def entry(manager: str, operation: str) -> dict[str, Any]:
+        return {"manager": manager, "operation": operation, "fieldsV1": {"f:spec": {}}}
+
+    managed = [
+        entry("configsync.gke.io", "Apply"),
+        entry("kubectl", "Apply"),
+        entry("configsync.gke.io/reconciler-manager", "Update"),
+        entry("configsync.gke.io", "Update"),
+        entry("objcount-autoscaler", "Update"),
+        entry("objcount-autoscaler", "Apply"),
+        entry("kubectl-edit", "Update"),
+    ]
+    body = {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7", "managedFields": managed}}
+    kept = ObjectCodec().decode_event(line("ADDED", body)).obj
+    assert kept is not None
+    assert [(e["manager"], e["operation"]) for e in kept.body["metadata"]["managedFields"]] == [
+        ("configsync.gke.io", "Apply"),
+        ("kubectl", "Apply"),
+        ("configsync.gke.io/reconciler-manager", "Update"),
+        ("configsync.gke.io", "Update"),
+    ]
