@@ -76,14 +76,16 @@ def override_entry(resources: Resources) -> OverrideEntry:
 
 
 def resources_of_override(entry: object) -> Resources | None:
-    """Resources of an override entry; QuantityError when it is not readable."""
+    """Resources of an override entry; QuantityError when it is not readable. A zero quantity is not set:
+    Config Sync reads it so (its reconciler-manager takes the template's default for it), and its typed
+    updates of an RSync write every unset quantity of the entry back as "0"."""
     if not entry:
         return None
     if not isinstance(entry, Mapping):
         raise quantity.QuantityError(f"override entry is not a mapping: {str(entry)[:80]!r}")
     block: dict[str, dict[str, object]] = {"requests": {}, "limits": {}}
     for field_name, (kind, resource) in _OVERRIDE_FIELDS.items():
-        if field_name in entry:
+        if field_name in entry and quantity.parse(entry[field_name]) != 0:
             block[kind][resource] = entry[field_name]
     return resources_of(block)
 

@@ -392,7 +392,7 @@ def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring
     what its typed object writes back: the entry with its unset CPU limit as "0"). The API server moves
     the atomic list to that update's managed fields, out of the apply's, until the declaring sync's next
     apply: the override is still git's, not someone else's (the real node's intermittent 'set by someone
-    else', issue 62's notes)."""
+    else' of test_gitops_node)."""
     entry = {
         "containerName": "reconciler",
         "cpuRequest": "100m",

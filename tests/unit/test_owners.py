@@ -132,7 +132,7 @@ OVERRIDE_FIELDS = {"f:metadata": {"f:finalizers": {}}, "f:spec": {"f:override": 
             ],
             {
                 "objcount.dev/override-written": (
-                    '{"requests":{"cpu":"100m","memory":"300Mi"},"limits":{"cpu":"0","memory":"300Mi"}}'
+                    '{"requests":{"cpu":"100m","memory":"300Mi"},"limits":{"memory":"300Mi"}}'
                 )
             },
             None,

@@ -253,6 +253,29 @@ def test_an_override_is_resources_none_or_our_error(resources: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    ("entry", "read"),
+    [
+        (
+            {"cpuRequest": "100m", "memoryLimit": "300Mi", "cpuLimit": "0", "memoryRequest": "0"},
+            Resources(100, 0, None, 300),
+        ),
+        ({"cpuRequest": 0, "memoryRequest": "0Mi", "cpuLimit": "0.0", "memoryLimit": "0"}, None),
+        ({"memoryRequest": "256Mi", "cpuLimit": "-1"}, "unreadable"),
+    ],
+    ids=["written-back-with-zeros", "all-zero", "a-negative-one-unreadable"],
+)
+def test_a_zero_quantity_in_an_override_is_not_set(entry: dict[str, Any], read: object) -> None:
+    """As Config Sync reads it: its reconciler-manager takes the template's default for a zero quantity,
+    and its typed updates of an RSync write each unset one back as "0"."""
+    rsync = {"spec": {"override": {"resources": [{"containerName": "reconciler", **entry}]}}}
+    try:
+        outcome: object = reconciler_override(rsync)
+    except ReadError as error:
+        outcome = error.reason
+    assert outcome == read
+
+
+@pytest.mark.parametrize(
     "text",
     ["[1, 2]", '"x"', "{", "null", '{"requests": {"memory": "1.2.3"}}', '{"requests": []}', "", "1e999"],
 )
