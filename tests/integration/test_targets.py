@@ -403,7 +403,8 @@ def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring
         "apiVersion": "configsync.gke.io/v1beta1",
         "kind": "RootSync",
         "metadata": {"name": rig.key.name, "namespace": rig.namespace},
-        "spec": {"override": {"resources": [entry]}},
+        # As git declares an RSync: its source too (an apply that owns nothing else loses its entry).
+        "spec": {"sourceFormat": "unstructured", "override": {"resources": [entry]}},
     }
     rig.api.patch(
         kubeapi.ROOTSYNC,
@@ -425,7 +426,7 @@ def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring
             (m["manager"], m["operation"]): m["fieldsV1"]
             for m in rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]["managedFields"]
         }
-        assert "f:override" not in managed[("configsync.gke.io", "Apply")].get("f:spec", {}), "moved out"
+        assert managed[("configsync.gke.io", "Apply")]["f:spec"] == {"f:sourceFormat": {}}, "moved out"
         assert managed[(finalizer, "Update")]["f:spec"]["f:override"] == {"f:resources": {}}, "moved here"
         controller = rig.start(RSyncOverrideTarget(rig.api))
 
