@@ -3,13 +3,15 @@ reconciler's measurements (`profiles.reconciler_memory`) and checked against eve
 
     python -m profiles.size_model profiles/data/reconciler-memory-v1.22.0-local.csv \
         profiles/data/reconciler-memory-v1.22.0-real-node.csv [--step 32] [--safety 0.10] [--held-out CSV ...]
+        [--peak larger|cgroup]
 
 Method: least squares `peak = a + sum(b_kind x objects of that kind) + c x KiB` through the points
 measured with the local stack's API surface (no `--extra-crds`), weighted so that each point's *relative*
 error counts (a reconciler of 1 GiB misses by more MiB than one of 100 MiB; the bound it is judged by is
 relative too), where `peak` is the reconciler's peak over the apply and the prune (the prune can cost
-more than the apply), the kinds those of the shape's manifests as our source counter reads them; a term
-that comes out negative is dropped. A kind gets a cost of its own only where a shape of that kind alone
+more than the apply; `--peak`: the larger of VmHWM and the cgroup's, or the cgroup's alone), the
+kinds those of the shape's manifests as our source counter reads them; a term that comes out negative
+is dropped. A kind gets a cost of its own only where a shape of that kind alone
 was measured (a mix's kinds always come in the same proportion: least squares cannot tell them apart);
 a kind with a Pod template not measured costs the dearest of those measured; any other kind the source
 names costs the dearest measured kind without a Pod template; an object of no known kind (the inventory
@@ -55,7 +57,7 @@ class Measured:
     kib: int  # of the commit's manifests, rounded up as the service records them
     api_resources: int  # resource types its discovery served
     extra_crds: int
-    peak_mib: float  # over the apply and the prune, the larger of VmHWM and the cgroup's peak
+    peak_mib: float  # over the apply and the prune, the larger of VmHWM and the cgroup's peak (or: PEAKS)
     recorded_kinds: Kinds | None = None  # a repository's, as measured (a shape's follow from it)
     crd_path_steps: int = 0  # the source's CRDs' fields, each counted at its depth
     run: int = 1
@@ -113,8 +115,20 @@ def shape_kinds(shape: str, objects: int) -> Kinds:
     return kinds_of(shape_read(shape, objects).kinds)
 
 
-def read_measured(path: Path) -> list[Measured]:
+# What a point's peak is: the larger of VmHWM and the container cgroup's peak (the shipped preset's), or
+# the cgroup's alone (what a memory limit kills at; points without it left out). VmHWM counts the
+# reconciler binary's resident file pages, which the cgroup is not charged for where the image's unpacking
+# cached them first: 35 to 42 MiB above the cgroup's peak in every point measured with both (98).
+PEAKS = ("larger", "cgroup")
+
+
+def read_measured(path: Path, peak: str = "larger") -> list[Measured]:
     lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    columns = (
+        ("peak_rss_mib", "peak_with_prune_mib", "cgroup_peak_mib")
+        if peak == "larger"
+        else ("cgroup_peak_mib",)
+    )
     return [
         Measured(
             row["shape"],
@@ -122,11 +136,7 @@ def read_measured(path: Path) -> list[Measured]:
             kib_of(int(row["source_bytes"])),
             int(row["api_resources"]),
             int(row["extra_crds"]),
-            max(
-                float(row[c])
-                for c in ("peak_rss_mib", "peak_with_prune_mib", "cgroup_peak_mib")
-                if row.get(c)
-            ),
+            max(float(row[c]) for c in columns if row.get(c)),
             kinds_of(orjson.loads(row["kinds"])) if row.get("kinds") else None,
             int(row.get("crd_path_steps") or 0),
             int(row.get("run") or 1),
@@ -135,6 +145,7 @@ def read_measured(path: Path) -> list[Measured]:
             max(float(row[c]) for c in ("peak_rss_mib", "peak_with_prune_mib") if row.get(c)),
         )
         for row in csv.DictReader(lines)
+        if any(row.get(c) for c in columns)
     ]
 
 
@@ -446,8 +457,14 @@ def main() -> None:
     parser.add_argument(
         "--held-out", nargs="*", type=Path, default=[], help="measurements to check the preset on, not fit"
     )
+    parser.add_argument(
+        "--peak",
+        choices=PEAKS,
+        default="larger",
+        help="a point's peak: the larger of VmHWM and the cgroup's (the shipped preset), or the cgroup's",
+    )
     args = parser.parse_args()
-    points = [p for path in args.csv for p in read_measured(path)]
+    points = [p for path in args.csv for p in read_measured(path, args.peak)]
     local = local_surface(points)
     coefficients = linear_fit(local, base_features(local))
     preset = fit_size_aware(points, step_mib=args.step, safety=args.safety)
@@ -499,7 +516,7 @@ def main() -> None:
     print(report(points, preset))
     print("# cross-validation: the preset fitted without each shape, and without each shape's largest count")
     print(cross_validation_report(cross_validate(points, step_mib=args.step, safety=args.safety), args.step))
-    held_out = [p for path in args.held_out for p in read_measured(path)]
+    held_out = [p for path in args.held_out for p in read_measured(path, args.peak)]
     if held_out:
         print(
             f"# the preset against {len(held_out)} points it was not fitted on "

@@ -291,3 +291,13 @@ def test_kubernetes_1_37_points_are_the_ramps_and_three_repositories() -> None:
         ("monitoring-crds", 10),
         ("monitoring-tenants-100", 910),
     ]
+
+
+def test_a_point_read_for_the_cgroups_peak_is_that_peak_alone() -> None:
+    """`--peak cgroup`: the container cgroup's peak (what a limit kills at), not VmHWM; a file measured
+    without cgroups (the local stack's) gives no point."""
+    points = read_measured(DATA.parent / "reconciler-memory-v1.22.0-real-node.csv", "cgroup")
+    # The file's first row: configmaps, 1,000 objects, VmHWM 123.7 and 126.1 MiB, the cgroup's 85.2.
+    assert (points[0].shape, points[0].objects, points[0].peak_mib) == ("configmaps", 1000, 85.2)
+    assert len(points) == 17
+    assert read_measured(DATA, "cgroup") == []
