@@ -137,6 +137,30 @@ class Rig:
         ).start()
         return self.controller
 
+    def apply_as_config_sync(self, spec: dict[str, Any]) -> None:
+        """Played by us: the declaring sync's server-side apply of this RSync (field manager
+        configsync.gke.io, as Config Sync's reconcilers apply), Config Sync's admission webhook off (no
+        declared-fields annotation)."""
+        declared = {
+            "apiVersion": "configsync.gke.io/v1beta1",
+            "kind": "RootSync",
+            "metadata": {"name": self.key.name, "namespace": self.namespace},
+            "spec": spec,
+        }
+        self.api.patch(
+            kubeapi.ROOTSYNC,
+            self.namespace,
+            self.key.name,
+            declared,
+            patch_type="apply",
+            field_manager="configsync.gke.io",
+            force=True,
+        )
+
+    def held_reason(self) -> str | None:
+        metadata = self.api.get(kubeapi.ROOTSYNC, self.namespace, self.key.name)["metadata"]
+        return (metadata.get("annotations") or {}).get(HELD_ANNOTATION)
+
     def read(self, target: Target) -> Reading:
         """What the service's port reads of this RSync's reconciler through `target`."""
         rsync = self.api.get(kubeapi.ROOTSYNC, self.namespace, self.key.name)
@@ -354,35 +378,16 @@ def test_an_override_config_sync_applies_from_git_is_left_to_that_sync(rig: Rig)
     """Played by us: the declaring sync's server-side apply of the RSync (field manager configsync.gke.io,
     as Config Sync's reconcilers apply), with Config Sync's admission webhook off, so no declared-fields
     annotation. The override it declares (here git-sync's entry) is its own: we only recommend."""
-    declared = {
-        "apiVersion": "configsync.gke.io/v1beta1",
-        "kind": "RootSync",
-        "metadata": {"name": rig.key.name, "namespace": rig.namespace},
-        "spec": {"override": {"resources": [{"containerName": "git-sync", "memoryLimit": "64Mi"}]}},
-    }
-    rig.api.patch(
-        kubeapi.ROOTSYNC,
-        rig.namespace,
-        rig.key.name,
-        declared,
-        patch_type="apply",
-        field_manager="configsync.gke.io",
-        force=True,
-    )
-    target = RSyncOverrideTarget(rig.api)
-    controller = rig.start(target)
-
-    def held() -> str | None:
-        metadata = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]
-        return (metadata.get("annotations") or {}).get(HELD_ANNOTATION)
-
-    reason = wait_for(held, what="the held reason published")
+    entries = [{"containerName": "git-sync", "memoryLimit": "64Mi"}]
+    rig.apply_as_config_sync({"override": {"resources": entries}})
+    controller = rig.start(RSyncOverrideTarget(rig.api))
+    reason = wait_for(rig.held_reason, what="the held reason published")
     assert reason == "spec.override is applied from git by Config Sync (its managed fields): change it there"
     # The reason is published during the reconcile, the decision kept at its end.
     decision = wait_for(lambda: decisions(controller).get(rig.key), what="the decision kept")
     assert decision.outcome == Outcome.HELD_BY_OWNER
     body = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)
-    assert body["spec"]["override"]["resources"] == declared["spec"]["override"]["resources"], "never written"
+    assert body["spec"]["override"]["resources"] == entries, "never written"
 
 
 def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring_sync(rig: Rig) -> None:
@@ -399,22 +404,8 @@ def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring
         "memoryRequest": "300Mi",
         "memoryLimit": "300Mi",
     }
-    declared = {
-        "apiVersion": "configsync.gke.io/v1beta1",
-        "kind": "RootSync",
-        "metadata": {"name": rig.key.name, "namespace": rig.namespace},
-        # As git declares an RSync: its source too (an apply that owns nothing else loses its entry).
-        "spec": {"sourceFormat": "unstructured", "override": {"resources": [entry]}},
-    }
-    rig.api.patch(
-        kubeapi.ROOTSYNC,
-        rig.namespace,
-        rig.key.name,
-        declared,
-        patch_type="apply",
-        field_manager="configsync.gke.io",
-        force=True,
-    )
+    # As git declares an RSync: its source too (an apply that owns nothing else loses its entry).
+    rig.apply_as_config_sync({"sourceFormat": "unstructured", "override": {"resources": [entry]}})
     finalizer = "configsync.gke.io/reconciler-manager"
     written_back = {
         "metadata": {"finalizers": [finalizer]},
@@ -429,12 +420,7 @@ def test_an_override_config_sync_wrote_back_whole_is_still_left_to_the_declaring
         assert managed[("configsync.gke.io", "Apply")]["f:spec"] == {"f:sourceFormat": {}}, "moved out"
         assert managed[(finalizer, "Update")]["f:spec"]["f:override"] == {"f:resources": {}}, "moved here"
         controller = rig.start(RSyncOverrideTarget(rig.api))
-
-        def held() -> str | None:
-            metadata = rig.api.get(kubeapi.ROOTSYNC, rig.namespace, rig.key.name)["metadata"]
-            return (metadata.get("annotations") or {}).get(HELD_ANNOTATION)
-
-        reason = wait_for(held, what="the held reason published")
+        reason = wait_for(rig.held_reason, what="the held reason published")
         assert (
             reason == "spec.override is applied from git by Config Sync (its managed fields): change it there"
         )
