@@ -342,11 +342,12 @@ def test_a_leader_killed_under_load_is_replaced_and_no_count_or_size_is_lost(
 ) -> None:
     """Leader failover under load (issue 64), the README's cluster install with shipped settings: RSyncs
     synced and sized in place; then each commits twice as many ConfigMaps at once, and the leading
-    replica's process is SIGKILLed right after and its Pod deleted (so the standby must take the Lease).
-    Every RSync's new inventory count is written and its reconciler runs at the size worked out by hand
-    for it, and no reconciler's memory request is lowered meanwhile (sampled every half second). The
-    seconds from the kill to the standby holding the Lease (at most its 15 s after the last renewal), to
-    the first new count written and to the last RSync sized are printed (BENCHMARKS.md)."""
+    replica's process is SIGKILLed right after and its Pod deleted (so another replica must take the Lease:
+    the standby, or the Pod that replaces the leader's). Every RSync's new inventory count is written and
+    its reconciler runs at the size worked out by hand for it, and no reconciler's memory request is
+    lowered meanwhile (sampled every half second). The seconds from the kill to another replica holding
+    the Lease (at most its 15 s after the last renewal), to the first new count written and to the last
+    RSync sized are printed (BENCHMARKS.md)."""
     cs = config_sync_on_node
     api = cs.api
     assert api is not None
@@ -402,14 +403,16 @@ def test_a_leader_killed_under_load_is_replaced_and_no_count_or_size_is_lost(
         holder = wait_for(
             lambda: lease_held_by_other_than(api, gone),
             timeout=120,
-            what="the Lease taken by the standby",
+            what="the Lease taken by another replica",
         )
         taken = time.monotonic() - killed
         # How many RSyncs Config Sync had synced their new commit for while no replica of ours acted.
         in_the_gap = sum(synced(rsync_of(api, k), commit) for k, (_, commit) in grown.items())
-        # The standby that was Ready before the kill, not the Pod that replaces the leader's. (Not "a Ready
-        # Pod now": a new leader's /readyz says 503 until its caches sync, which CI once saw here.)
-        assert holder == standby, (holder, standby)
+        # Another replica of ours: the standby Ready before the kill, or the Pod that replaces the leader's,
+        # which also waits out the Lease and may take it first (seen here, 2026-12-07). Not "a Ready Pod
+        # now": a new leader's /readyz says 503 until its caches sync, which CI saw once (2026-12-04).
+        ours = {p["metadata"]["name"] for p in cs.pods(CONTROLLER)}
+        assert holder in ours - {gone}, (holder, standby, ours)
         wait_for(
             lambda: any(counts(api, k) == (None, str(entries(k, n))) for k, (n, _) in grown.items()),
             timeout=300,
@@ -424,7 +427,7 @@ def test_a_leader_killed_under_load_is_replaced_and_no_count_or_size_is_lost(
             seen = [sample[key] for sample in samples if sample.get(key) is not None]
             assert seen == sorted(seen), f"{key}: a memory request lowered: {seen}"
         what = f"leader failover under load, {FAILOVER_RSYNCS} RSyncs: seconds from the SIGKILL to"
-        gap = f"the standby holding the Lease ({in_the_gap} RSyncs synced their new commit meanwhile)"
+        gap = f"another replica holding the Lease ({in_the_gap} RSyncs synced their new commit meanwhile)"
         FIGURES.append((f"{what} {gap}", taken))
         FIGURES.append((f"{what} the first new count written", first))
         FIGURES.append((f"{what} the last RSync sized", last))
