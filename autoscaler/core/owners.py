@@ -16,13 +16,7 @@ from autoscaler.core.annotations import (
 from autoscaler.core.reasons import ReadError
 from autoscaler.core.size_fields import reconciler_override
 from inventory.core.ids import SYNC_KIND_LABEL
-from inventory.core.objects import (
-    CONFIG_SYNC_APPLIER,
-    ManagedFieldsEntry,
-    annotations_of,
-    block_of,
-    declaring_entries,
-)
+from inventory.core.objects import CONFIG_SYNC_APPLIER, annotations_of, block_of, declaring_entries
 
 RECONCILER_MANAGER = "reconciler-manager"  # Config Sync's field manager for the reconciler Deployments
 DECLARED_FIELDS_ANNOTATION = "configsync.gke.io/declared-fields"
@@ -83,13 +77,16 @@ def override_declared_by_another(rsync: Mapping[str, object]) -> str | None:
 
 def _declared_by_managed_fields(rsync: Mapping[str, object]) -> str | None:
     entries = declaring_entries(block_of(rsync, "metadata").get("managedFields"))
-    applies = [e for e in entries if e.get("operation") == "Apply"]
+    in_git = any(e.get("manager") == CONFIG_SYNC_APPLIER and e.get("operation") == "Apply" for e in entries)
     for entry in entries:
         override = block_of(block_of(entry, "fieldsV1"), "f:spec").get("f:override")
         if not isinstance(override, dict):
             continue
-        if entry.get("operation") != "Apply":  # Config Sync's own update, writing back what is there
-            if _written_back_from_git(rsync, applies):
+        if entry.get("operation") != "Apply":
+            # Config Sync's own update of the whole RSync took the list from its apply's entry: it moved
+            # who owns it, not whose it is. An entry not ours on an RSync git declares is git's; one of
+            # ours that it wrote back stays ours.
+            if in_git and users_own_override(rsync) is not None:
                 return FROM_GIT
             continue
         if entry.get("manager") == CONFIG_SYNC_APPLIER:
@@ -114,15 +111,6 @@ def _declared_by_annotation(rsync: Mapping[str, object]) -> str | None:
     if isinstance(spec, dict) and "f:override" in spec:
         return "spec.override is declared in git (configsync.gke.io/declared-fields): change it there"
     return None
-
-
-def _written_back_from_git(rsync: Mapping[str, object], applies: list[ManagedFieldsEntry]) -> bool:
-    """Whether an override that Config Sync's own update of the whole RSync took from its apply's entry
-    (`declaring_entries`) came from git: the RSync is declared there (Config Sync applies it) and the
-    entry is not one we wrote. Such an update changes who owns the list, not whose it is; an override of
-    ours that it wrote back stays ours."""
-    declared = any(e.get("manager") == CONFIG_SYNC_APPLIER for e in applies)
-    return declared and users_own_override(rsync) is not None
 
 
 def override_held(rsync: Mapping[str, object]) -> str | None:
