@@ -43,7 +43,7 @@ from autoscaler.core.plan import DecideConfig, RSyncState
 from autoscaler.core.resources import Resources
 from autoscaler.core.written import Applied, Written
 from autoscaler.service.settings import Settings
-from inventory.core.counts import ObjectCounts, kinds_of
+from inventory.core.counts import ObjectCounts
 from inventory.core.ids import RSyncKey
 from inventory.core.objects import Pod, RSync
 from inventory.source.source_count import count_directory
@@ -82,14 +82,7 @@ def counted(phase: Phase, slug: str, scale: float, name: str) -> ObjectCounts:
         root = Path(directory)
         for path, text in phase.files(slug, scale).items():
             (root / path).write_text(text)
-        count = count_directory(root)
-    return ObjectCounts(
-        count.objects,
-        source_kib=math.ceil(count.bytes / 1024),
-        source_kinds=kinds_of(dict(count.kinds)),
-        source_commit=name,
-        source_crd_path_steps=count.crd_path_steps,
-    )
+        return count_directory(root).object_counts(commit=name)
 
 
 def first_commit(trace: Sequence[TraceSample]) -> float:

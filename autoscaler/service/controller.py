@@ -64,7 +64,7 @@ from autoscaler.service.metrics import (
     WORKING_SET,
 )
 from autoscaler.service.workqueue import ShutDown, WorkQueue
-from inventory.core.counts import ObjectCounts, describe_kinds, kinds_of
+from inventory.core.counts import ObjectCounts, describe_kinds
 from inventory.core.ids import (
     RECONCILER_NAMESPACE,
     RSyncKey,
@@ -79,7 +79,7 @@ from inventory.core.objects import RSync
 from inventory.core.sync_progress import sync_progress
 from inventory.kube import kubeapi
 from inventory.kube.watch import InventoryCodec, Key, ObjectCodec, RawObject, Reflector, WatchSettings
-from inventory.source.source_count import SourceCount, kib_of, rejection
+from inventory.source.source_count import SourceCount, rejection
 from inventory.source.source_watch import SourceLayout, SourceWatcher
 
 __all__ = ["Controller", "Executor", "Observer", "Scope"]
@@ -272,15 +272,7 @@ class Observer:
         if count.rejected:
             self._on_rejected_source(count)
             return
-        source = ObjectCounts(
-            count.objects,
-            source_kib=kib_of(count.bytes),
-            source_kinds=kinds_of(count.kinds),
-            source_commit=count.commit or None,
-            source_partial=bool(count.unread),
-            source_crd_path_steps=count.crd_path_steps,
-            source_workload_path_steps=count.workload_path_steps,
-        )
+        source = count.object_counts()
         with self._lock:
             self._source = source
         log.info(

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inventory.core.counts import ObjectCounts, kinds_of
 from inventory.core.manifest_reader import SUFFIXES, SYNTAX, FileRead, KindCounter, Problem, read_manifest
 
 # Path elements the reconciler's reader skips (CI configuration of git hosts).
@@ -59,6 +60,19 @@ class SourceCount:
     unread: tuple[str, ...] = ()
     crd_path_steps: int = 0  # its CRDs' fields, each counted at its depth
     workload_path_steps: int = 0  # the same of its objects with a Pod template
+
+    def object_counts(self, commit: str | None = None) -> ObjectCounts:
+        """The source's side of the counts a size is decided from: every input the model reads of a
+        commit, in one place, so no caller forgets one (`commit`: a name for it other than its own)."""
+        return ObjectCounts(
+            self.objects,
+            source_kib=kib_of(self.bytes),
+            source_kinds=kinds_of(self.kinds),
+            source_commit=commit or self.commit or None,
+            source_partial=bool(self.unread),
+            source_crd_path_steps=self.crd_path_steps,
+            source_workload_path_steps=self.workload_path_steps,
+        )
 
 
 MAX_REASON = 1024  # what is kept of a rejection's reason (an annotation, an Event's note)

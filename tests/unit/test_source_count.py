@@ -392,6 +392,20 @@ def test_the_path_steps_of_objects_with_a_pod_template_are_counted_apart() -> No
     assert read_manifest(anchored.encode(), "b.yaml").workload_path_steps == 8
 
 
+def test_a_commits_counts_carry_every_input_of_the_model(tmp_path: Path) -> None:
+    # The replay once dropped the Pod templates' path steps here, so its sizes took the 360 steps assumed
+    # of an unread template: every input the model reads of a commit is carried, by hand as above.
+    deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\nspec:\n  replicas: 0\n"
+    text = CM + "---\n" + deployment + "---\n" + CRD_WITH_EQUALS
+    (tmp_path / "a.yaml").write_text(text)
+    counts = count_directory(tmp_path).object_counts(commit="c1")
+    kib = -(-len(text.encode()) // 1024)
+    assert (counts.source, counts.source_kib, counts.source_commit) == (3, kib, "c1")
+    assert not counts.source_partial
+    assert dict(counts.source_kinds or ()) == {"ConfigMap": 1, "Deployment": 1, "CustomResourceDefinition": 1}
+    assert (counts.source_workload_path_steps, counts.source_crd_path_steps) == (8, 85)
+
+
 @pytest.mark.parametrize("kind", ["[1]", "&c [1]", "{a: 1}", "&m {a: 1}"])
 def test_a_kind_that_is_not_a_string_is_rejected_as_config_sync_does_not_a_crash(kind: str) -> None:
     # Found by the differential test (CI, 2026-12-04): a list where the kind belongs was looked up in a
