@@ -32,7 +32,8 @@ kinds with a Pod template, with nothing scheduled: StatefulSets and ReplicaSets 
 and Jobs (suspended), DaemonSets (selecting no node); Services (ClusterIP, selecting no Pod: the
 cluster still makes their Endpoints and EndpointSlices) and ServiceAccounts, the kinds many-namespace
 platforms hold beside each Deployment; Online Boutique's Deployments as released (`replicas: 0`), whose
-templates hold three times the fields of ours; and a platform
+templates hold three times the fields of ours, and the Prometheus operator's example Deployment, about
+twice as many (a second template size); and a platform
 team's repository (`profiles.platform`: Namespaces, ServiceAccounts, RoleBindings, ConfigMaps,
 Deployments, Services, NetworkPolicies in the mix counted in Config Sync's own test data; pruning its
 Namespaces makes Config Sync v1.22.0 retry the sync about five minutes later, which its `to pruned`
@@ -244,16 +245,32 @@ def serviceaccount(i: int, namespace: str) -> str:
 BOUTIQUE = Path(__file__).parent / "data" / "microservices-demo-v0.10.6" / "kubernetes-manifests.yaml"
 
 
+# The Prometheus operator's example Deployment (profiles/data/prometheus-operator-v0.93.0/SOURCE.md).
+OPERATOR = Path(__file__).parent / "data" / "prometheus-operator-v0.93.0" / "prometheus-operator.yaml"
+
+
 @functools.cache
-def _boutique_deployments() -> tuple[dict[str, Any], ...]:
-    return tuple(d for d in yaml.safe_load_all(BOUTIQUE.read_text()) if d and d["kind"] == "Deployment")
+def _released_deployments(path: Path) -> tuple[dict[str, Any], ...]:
+    return tuple(d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "Deployment")
 
 
 def boutique_deployment(i: int, namespace: str) -> str:
     """One of Online Boutique's 12 Deployments as released (probes, security contexts, environment: about
     three times the fields of `deployment`'s), named and labelled for `i`, with `replicas: 0` (nothing
     is scheduled): whether a Deployment costs its kind or its template."""
-    released = _boutique_deployments()
+    return _released_deployment(BOUTIQUE, i, namespace)
+
+
+def operator_deployment(i: int, namespace: str) -> str:
+    """The Prometheus operator's example Deployment as published (arguments, resources, security
+    contexts: a template between `deployment`'s and Online Boutique's), named and labelled for `i`, with
+    `replicas: 0`: a second template size, so that the templates' cost is told by more than one."""
+    return _released_deployment(OPERATOR, i, namespace)
+
+
+def _released_deployment(path: Path, i: int, namespace: str) -> str:
+    """The `i`-th (cycling) Deployment of a published file, its own Pods selected by a label of `i`."""
+    released = _released_deployments(path)
     spec = copy.deepcopy(released[i % len(released)]["spec"])
     app = f"{released[i % len(released)]['metadata']['name']}-{i}"
     spec["replicas"] = 0
@@ -309,6 +326,7 @@ SHAPES: dict[str, Callable[[int, str], str]] = {
     "services": service,
     "serviceaccounts": serviceaccount,
     "boutique-deployments": boutique_deployment,
+    "operator-deployments": operator_deployment,
 }
 # namespaced
 SPREADS = (
@@ -326,6 +344,7 @@ SPREADS = (
     "services",
     "serviceaccounts",
     "boutique-deployments",
+    "operator-deployments",
 )
 
 

@@ -79,7 +79,12 @@ def test_a_medium_custom_resource_carries_a_few_kib() -> None:
 
 @pytest.mark.parametrize(
     ("shape", "kind"),
-    [("services", "Service"), ("serviceaccounts", "ServiceAccount"), ("boutique-deployments", "Deployment")],
+    [
+        ("services", "Service"),
+        ("serviceaccounts", "ServiceAccount"),
+        ("boutique-deployments", "Deployment"),
+        ("operator-deployments", "Deployment"),
+    ],
 )
 def test_the_many_namespace_kinds_shapes_are_that_kind_alone_each_named_once(shape: str, kind: str) -> None:
     docs = objects(manifests(shape, 30, "p"))
@@ -100,4 +105,22 @@ def test_boutique_deployments_are_online_boutique_s_twelve_with_nothing_schedule
         == d["spec"]["template"]["metadata"]["labels"]
         == {"app": d["metadata"]["name"]}
         for d in docs
+    )
+
+
+def test_operator_deployments_are_the_prometheus_operator_s_example_with_nothing_scheduled() -> None:
+    docs = objects(manifests("operator-deployments", 3, "p"))
+    assert [(d["metadata"]["name"], d["spec"]["replicas"]) for d in docs] == [
+        ("prometheus-operator-0", 0),
+        ("prometheus-operator-1", 0),
+        ("prometheus-operator-2", 0),
+    ]
+    # As published (SOURCE.md's file): its one container's two arguments and its non-root user.
+    template = docs[1]["spec"]["template"]
+    assert len(template["spec"]["containers"][0]["args"]) == 2
+    assert template["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65534}
+    assert (
+        docs[1]["spec"]["selector"]["matchLabels"]
+        == template["metadata"]["labels"]
+        == {"app": "prometheus-operator-1"}
     )
