@@ -254,8 +254,8 @@ def size_aware_by_hand(
     *, configmaps: int, others: int, kib: float, api_resources: int, named: int = 0
 ) -> tuple[str, str]:
     """The default (size-aware) preset on Standard, written out by hand from its documented constants:
-    96 MiB + 0.0531 MiB per ConfigMap + 0.1183 MiB and 360 Pod-template path steps at 0.0002976 MiB per
-    object of no known kind (`others`) + 0.0668 MiB per object of a kind named without a cost of its own
+    96 MiB + 0.053 MiB per ConfigMap + 0.1183 MiB and 360 Pod-template path steps at 0.0002928 MiB per
+    object of no known kind (`others`) + 0.0667 MiB per object of a kind named without a cost of its own
     (`named`: a Namespace in an inventory) + 0.0082 MiB per KiB of manifests + 0.5237 MiB per resource
     type served beyond 79, rounded up to 32 MiB, no memory
     limit; CPU 32m + 0.052m per object, rounded up (at least 10m), no CPU limit. `kib` is what the service
@@ -263,9 +263,9 @@ def size_aware_by_hand(
     source is not read. Returns (CPU request, memory request) as quantities."""
     raw = (
         Fraction(96)
-        + Fraction("0.0531") * configmaps
-        + (Fraction("0.1183") + Fraction("0.0002976") * 360) * others
-        + Fraction("0.0668") * named
+        + Fraction("0.053") * configmaps
+        + (Fraction("0.1183") + Fraction("0.0002928") * 360) * others
+        + Fraction("0.0667") * named
         + Fraction("0.0082") * Fraction(kib)
         + Fraction("0.5237") * max(0, api_resources - 79)
     )

@@ -202,12 +202,12 @@ def test_rootsync_counts_are_what_the_real_reconciler_produced(
     annotations = rsync_of(api, key)["metadata"]["annotations"]
     assert annotations["objcount.dev/source-kib"] == str(kib(manifests))
     assert annotations["objcount.dev/source-kinds"] == '{"ConfigMap":40}'
-    # 41 objects (the Namespace too): 40 ConfigMaps at 0.0531 MiB, the Namespace at 0.1183 with 360
-    # Pod-template path steps at 0.0002976 (an object of no known kind), the source's KiB scaled to 41
+    # 41 objects (the Namespace too): 40 ConfigMaps at 0.053 MiB, the Namespace at 0.1183 with 360
+    # Pod-template path steps at 0.0002928 (an object of no known kind), the source's KiB scaled to 41
     # objects at 0.0082, and 0.5237 per resource type over 79.
     scaled_kib = -(-kib(manifests) * 41 // 40)
-    unknown_mib = Fraction("0.1183") + Fraction("0.0002976") * 360
-    objects_mib = Fraction("0.0531") * 40 + unknown_mib + Fraction("0.0082") * scaled_kib
+    unknown_mib = Fraction("0.1183") + Fraction("0.0002928") * 360
+    objects_mib = Fraction("0.053") * 40 + unknown_mib + Fraction("0.0082") * scaled_kib
     memory = objects_mib + Fraction("0.5237") * max(0, surface - 79)
 
     def recommended_memory() -> str | None:

@@ -233,7 +233,7 @@ def test_our_cluster_mode_deployment_runs_as_pods_of_our_image_and_sizes_rootsyn
         )
         # The shipped default (size-aware) with no source in cluster mode: an inventory of n entries (a
         # RootSync's: its ConfigMaps and the implicit Namespace, a kind without a cost of its own), priced
-        # by the kinds they name, 2 KiB assumed per entry. For 301: 96 + 0.0531 x 300 + 0.0668 + 0.0082 x
+        # by the kinds they name, 2 KiB assumed per entry. For 301: 96 + 0.053 x 300 + 0.0667 + 0.0082 x
         # 602 = 116.9 MiB and the API surface's term, 128Mi, where every entry priced as the dearest kind
         # with the template assumed gave 170.2 MiB and that term, 192Mi.
         surface = legacy_count(api)

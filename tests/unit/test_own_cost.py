@@ -31,7 +31,7 @@ def test_config_sync_s_default_pod() -> None:
 
 def test_our_sidecar_is_in_the_pod_it_sizes() -> None:
     sidecar = OwnCost("sidecar", 64, 128)
-    # 100 ConfigMaps of 12 KiB: 96 + 0.0531 x 100 + 0.0082 x 12 = 101.4 MiB, on the 32 MiB grid 128;
+    # 100 ConfigMaps of 12 KiB: 96 + 0.053 x 100 + 0.0082 x 12 = 101.4 MiB, on the 32 MiB grid 128;
     # the Pod: 128 + 116 (git-sync, otel-agent) + 64 (ours).
     assert ours_pod_mib(STANDARD, sidecar, 100, 12, (("ConfigMap", 100),)) == 128 + 116 + 64
     # On Autopilot 128 + 96 + 64 = 288 is raised to the Pod minimum, 512 MiB (the reconciler gets 352, on
