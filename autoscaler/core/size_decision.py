@@ -110,6 +110,8 @@ def decide_size(
         return replace(base, reason=f"{target} objects: already sized")
     if current is None or not current.covers(recommended):
         resources = recommended if current is None else recommended.at_least(current)
+        if resources != recommended:  # the log line and the Event name what is written, not only the need
+            need += f"; it keeps what it has above that: {resources}"
         return replace(base, outcome=Outcome.SCALED_UP, resources=resources, reason=need)
     steady = profile.sizing.steady_mib is not None
     return _scale_down(

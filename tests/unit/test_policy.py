@@ -242,6 +242,17 @@ def test_scales_up_at_once() -> None:
     assert (d.outcome, d.resources) == (Outcome.SCALED_UP, AT[5000])
 
 
+def test_a_scale_up_that_keeps_more_cpu_than_needed_names_what_it_writes() -> None:
+    """The reconciler runs 1000m/160Mi; 2,000 objects need 532m/544Mi. The scale-up keeps its 1000m, and
+    the reason (the log line and the Event) names the resources written, not only the need."""
+    d = step(ObjectCounts(2000, 2000), initial(Resources(1000, 160, 1000, 160)), 0)
+    assert (d.outcome, d.resources) == (Outcome.SCALED_UP, Resources(1000, 544, 1000, 544))
+    assert d.reason == (
+        "2000 objects need requests 532m/544Mi, limits 532m/544Mi; "
+        "it keeps what it has above that: requests 1000m/544Mi, limits 1000m/544Mi"
+    )
+
+
 def test_scales_down_only_after_the_delay_and_to_the_largest_target_seen() -> None:
     d = initial(AT[5000])
     d = step(ObjectCounts(100, 100), d, 0)

@@ -36,3 +36,20 @@ def test_the_same_size_written_again_soon_is_a_repeat_and_nothing_else_is() -> N
         repeats=1,
         first_repeats=(f"2026-11-30T05:00:00.500+00:00 {ROOT} requests 58m/192Mi, limits none/none",),
     )
+
+
+def test_a_scale_up_that_keeps_its_cpu_is_read_at_the_size_it_wrote() -> None:
+    """A scale-up that keeps the CPU the reconciler had (241m where 38m is needed), then the CPU's own
+    scale-down to 38m: two different sizes written, not a repeat."""
+    log = [
+        line(
+            "00.000",
+            ROOT,
+            "scaled_up via in-place: 2000 objects need requests 38m/512Mi, limits none/none; it keeps what it "
+            "has above that: requests 241m/512Mi, limits none/none",
+        ),
+        line(
+            "01.000", ROOT, "scaled_down via in-place: 2000 objects need requests 38m/512Mi, limits none/none"
+        ),
+    ]
+    assert tally(log, within_s=5.0) == Repeats(writes=2, repeats=0, first_repeats=())
