@@ -23,7 +23,7 @@ raise the factor, never lower it.
 
 What a transition needed never holds the size of the steady state after it: once the sync finished,
 and in place (a resize restarts nothing), the reconciler is sized by what it then uses, its working set
-over the last `STEADY_S` past the sync's tail (`TAIL_S`) plus the margin (`Peak.steady_need`), up or
+over the last `STEADY_S` past the sync's tail (`in_tail`) plus the margin (`Peak.steady_need`), up or
 down; a lower size goes through the same scale-down rules as any other (a pending prune, the restart
 cap) but the steady state's own delay (`steady_scale_down_delay_seconds`, 0 by default) counted from its
 start; the OOM floor still wins upward. A new Pod starts a new window, syncing its commit from the
@@ -124,6 +124,13 @@ STEADY_S = 120.0
 # 435 MiB) sized the steady state at 544Mi for 269 s while it used about 100 (BENCHMARKS, "Closer to the
 # clairvoyant").
 TAIL_S = 30.0
+# Some tails are longer: in run 13 the reconciler held 371 to 404 MiB of its prune's 404 for 82 s after
+# the report, then 108. So past TAIL_S the tail goes on while the working set stays at the sync's level
+# (within TAIL_LEVEL of the window's peak), up to TAIL_MAX_S. Its first sample below that level ends it:
+# from then on every sample is the steady state's, a rebound too. While the tail lasts the size is what
+# it was (a scale-down waits its usual delay), never lower.
+TAIL_LEVEL = Fraction(9, 10)
+TAIL_MAX_S = 150.0
 
 
 @dataclass(frozen=True)
@@ -215,17 +222,25 @@ def working_set_mib(pod_metrics: Mapping[str, object]) -> int | None:
 def observed(last: Peak | None, window: Window, mib: int, at: float = 0.0) -> Peak:
     """The window's peak after a sample of `mib` taken `at`: a new window starts from the sample; once the
     window's commit is finished the sample is the steady state's too (those of the last STEADY_S kept),
-    past the sync's tail (the first TAIL_S from the steady state's first sample)."""
+    past the sync's tail (`in_tail`, from the steady state's first sample)."""
     if last is None or last.window != window:
         return Peak(window, mib)
     peak = replace(last, mib=max(last.mib, mib))
     if last.steady_objects is None:
         return peak
     since = at if last.steady_from is None else last.steady_from
-    if at < since + TAIL_S:
+    if in_tail(last, at - since, mib):
         return replace(peak, steady_from=since)
     steady = (*((t, m) for t, m in last.steady if t > at - STEADY_S), (at, mib))
     return replace(peak, steady=steady, steady_from=since)
+
+
+def in_tail(last: Peak, elapsed: float, mib: int) -> bool:
+    """Whether a sample taken `elapsed` s into the steady state is still the sync's tail: within its first
+    TAIL_S, or, until TAIL_MAX_S and before any steady sample, at the sync's level (the window's peak)."""
+    if elapsed < TAIL_S:
+        return True
+    return not last.steady and elapsed < TAIL_MAX_S and mib >= TAIL_LEVEL * last.mib
 
 
 @dataclass(frozen=True)

@@ -533,6 +533,34 @@ def test_the_syncs_tail_is_not_the_steady_state() -> None:
     assert observed(restarted, WINDOW, 100, 40.0).steady_need(101, Margin()) is None
 
 
+def test_a_tail_at_the_syncs_level_lasts_until_the_working_set_leaves_it() -> None:
+    """Seen in run 13 (v1.37.2): the sidecar's reconciler held 371 to 404 MiB of its prune's 404 for 82 s
+    after the report, then 108. Past 30 s, a sample at 90 % of the window's peak or more (404 x 0.9 =
+    363.6) is still the tail; the first one below it ends the tail, and every sample after it counts,
+    a rebound to the old level too."""
+    peak = held(observed(None, WINDOW, 404), Fraction(328), 100, finished=True, steady=True)
+    assert peak is not None
+    for at, mib in ((0.0, 399), (45.0, 404), (60.0, 371), (79.0, 364)):
+        peak = observed(peak, WINDOW, mib, at)
+        assert peak.steady_need(100, Margin()) is None, at
+    peak = observed(peak, WINDOW, 157, 82.0)
+    assert peak.steady_need(100, Margin()) == 197  # 157 x 1.25 = 196.25
+    peak = observed(peak, WINDOW, 380, 90.0)
+    assert peak.steady_need(100, Margin()) == 475, "after the tail, a rebound is the steady state's"
+
+
+def test_a_tail_at_the_syncs_level_ends_after_150_s() -> None:
+    """A reconciler that keeps its sync's level needs it: from 150 s on, its samples are the steady
+    state's whatever their level."""
+    peak = held(observed(None, WINDOW, 300), Fraction(328), 1000, finished=True, steady=True)
+    assert peak is not None
+    for at in (0.0, 60.0, 149.0):
+        peak = observed(peak, WINDOW, 290, at)
+        assert peak.steady_need(1000, Margin()) is None, at
+    peak = observed(peak, WINDOW, 290, 150.0)
+    assert peak.steady_need(1000, Margin()) == 363  # 290 x 1.25 = 362.5
+
+
 def test_a_factor_below_one_never_lowers_a_prune() -> None:
     """Stored: 0.5732 (192 MiB for 1,000 objects, where the model predicted 328). A commit of 100 while
     the inventory still holds 1,000: a prune, which holds both commits; the model's own price, 128 + 0.2 x
