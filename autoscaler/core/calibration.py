@@ -95,6 +95,7 @@ class Peak:
     predicted: Fraction = Fraction(0)
     transition_seen: bool = False  # a reconcile saw the window's commit not finished yet
     steady_objects: int | None = None
+    steady_predicted: Fraction = Fraction(0)  # the model's prediction for those objects (raw MiB)
     steady: tuple[tuple[float, int], ...] = ()  # the steady state's samples of the last STEADY_S: (at, MiB)
     steady_from: float | None = None  # when the steady state's first sample was taken (its tail began)
 
@@ -125,10 +126,11 @@ STEADY_S = 120.0
 # clairvoyant").
 TAIL_S = 30.0
 # Some tails are longer: in run 13 the reconciler held 371 to 404 MiB of its prune's 404 for 82 s after
-# the report, then 108. So past TAIL_S the tail goes on while the working set stays at the sync's level
-# (within TAIL_LEVEL of the window's peak), up to TAIL_MAX_S. Its first sample below that level ends it:
-# from then on every sample is the steady state's, a rebound too. While the tail lasts the size is what
-# it was (a scale-down waits its usual delay), never lower.
+# the report, then 108. So past TAIL_S the tail goes on, up to TAIL_MAX_S, while the working set stays at
+# the sync's level: within TAIL_LEVEL of the window's peak, and above the model's prediction for the
+# objects that remain (what a small repository holds at its peak all along is its need, not a tail). Its
+# first sample below that level ends it: from then on every sample is the steady state's, a rebound too.
+# While the tail lasts the size is what it was (a scale-down waits its usual delay), never lower.
 TAIL_LEVEL = Fraction(9, 10)
 TAIL_MAX_S = 150.0
 
@@ -237,10 +239,12 @@ def observed(last: Peak | None, window: Window, mib: int, at: float = 0.0) -> Pe
 
 def in_tail(last: Peak, elapsed: float, mib: int) -> bool:
     """Whether a sample taken `elapsed` s into the steady state is still the sync's tail: within its first
-    TAIL_S, or, until TAIL_MAX_S and before any steady sample, at the sync's level (the window's peak)."""
+    TAIL_S, or, until TAIL_MAX_S and before any steady sample, at the sync's level (near the window's peak,
+    above the model's prediction for what remains)."""
     if elapsed < TAIL_S:
         return True
-    return not last.steady and elapsed < TAIL_MAX_S and mib >= TAIL_LEVEL * last.mib
+    at_level = mib >= TAIL_LEVEL * last.mib and mib > last.steady_predicted
+    return not last.steady and elapsed < TAIL_MAX_S and at_level
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,7 @@ def held(
         predicted=max(peak.predicted, predicted),
         transition_seen=peak.transition_seen or not finished,
         steady_objects=steady_objects,
+        steady_predicted=predicted if steady else Fraction(0),
         steady=peak.steady if same else (),
         steady_from=peak.steady_from if same else None,
     )

@@ -536,9 +536,9 @@ def test_the_syncs_tail_is_not_the_steady_state() -> None:
 def test_a_tail_at_the_syncs_level_lasts_until_the_working_set_leaves_it() -> None:
     """Seen in run 13 (v1.37.2): the sidecar's reconciler held 371 to 404 MiB of its prune's 404 for 82 s
     after the report, then 108. Past 30 s, a sample at 90 % of the window's peak or more (404 x 0.9 =
-    363.6) is still the tail; the first one below it ends the tail, and every sample after it counts,
-    a rebound to the old level too."""
-    peak = held(observed(None, WINDOW, 404), Fraction(328), 100, finished=True, steady=True)
+    363.6) and above the model's 128 MiB for the 100 objects that remain is still the tail; the first one
+    below that level ends the tail, and every sample after it counts, a rebound to the old level too."""
+    peak = held(observed(None, WINDOW, 404), Fraction(128), 100, finished=True, steady=True)
     assert peak is not None
     for at, mib in ((0.0, 399), (45.0, 404), (60.0, 371), (79.0, 364)):
         peak = observed(peak, WINDOW, mib, at)
@@ -549,10 +549,19 @@ def test_a_tail_at_the_syncs_level_lasts_until_the_working_set_leaves_it() -> No
     assert peak.steady_need(100, Margin()) == 475, "after the tail, a rebound is the steady state's"
 
 
+def test_a_working_set_at_its_peak_but_within_the_models_price_is_no_tail() -> None:
+    """A small repository holds about what it held at its peak once synced (seen: 38 of 40 MiB for 101
+    objects the model prices at 192): that is its need, sized from 30 s on as before."""
+    peak = held(observed(None, WINDOW, 40), Fraction(192), 101, finished=True, steady=True)
+    assert peak is not None
+    peak = observed(observed(peak, WINDOW, 39, 0.0), WINDOW, 38, 30.0)
+    assert peak.steady_need(101, Margin()) == 48  # 38 x 1.25 = 47.5
+
+
 def test_a_tail_at_the_syncs_level_ends_after_150_s() -> None:
-    """A reconciler that keeps its sync's level needs it: from 150 s on, its samples are the steady
-    state's whatever their level."""
-    peak = held(observed(None, WINDOW, 300), Fraction(328), 1000, finished=True, steady=True)
+    """A reconciler that keeps its sync's level, above what the model predicts (it underprices this
+    repository), needs it: from 150 s on, its samples are the steady state's whatever their level."""
+    peak = held(observed(None, WINDOW, 300), Fraction(200), 1000, finished=True, steady=True)
     assert peak is not None
     for at in (0.0, 60.0, 149.0):
         peak = observed(peak, WINDOW, 290, at)
