@@ -222,7 +222,8 @@ class Settings(BaseSettings):
         ge=0,
         le=7 * 86400,
         description="In the steady state (in place, the reconciler's commit synced, the size following its "
-        "working set's largest of the last two minutes plus the margin, the sync's first 30 s left out), "
+        "working set's largest of the last two minutes plus the margin, the sync's tail left out: its first "
+        "30 s, up to 150 s while the working set stays at the sync's level), "
         "a lower size waits this long counted from the steady state's start instead of "
         "`in_place_scale_down_delay_seconds`; 0: lowered as soon as the working set says so.",
     )
